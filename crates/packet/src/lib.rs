@@ -1,0 +1,110 @@
+//! The shared vocabulary of weir's data path.
+//!
+//! Every stage (file or live source, filter, decoder, writer, flow meter) talks about packets with
+//! the types defined here: [`LinkType`], the framing of the first byte of a packet, and
+//! [`PacketMeta`], what a capture record says about a packet besides its bytes.
+#![deny(missing_docs)]
+
+use std::fmt;
+
+/// A link-layer header type, as numbered by the tcpdump.org `LINKTYPE_` registry (the value stored
+/// in pcap and pcapng files). The numbers are kept as they are so unknown types round-trip.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub struct LinkType(pub u32);
+
+impl LinkType {
+    /// BSD loopback: a 4-byte address family in the byte order of the capturing host.
+    pub const NULL: LinkType = LinkType(0);
+    /// Ethernet II / 802.3.
+    pub const ETHERNET: LinkType = LinkType(1);
+    /// PPP in HDLC-like framing without the flag bytes (RFC 1662, address/control optional).
+    pub const PPP: LinkType = LinkType(9);
+    /// Raw IP, the number BSD and Linux use (DLT_RAW 12).
+    pub const RAW_12: LinkType = LinkType(12);
+    /// Raw IP, the number OpenBSD uses (DLT_RAW 14).
+    pub const RAW_14: LinkType = LinkType(14);
+    /// PPP in HDLC-like framing (RFC 1662), with address and control bytes.
+    pub const PPP_HDLC: LinkType = LinkType(50);
+    /// PPPoE-less PPP over Ethernet framing used by some captures (DLT_PPP_ETHER).
+    pub const PPP_ETHER: LinkType = LinkType(51);
+    /// Raw IP, the registry's own number (LINKTYPE_RAW 101).
+    pub const RAW: LinkType = LinkType(101);
+    /// OpenBSD loopback: a 4-byte address family in network byte order.
+    pub const LOOP: LinkType = LinkType(108);
+    /// Linux "cooked" capture, version 1 (16-byte header).
+    pub const LINUX_SLL: LinkType = LinkType(113);
+    /// Raw IPv4 (no link header).
+    pub const IPV4: LinkType = LinkType(228);
+    /// Raw IPv6 (no link header).
+    pub const IPV6: LinkType = LinkType(229);
+    /// Linux "cooked" capture, version 2 (20-byte header).
+    pub const LINUX_SLL2: LinkType = LinkType(276);
+
+    /// The registry name of the link type (`"EN10MB"`, `"LINUX_SLL2"`...), or `None` when weir
+    /// does not know it.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            LinkType::NULL => "NULL",
+            LinkType::ETHERNET => "EN10MB",
+            LinkType::PPP => "PPP",
+            LinkType::RAW_12 | LinkType::RAW_14 | LinkType::RAW => "RAW",
+            LinkType::PPP_HDLC => "PPP_HDLC",
+            LinkType::PPP_ETHER => "PPP_ETHER",
+            LinkType::LOOP => "LOOP",
+            LinkType::LINUX_SLL => "LINUX_SLL",
+            LinkType::IPV4 => "IPV4",
+            LinkType::IPV6 => "IPV6",
+            LinkType::LINUX_SLL2 => "LINUX_SLL2",
+            _ => return None,
+        })
+    }
+
+    /// True when weir can decode frames of this link type.
+    pub fn is_supported(self) -> bool {
+        self.name().is_some()
+    }
+}
+
+impl fmt::Display for LinkType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => write!(f, "{n} ({})", self.0),
+            None => write!(f, "unknown link type {}", self.0),
+        }
+    }
+}
+
+/// What a capture record says about a packet besides its bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct PacketMeta {
+    /// Capture time in nanoseconds since the Unix epoch.
+    pub ts_ns: u64,
+    /// Length of the packet on the wire; at least the captured length in a sane file, but files
+    /// lie, so consumers must not assume it.
+    pub orig_len: u32,
+    /// Index of the interface the packet came from (0 for classic pcap).
+    pub interface: u32,
+}
+
+/// Splits nanoseconds since the epoch into whole seconds and the nanosecond remainder.
+pub fn split_ns(ts_ns: u64) -> (u64, u32) {
+    (ts_ns / 1_000_000_000, (ts_ns % 1_000_000_000) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_display() {
+        assert_eq!(LinkType::ETHERNET.to_string(), "EN10MB (1)");
+        assert_eq!(LinkType(147).to_string(), "unknown link type 147");
+        assert!(LinkType::LINUX_SLL2.is_supported());
+        assert!(!LinkType(147).is_supported());
+    }
+
+    #[test]
+    fn split() {
+        assert_eq!(split_ns(1_700_000_000_123_456_789), (1_700_000_000, 123_456_789));
+    }
+}

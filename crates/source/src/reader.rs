@@ -1,0 +1,524 @@
+//! [`FileReader`]: one loop over pcap records or pcapng blocks, whatever holds the bytes.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use weir_packet::{LinkType, PacketMeta};
+
+use crate::backing::Backing;
+use crate::error::ReadError;
+use crate::{pcap, pcapng};
+
+/// The container format of a capture file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    /// Classic pcap.
+    Pcap {
+        /// Nanosecond timestamps (magic a1b23c4d) rather than microseconds.
+        nanos: bool,
+        /// Written in the other byte order than this machine's.
+        swapped: bool,
+        /// The modified ("Kuznetzov", magic a1b2cd34) variant with longer record headers.
+        modified: bool,
+    },
+    /// pcapng.
+    Pcapng,
+}
+
+impl FileFormat {
+    /// Short name for humans: "pcap", "pcap (ns)", "pcapng".
+    pub fn name(&self) -> &'static str {
+        match self {
+            FileFormat::Pcap { modified: true, .. } => "pcap (modified)",
+            FileFormat::Pcap { nanos: true, .. } => "pcap (ns)",
+            FileFormat::Pcap { .. } => "pcap",
+            FileFormat::Pcapng => "pcapng",
+        }
+    }
+}
+
+/// An interface a file's packets came from (classic pcap has exactly one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    /// How its frames start.
+    pub link: LinkType,
+    /// Snap length as declared in the file (0 = none declared).
+    pub snaplen: u32,
+    /// `if_name`, when given.
+    pub name: Option<String>,
+    /// `if_description`, when given.
+    pub description: Option<String>,
+    /// Timestamp resolution in the file, as a human string ("ns", "µs", "2^-30 s"...).
+    pub ts_resolution: String,
+    /// Bytes of frame check sequence at the end of each frame, when the file says so.
+    pub fcs_len: u32,
+}
+
+/// One packet, borrowing the reader's buffer until the next call.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet<'a> {
+    /// Time, wire length and interface index.
+    pub meta: PacketMeta,
+    /// Link type of its interface.
+    pub link: LinkType,
+    /// The captured bytes.
+    pub data: &'a [u8],
+}
+
+/// Where the packet found by the block loop sits in the block just consumed.
+struct Found {
+    block_len: usize,
+    data_at: usize,
+    caplen: usize,
+    meta: PacketMeta,
+    link: LinkType,
+}
+
+/// Per-interface timestamp conversion for pcapng.
+#[derive(Clone, Copy)]
+struct Clock {
+    resol: pcapng::TsResol,
+    offset_s: i64,
+    /// libpcap's effective snap length for this interface.
+    snaplen: u32,
+}
+
+/// Reads packets from a pcap or pcapng file, stdin or any byte stream.
+pub struct FileReader {
+    path: PathBuf,
+    backing: Backing,
+    format: FileFormat,
+    pcap: Option<pcap::Header>,
+    /// Current pcapng section: big-endian, and the global index of each of its interfaces.
+    be: bool,
+    section_ifaces: Vec<u32>,
+    interfaces: Vec<Interface>,
+    clocks: Vec<Clock>,
+    /// Section headers seen (pcapng).
+    sections: u32,
+    packets: u64,
+    skipped_blocks: u64,
+    done: bool,
+}
+
+impl FileReader {
+    /// Opens a capture file; `-` means stdin. Regular files are memory-mapped (if another process
+    /// truncates the file while it is read, the process may die of SIGBUS; appends are harmless),
+    /// anything else is streamed.
+    pub fn open(path: impl AsRef<Path>) -> Result<FileReader, ReadError> {
+        let path = path.as_ref();
+        if path.as_os_str() == "-" {
+            return FileReader::from_reader(path, Box::new(io::stdin()));
+        }
+        let io_err = |source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = File::open(path).map_err(io_err)?;
+        let meta = file.metadata().map_err(io_err)?;
+        if meta.is_file() {
+            if meta.len() == 0 {
+                return Err(ReadError::ShortHeader {
+                    path: path.to_owned(),
+                    len: 0,
+                });
+            }
+            let backing = Backing::map(&file).map_err(io_err)?;
+            FileReader::start(path.to_owned(), backing)
+        } else {
+            FileReader::from_reader(path, Box::new(file))
+        }
+    }
+
+    /// Reads a capture held in memory; `name` is used in messages.
+    pub fn from_bytes(name: impl AsRef<Path>, bytes: Vec<u8>) -> Result<FileReader, ReadError> {
+        FileReader::start(name.as_ref().to_owned(), Backing::owned(bytes))
+    }
+
+    /// Reads a capture from a stream (a pipe, a socket, stdin); `name` is used in messages.
+    pub fn from_reader(
+        name: impl AsRef<Path>,
+        reader: Box<dyn Read + Send>,
+    ) -> Result<FileReader, ReadError> {
+        FileReader::start(name.as_ref().to_owned(), Backing::stream(reader))
+    }
+
+    fn start(path: PathBuf, mut backing: Backing) -> Result<FileReader, ReadError> {
+        let head = backing.window(24).map_err(|source| ReadError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let mut reader = FileReader {
+            path,
+            backing: Backing::owned(Vec::new()),
+            format: FileFormat::Pcapng,
+            pcap: None,
+            be: false,
+            section_ifaces: Vec::new(),
+            interfaces: Vec::new(),
+            clocks: Vec::new(),
+            sections: 0,
+            packets: 0,
+            skipped_blocks: 0,
+            done: false,
+        };
+        if pcap::is_pcap(head) {
+            if head.len() < 24 {
+                return Err(ReadError::ShortHeader {
+                    path: reader.path,
+                    len: head.len(),
+                });
+            }
+            let h = pcap::parse_header(head).map_err(|reason| ReadError::BadHeader {
+                path: reader.path.clone(),
+                reason,
+            })?;
+            backing.advance(24);
+            reader.format = FileFormat::Pcap {
+                nanos: h.nanos,
+                swapped: h.swapped,
+                modified: h.modified,
+            };
+            reader.interfaces.push(Interface {
+                link: h.link,
+                snaplen: h.snaplen,
+                name: None,
+                description: None,
+                ts_resolution: if h.nanos { "ns" } else { "µs" }.to_string(),
+                fcs_len: h.fcs_len,
+            });
+            reader.pcap = Some(h);
+            reader.backing = backing;
+            Ok(reader)
+        } else if pcapng::is_pcapng(head) {
+            reader.backing = backing;
+            // The first block must be a valid section header; damage there is a header error.
+            // Nothing is consumed here beyond checking it, so the block loop reads it again.
+            let w = reader
+                .backing
+                .window(28)
+                .map_err(|source| ReadError::Io {
+                    path: reader.path.clone(),
+                    source,
+                })?;
+            if w.len() < 28 {
+                return Err(ReadError::ShortHeader {
+                    path: reader.path,
+                    len: w.len(),
+                });
+            }
+            let checked = pcapng::section_order(w).and_then(|be| pcapng::check_shb(&w[..28], be));
+            if let Err(reason) = checked {
+                return Err(ReadError::BadHeader {
+                    path: reader.path,
+                    reason,
+                });
+            }
+            Ok(reader)
+        } else {
+            Err(ReadError::UnknownFormat {
+                path: reader.path,
+                magic: head[..head.len().min(8)].to_vec(),
+            })
+        }
+    }
+
+    /// The container format.
+    pub fn format(&self) -> FileFormat {
+        self.format
+    }
+
+    /// The file's name as given.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Interfaces described so far, indexed by [`PacketMeta::interface`]. For pcapng this grows
+    /// as interface blocks are read.
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+
+    /// Packets delivered so far.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Blocks skipped because weir does not need them (statistics, name resolution, custom...).
+    pub fn skipped_blocks(&self) -> u64 {
+        self.skipped_blocks
+    }
+
+    /// Byte offset of the next unread record or block.
+    pub fn offset(&self) -> u64 {
+        self.backing.offset()
+    }
+
+    /// Returns the next packet, `Ok(None)` at the end, or once `Err(ReadError::Damaged)` when the
+    /// rest of the file is unreadable (then `Ok(None)` forever).
+    #[inline]
+    pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, ReadError> {
+        let Some(found) = self.next_found()? else {
+            return Ok(None);
+        };
+        let block = self.backing.behind(found.block_len);
+        Ok(Some(Packet {
+            meta: found.meta,
+            link: found.link,
+            data: &block[found.data_at..found.data_at + found.caplen],
+        }))
+    }
+
+    fn io(&mut self, source: io::Error) -> ReadError {
+        self.done = true;
+        ReadError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn damaged(&mut self, reason: String) -> ReadError {
+        self.done = true;
+        ReadError::Damaged {
+            path: self.path.clone(),
+            offset: self.backing.offset(),
+            reason,
+            packets: self.packets,
+        }
+    }
+
+    #[inline]
+    fn next_found(&mut self) -> Result<Option<Found>, ReadError> {
+        if self.done {
+            return Ok(None);
+        }
+        match self.pcap {
+            Some(h) => self.next_pcap_record(h),
+            None => self.next_pcapng_packet(),
+        }
+    }
+
+    #[inline]
+    fn next_pcap_record(&mut self, h: pcap::Header) -> Result<Option<Found>, ReadError> {
+        let hl = h.record_header_len();
+        let have = match self.backing.window(hl) {
+            Ok(w) => w.len(),
+            Err(e) => return Err(self.io(e)),
+        };
+        if have == 0 {
+            self.done = true;
+            return Ok(None);
+        }
+        if have < hl {
+            return Err(self.damaged(format!(
+                "truncated dump file; tried to read {hl} header bytes, only got {have}"
+            )));
+        }
+        let rec = pcap::parse_record(&h, self.backing.current());
+        if rec.caplen > pcap::MAX_SNAPLEN {
+            return Err(self.damaged(format!(
+                "invalid packet capture length {}, bigger than maximum of {}",
+                rec.caplen,
+                pcap::MAX_SNAPLEN
+            )));
+        }
+        let total = hl + rec.caplen as usize;
+        let have = match self.backing.window(total) {
+            Ok(w) => w.len(),
+            Err(e) => return Err(self.io(e)),
+        };
+        if have < total {
+            return Err(self.damaged(format!(
+                "truncated dump file; tried to read {} captured bytes, only got {}",
+                rec.caplen,
+                have - hl
+            )));
+        }
+        self.backing.advance(total);
+        self.packets += 1;
+        // Like libpcap, a record longer than the file's snap length is cut to it.
+        let caplen = rec.caplen.min(pcap::effective_snaplen(&h)) as usize;
+        Ok(Some(Found {
+            block_len: total,
+            data_at: hl,
+            caplen,
+            meta: PacketMeta {
+                ts_ns: rec.ts_ns,
+                orig_len: rec.orig_len,
+                interface: 0,
+            },
+            link: h.link,
+        }))
+    }
+
+    fn next_pcapng_packet(&mut self) -> Result<Option<Found>, ReadError> {
+        loop {
+            let have = match self.backing.window(12) {
+                Ok(w) => w.len(),
+                Err(e) => return Err(self.io(e)),
+            };
+            if have == 0 {
+                self.done = true;
+                return Ok(None);
+            }
+            if have < 12 {
+                return Err(self.damaged(format!(
+                    "truncated dump file; tried to read 12 block header bytes, only got {have}"
+                )));
+            }
+            let w = self.backing.current();
+            let kind_le = u32::from_le_bytes(w[..4].try_into().unwrap());
+            let be = if kind_le == pcapng::SHB {
+                match pcapng::section_order(w) {
+                    Ok(be) => be,
+                    Err(reason) => return Err(self.damaged(reason)),
+                }
+            } else {
+                self.be
+            };
+            let kind = pcapng::u32_at(w, 0, be);
+            let len = pcapng::u32_at(w, 4, be);
+            if len < 12 || len % 4 != 0 || len > pcapng::MAX_BLOCK {
+                return Err(self.damaged(format!(
+                    "block of type {kind:#x} has an invalid total length {len}"
+                )));
+            }
+            let len = len as usize;
+            let have = match self.backing.window(len) {
+                Ok(w) => w.len(),
+                Err(e) => return Err(self.io(e)),
+            };
+            if have < len {
+                return Err(self.damaged(format!(
+                    "truncated dump file; tried to read {len} block bytes, only got {have}"
+                )));
+            }
+            let trailer = pcapng::u32_at(self.backing.current(), len - 4, be);
+            if trailer as usize != len {
+                return Err(self.damaged(format!(
+                    "block of type {kind:#x}: total length {len} at the start but {trailer} at the end"
+                )));
+            }
+            if self.sections == 0 && kind != pcapng::SHB {
+                return Err(self.damaged("file does not start with a section header".into()));
+            }
+            let block_start = self.backing.offset();
+            self.backing.advance(len);
+            let block = self.backing.behind(len);
+            let found = match kind {
+                pcapng::SHB => {
+                    if let Err(reason) = pcapng::check_shb(block, be) {
+                        return Err(self.damaged_at(block_start, reason));
+                    }
+                    self.be = be;
+                    self.sections += 1;
+                    // Interface ids start again in each section.
+                    self.section_ifaces.clear();
+                    None
+                }
+                pcapng::IDB => match pcapng::parse_idb(block, be) {
+                    Ok(idb) => {
+                        self.add_interface(idb);
+                        None
+                    }
+                    Err(reason) => return Err(self.damaged_at(block_start, reason)),
+                },
+                pcapng::EPB | pcapng::OPB => match pcapng::parse_epb_opb(kind, block, be) {
+                    Ok(p) => Some(p),
+                    Err(reason) => return Err(self.damaged_at(block_start, reason)),
+                },
+                pcapng::SPB => {
+                    let snaplen = match self.section_ifaces.first() {
+                        Some(&g) => self.interfaces[g as usize].snaplen,
+                        None => {
+                            return Err(self.damaged_at(
+                                block_start,
+                                "simple packet block before any interface description block"
+                                    .into(),
+                            ))
+                        }
+                    };
+                    match pcapng::parse_spb(block, be, snaplen) {
+                        Ok(p) => Some(p),
+                        Err(reason) => return Err(self.damaged_at(block_start, reason)),
+                    }
+                }
+                _ => {
+                    self.skipped_blocks += 1;
+                    None
+                }
+            };
+            let Some(p) = found else { continue };
+            let Some(&global) = self.section_ifaces.get(p.iface as usize) else {
+                return Err(self.damaged_at(
+                    block_start,
+                    format!(
+                        "a packet arrived on interface {}, but there's no Interface Description Block for that interface",
+                        p.iface
+                    ),
+                ));
+            };
+            let clock = self.clocks[global as usize];
+            let ts_ns = match p.ts_units {
+                Some(units) => {
+                    let ns = clock.resol.to_ns(units) as i128
+                        + clock.offset_s as i128 * 1_000_000_000;
+                    ns.clamp(0, u64::MAX as i128) as u64
+                }
+                None => 0,
+            };
+            self.packets += 1;
+            return Ok(Some(Found {
+                block_len: len,
+                data_at: p.data_at,
+                caplen: (p.caplen.min(clock.snaplen)) as usize,
+                meta: PacketMeta {
+                    ts_ns,
+                    orig_len: p.orig_len,
+                    interface: global,
+                },
+                link: self.interfaces[global as usize].link,
+            }));
+        }
+    }
+
+    fn damaged_at(&mut self, offset: u64, reason: String) -> ReadError {
+        self.done = true;
+        ReadError::Damaged {
+            path: self.path.clone(),
+            offset,
+            reason,
+            packets: self.packets,
+        }
+    }
+
+    fn add_interface(&mut self, idb: pcapng::Idb) {
+        let global = self.interfaces.len() as u32;
+        let ts_resolution = match idb.resol {
+            pcapng::TsResol::Dec(6) => "µs".to_string(),
+            pcapng::TsResol::Dec(9) => "ns".to_string(),
+            pcapng::TsResol::Dec(e) => format!("10^-{e} s"),
+            pcapng::TsResol::Bin(e) => format!("2^-{e} s"),
+        };
+        let snaplen = if idb.snaplen == 0 || idb.snaplen > pcap::MAX_SNAPLEN {
+            pcap::MAX_SNAPLEN
+        } else {
+            idb.snaplen
+        };
+        self.clocks.push(Clock {
+            resol: idb.resol,
+            offset_s: idb.offset_s,
+            snaplen,
+        });
+        self.interfaces.push(Interface {
+            link: idb.link,
+            snaplen: idb.snaplen,
+            name: idb.name,
+            description: idb.description,
+            ts_resolution,
+            fcs_len: idb.fcs_len,
+        });
+        self.section_ifaces.push(global);
+    }
+}

@@ -1,0 +1,104 @@
+//! pcapng writer: one section header, one interface description block per interface (nanosecond
+//! `if_tsresol`), then an enhanced packet block per packet, in this machine's byte order.
+
+use std::io::{self, BufWriter, Write};
+
+use weir_packet::PacketMeta;
+
+use crate::pcap::BUFFER;
+use crate::{InterfaceSpec, WriteError};
+
+/// Streams packets into a pcapng file.
+pub struct PcapngWriter<W: Write> {
+    out: BufWriter<W>,
+    interfaces: u32,
+}
+
+/// Appends an option (code, value) padded to 4 bytes.
+fn option(buf: &mut Vec<u8>, code: u16, value: &[u8]) {
+    buf.extend_from_slice(&code.to_ne_bytes());
+    buf.extend_from_slice(&(value.len() as u16).to_ne_bytes());
+    buf.extend_from_slice(value);
+    buf.resize((buf.len() + 3) & !3, 0);
+}
+
+/// Wraps a block body with its type and both length fields.
+fn block(kind: u32, body: &[u8]) -> Vec<u8> {
+    let total = (12 + body.len()) as u32;
+    let mut b = Vec::with_capacity(total as usize);
+    b.extend_from_slice(&kind.to_ne_bytes());
+    b.extend_from_slice(&total.to_ne_bytes());
+    b.extend_from_slice(body);
+    b.extend_from_slice(&total.to_ne_bytes());
+    b
+}
+
+impl<W: Write> PcapngWriter<W> {
+    /// Writes the section header block.
+    pub fn new(out: W) -> Result<Self, WriteError> {
+        let mut out = BufWriter::with_capacity(BUFFER, out);
+        let mut body = Vec::with_capacity(64);
+        body.extend_from_slice(&0x1A2B_3C4Du32.to_ne_bytes());
+        body.extend_from_slice(&1u16.to_ne_bytes());
+        body.extend_from_slice(&0u16.to_ne_bytes());
+        body.extend_from_slice(&(-1i64).to_ne_bytes()); // section length unknown
+        option(
+            &mut body,
+            4,
+            format!("weir {}", env!("CARGO_PKG_VERSION")).as_bytes(),
+        ); // shb_userappl
+        option(&mut body, 0, &[]);
+        out.write_all(&block(0x0A0D_0D0A, &body))?;
+        Ok(PcapngWriter { out, interfaces: 0 })
+    }
+
+    /// Declares an interface and returns its id (ids count from 0 in the order added).
+    pub fn add_interface(&mut self, spec: &InterfaceSpec) -> Result<u32, WriteError> {
+        let mut body = Vec::with_capacity(64);
+        // LINKTYPE values in pcapng IDBs are 16 bits wide.
+        body.extend_from_slice(&(spec.link.0 as u16).to_ne_bytes());
+        body.extend_from_slice(&0u16.to_ne_bytes());
+        body.extend_from_slice(&spec.snaplen.to_ne_bytes());
+        if let Some(name) = &spec.name {
+            option(&mut body, 2, name.as_bytes()); // if_name
+        }
+        option(&mut body, 9, &[9]); // if_tsresol: 10^-9 s
+        option(&mut body, 0, &[]);
+        self.out.write_all(&block(1, &body))?;
+        self.interfaces += 1;
+        Ok(self.interfaces - 1)
+    }
+
+    /// Appends one packet as an enhanced packet block on interface `meta.interface`.
+    #[inline]
+    pub fn write(&mut self, meta: &PacketMeta, data: &[u8]) -> Result<(), WriteError> {
+        if meta.interface >= self.interfaces {
+            return Err(WriteError::UnknownInterface(meta.interface));
+        }
+        let caplen = u32::try_from(data.len()).map_err(|_| WriteError::TooLarge(data.len()))?;
+        let padded = (data.len() + 3) & !3;
+        let total = u32::try_from(32 + padded).map_err(|_| WriteError::TooLarge(data.len()))?;
+        let mut h = [0u8; 28];
+        h[0..4].copy_from_slice(&6u32.to_ne_bytes());
+        h[4..8].copy_from_slice(&total.to_ne_bytes());
+        h[8..12].copy_from_slice(&meta.interface.to_ne_bytes());
+        h[12..16].copy_from_slice(&((meta.ts_ns >> 32) as u32).to_ne_bytes());
+        h[16..20].copy_from_slice(&(meta.ts_ns as u32).to_ne_bytes());
+        h[20..24].copy_from_slice(&caplen.to_ne_bytes());
+        h[24..28].copy_from_slice(&meta.orig_len.to_ne_bytes());
+        self.out.write_all(&h)?;
+        self.out.write_all(data)?;
+        let mut tail = [0u8; 7];
+        let pad = padded - data.len();
+        tail[pad..pad + 4].copy_from_slice(&total.to_ne_bytes());
+        self.out.write_all(&tail[..pad + 4])?;
+        Ok(())
+    }
+
+    /// Flushes and returns the output.
+    pub fn finish(self) -> Result<W, WriteError> {
+        self.out
+            .into_inner()
+            .map_err(|e| WriteError::Io(io::Error::new(e.error().kind(), e.error().to_string())))
+    }
+}
