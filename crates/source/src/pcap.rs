@@ -55,8 +55,8 @@ fn magic_kind(b: [u8; 4]) -> Option<(bool, bool, bool)> {
     None
 }
 
-/// Reads a u32 from `b` at `at`, honouring the file's byte order ("swapped" means big-endian,
-/// since weir reads little-endian values natively).
+/// Reads a u32 from `b` at `at`, honouring the file's byte order (`swapped` = big-endian; the
+/// magic is read little-endian, so on a big-endian host the meaning flips with it).
 #[inline]
 pub(crate) fn u32_at(b: &[u8], at: usize, swapped: bool) -> u32 {
     let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];

@@ -65,7 +65,10 @@ pub(crate) fn section_order(b: &[u8]) -> Result<bool, String> {
 /// Checks a whole SHB body (the version).
 pub(crate) fn check_shb(block: &[u8], be: bool) -> Result<(), String> {
     if block.len() < 28 {
-        return Err(format!("section header block too short ({} bytes)", block.len()));
+        return Err(format!(
+            "section header block too short ({} bytes)",
+            block.len()
+        ));
     }
     let major = u16_at(block, 12, be);
     if major != 1 {
@@ -238,7 +241,10 @@ pub(crate) fn parse_epb_opb(kind: u32, block: &[u8], be: bool) -> Result<BlockPa
 /// snap length and the block's room.
 pub(crate) fn parse_spb(block: &[u8], be: bool, snaplen: u32) -> Result<BlockPacket, String> {
     if block.len() < 16 {
-        return Err(format!("simple packet block too short ({} bytes)", block.len()));
+        return Err(format!(
+            "simple packet block too short ({} bytes)",
+            block.len()
+        ));
     }
     let orig_len = u32_at(block, 8, be);
     let room = (block.len() - 16) as u32;

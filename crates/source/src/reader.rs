@@ -53,6 +53,9 @@ pub struct Interface {
     pub ts_resolution: String,
     /// Bytes of frame check sequence at the end of each frame, when the file says so.
     pub fcs_len: u32,
+    /// The file (or pcapng section) was written in the other byte order than this machine's.
+    /// It matters for BSD loopback headers, whose family is in the writer's host order.
+    pub swapped: bool,
 }
 
 /// One packet, borrowing the reader's buffer until the next call.
@@ -187,6 +190,7 @@ impl FileReader {
                 description: None,
                 ts_resolution: if h.nanos { "ns" } else { "µs" }.to_string(),
                 fcs_len: h.fcs_len,
+                swapped: h.swapped,
             });
             reader.pcap = Some(h);
             reader.backing = backing;
@@ -195,13 +199,10 @@ impl FileReader {
             reader.backing = backing;
             // The first block must be a valid section header; damage there is a header error.
             // Nothing is consumed here beyond checking it, so the block loop reads it again.
-            let w = reader
-                .backing
-                .window(28)
-                .map_err(|source| ReadError::Io {
-                    path: reader.path.clone(),
-                    source,
-                })?;
+            let w = reader.backing.window(28).map_err(|source| ReadError::Io {
+                path: reader.path.clone(),
+                source,
+            })?;
             if w.len() < 28 {
                 return Err(ReadError::ShortHeader {
                     path: reader.path,
@@ -434,8 +435,7 @@ impl FileReader {
                         None => {
                             return Err(self.damaged_at(
                                 block_start,
-                                "simple packet block before any interface description block"
-                                    .into(),
+                                "simple packet block before any interface description block".into(),
                             ))
                         }
                     };
@@ -462,8 +462,8 @@ impl FileReader {
             let clock = self.clocks[global as usize];
             let ts_ns = match p.ts_units {
                 Some(units) => {
-                    let ns = clock.resol.to_ns(units) as i128
-                        + clock.offset_s as i128 * 1_000_000_000;
+                    let ns =
+                        clock.resol.to_ns(units) as i128 + clock.offset_s as i128 * 1_000_000_000;
                     ns.clamp(0, u64::MAX as i128) as u64
                 }
                 None => 0,
@@ -518,6 +518,7 @@ impl FileReader {
             description: idb.description,
             ts_resolution,
             fcs_len: idb.fcs_len,
+            swapped: self.be != cfg!(target_endian = "big"),
         });
         self.section_ifaces.push(global);
     }

@@ -95,7 +95,10 @@ fn epb(v: &mut Vec<u8>, be: bool, iface: u32, units: u64, orig: u32, data: &[u8]
     block(v, 6, &b, be);
 }
 
-fn read_all(bytes: Vec<u8>) -> (Vec<(u64, u32, u32, LinkType, Vec<u8>)>, Option<ReadError>) {
+/// (ts_ns, orig_len, interface, link, data) of a packet read back.
+type Read = (u64, u32, u32, LinkType, Vec<u8>);
+
+fn read_all(bytes: Vec<u8>) -> (Vec<Read>, Option<ReadError>) {
     let mut r = FileReader::from_bytes("mem", bytes).expect("header");
     let mut out = Vec::new();
     loop {
@@ -153,13 +156,19 @@ fn classic_pcap_truncated_last_record() {
     assert_eq!(got.len(), 2);
     match err {
         Some(ReadError::Damaged {
-            offset, packets, reason, ..
+            offset,
+            packets,
+            reason,
+            ..
         }) => {
             let third = 24 + 16 + 60 + 16 + 100;
             assert_eq!(offset, third as u64);
             assert_eq!(packets, 2);
             assert!(reason.contains("truncated dump file"), "{reason}");
-            assert!(reason.contains("tried to read 3 captured bytes, only got 1"), "{reason}");
+            assert!(
+                reason.contains("tried to read 3 captured bytes, only got 1"),
+                "{reason}"
+            );
         }
         other => panic!("expected damage, got {other:?}"),
     }
@@ -210,11 +219,18 @@ fn pcapng_sample() -> Vec<u8> {
     shb(&mut v, false);
     idb(&mut v, false, 1, 0, None, "eth0"); // µs by default
     idb(&mut v, false, 101, 128, Some(9), "tun0"); // ns
-    // A name resolution block and a custom block: skipped.
+                                                   // A name resolution block and a custom block: skipped.
     block(&mut v, 4, &[0, 0, 0, 0], false);
     block(&mut v, 0x0000_0BAD, &[1, 2, 3, 4, 5, 6, 7, 8], false);
     epb(&mut v, false, 0, 1_700_000_000_123_456, 60, &[0xaa; 60]);
-    epb(&mut v, false, 1, 1_700_000_000_123_456_789, 1000, &[0x45; 21]);
+    epb(
+        &mut v,
+        false,
+        1,
+        1_700_000_000_123_456_789,
+        1000,
+        &[0x45; 21],
+    );
     // SPB on interface 0 (snaplen 0 = unlimited): orig 7, data 7 padded to 8.
     let mut b = Vec::new();
     w32(&mut b, 7, false);
@@ -223,7 +239,14 @@ fn pcapng_sample() -> Vec<u8> {
     // Section 2, big-endian, binary resolution 2^-20 s, and one OPB.
     shb(&mut v, true);
     idb(&mut v, true, 113, 65535, Some(0x80 | 20), "any");
-    epb(&mut v, true, 0, (1_700_000_005u64 << 20) + (1 << 19), 44, &[9; 44]);
+    epb(
+        &mut v,
+        true,
+        0,
+        (1_700_000_005u64 << 20) + (1 << 19),
+        44,
+        &[9; 44],
+    );
     let mut b = Vec::new();
     w16(&mut b, 0, true);
     w16(&mut b, 0, true);
@@ -262,7 +285,11 @@ fn pcapng_sections_interfaces_resolutions_and_blocks() {
     let mut r = FileReader::from_bytes("mem", bytes).unwrap();
     while r.next_packet().unwrap().is_some() {}
     assert_eq!(r.skipped_blocks(), 2);
-    let names: Vec<_> = r.interfaces().iter().map(|i| i.name.clone().unwrap()).collect();
+    let names: Vec<_> = r
+        .interfaces()
+        .iter()
+        .map(|i| i.name.clone().unwrap())
+        .collect();
     assert_eq!(names, ["eth0", "tun0", "any"]);
 }
 
@@ -315,7 +342,13 @@ fn stream_reader_matches_mapped_reader() {
         let mut r = FileReader::from_reader("pipe", Box::new(Trickle(Cursor::new(bytes)))).unwrap();
         let mut got = Vec::new();
         while let Some(p) = r.next_packet().unwrap() {
-            got.push((p.meta.ts_ns, p.meta.orig_len, p.meta.interface, p.link, p.data.to_vec()));
+            got.push((
+                p.meta.ts_ns,
+                p.meta.orig_len,
+                p.meta.interface,
+                p.link,
+                p.data.to_vec(),
+            ));
         }
         assert_eq!(got, want);
     }

@@ -26,7 +26,9 @@ pub enum WriteError {
     #[error("write failed: {0}")]
     Io(#[from] io::Error),
     /// A classic pcap file holds one link type; a packet of another one cannot be written there.
-    #[error("classic pcap holds one link type ({file}); a packet of {packet} needs --format pcapng")]
+    #[error(
+        "classic pcap holds one link type ({file}); a packet of {packet} needs --format pcapng"
+    )]
     MixedLinkTypes {
         /// The file's link type.
         file: LinkType,

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""weir read vs tcpdump -r: filter a >= 3 M-packet trace built from the corpus with 'tcp port 80'
+and write the matches, page cache warm, median of N interleaved runs; then check that both wrote
+the same packets (weir --micro output is byte-compared with tcpdump's).
+
+usage: bench/read_vs_tcpdump.py [--runs N] [--packets N] [--expr EXPR]
+"""
+
+import argparse
+import filecmp
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runner  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--runs", type=int, default=7)
+ap.add_argument("--packets", type=int, default=3_000_000)
+ap.add_argument("--expr", default="tcp port 80")
+args = ap.parse_args()
+
+root = runner.repo_root()
+out = os.path.join(root, "bench", "out")
+os.makedirs(out, exist_ok=True)
+subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
+weir = os.path.join(root, "target", "release", "weir")
+trace = os.path.join(out, f"trace-{args.packets}.pcap")
+if not os.path.exists(trace):
+    subprocess.run([os.path.join(root, "target", "release", "mktrace"), "--packets", str(args.packets), "-w", trace], check=True)
+packets = int(subprocess.run(["capinfos", "-T", "-r", "-c", trace], capture_output=True, text=True, check=True).stdout.split("\t")[1])
+size = os.path.getsize(trace)
+with open(trace, "rb") as f:  # warm the page cache
+    while f.read(1 << 24):
+        pass
+
+w_out, t_out, w_micro = (os.path.join(out, n) for n in ("read-weir.pcap", "read-tcpdump.pcap", "read-weir-micro.pcap"))
+cmds = [
+    ("tcpdump -r -w", ["tcpdump", "-r", trace, "-w", t_out, args.expr]),
+    ("weir read -w", [weir, "read", "-r", trace, "-w", w_out, args.expr]),
+]
+med = runner.compare(cmds, runs=args.runs)
+runner.report(f"filter '{args.expr}' on {packets} packets ({size / 1e9:.2f} GB), median of {args.runs}", med, "tcpdump -r -w", packets)
+
+subprocess.run([weir, "read", "--micro", "-r", trace, "-w", w_micro, args.expr], check=True)
+same = filecmp.cmp(w_micro, t_out, shallow=False)
+matched = int(subprocess.run(["capinfos", "-T", "-r", "-c", t_out], capture_output=True, text=True, check=True).stdout.split("\t")[1])
+print(f"\noutput: {matched} packets; weir --micro output byte-identical to tcpdump's: {same}")
+ratio = med["tcpdump -r -w"][0] / med["weir read -w"][0]
+print(f"ratio (tcpdump wall / weir wall): {ratio:.2f}x")
+sys.exit(0 if same else 1)

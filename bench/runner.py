@@ -1,0 +1,60 @@
+"""Side-by-side runner shared by weir's benchmarks.
+
+Runs each command of a set in turn (interleaved, so a noisy neighbour hurts all alike), several
+times, under /usr/bin/time, and reports the median wall time, CPU time (user + system) and peak
+RSS of each, plus ratios against the first (reference) command.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def measure(cmd, env=None):
+    """Runs cmd once; returns (wall_s, cpu_s, peak_rss_kib)."""
+    with tempfile.NamedTemporaryFile("r") as t:
+        r = subprocess.run(
+            ["/usr/bin/time", "-o", t.name, "-f", "%e %U %S %M"] + cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        if r.returncode != 0:
+            sys.exit(f"benchmark command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr.decode()}")
+        wall, user, system, rss = t.read().split()[-4:]
+    return float(wall), float(user) + float(system), int(rss)
+
+
+def compare(named_cmds, runs=7, warmup=1):
+    """named_cmds: list of (name, argv). Returns {name: (wall, cpu, rss)} medians."""
+    samples = {name: [] for name, _ in named_cmds}
+    for _ in range(warmup):
+        for _, cmd in named_cmds:
+            measure(cmd)
+    for _ in range(runs):
+        for name, cmd in named_cmds:
+            samples[name].append(measure(cmd))
+    med = {}
+    for name, s in samples.items():
+        med[name] = (
+            statistics.median(x[0] for x in s),
+            statistics.median(x[1] for x in s),
+            statistics.median(x[2] for x in s),
+        )
+    return med
+
+
+def report(title, med, reference, packets=None):
+    """Prints the medians and each command's speed-up against `reference`."""
+    print(f"\n{title}")
+    print(f"{'command':<24} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9} {'ns/pkt cpu':>11} {'speed-up':>9}")
+    ref_wall = med[reference][0]
+    for name, (wall, cpu, rss) in med.items():
+        per = f"{cpu / packets * 1e9:11.1f}" if packets else f"{'-':>11}"
+        print(f"{name:<24} {wall:8.3f} {cpu:8.3f} {rss / 1024:9.1f} {per} {ref_wall / wall:8.2f}x")
+
+
+def repo_root():
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,0 +1,84 @@
+//! `weir decode`: one tcpdump-like line per packet, for humans.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::Result;
+use weir_source::{Interface, Packet};
+
+use super::input::{for_each_packet, Filters, Visitor};
+use crate::output::Status;
+use crate::time;
+
+/// Arguments of `weir decode`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Input capture file (pcap or pcapng); `-` reads stdin. Repeat to concatenate files.
+    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    inputs: Vec<PathBuf>,
+    /// Stop after this many packets.
+    #[arg(short = 'c', long = "count", value_name = "N")]
+    count: Option<u64>,
+    /// BPF filter expression in tcpdump syntax.
+    #[arg(
+        value_name = "EXPR",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    expr: Vec<String>,
+}
+
+/// Runs `weir decode`.
+pub fn run(args: Args) -> Result<Status> {
+    let mut filters = Filters::new(&args.expr)?;
+    let mut printer = LinePrinter::stdout(args.count);
+    let status = for_each_packet(&args.inputs, &mut filters, &mut printer)?;
+    printer.finish()?;
+    Ok(status)
+}
+
+/// Prints one line per packet: UTC time of day with nanoseconds, the decoder's summary, and the
+/// interface when the input has several.
+pub struct LinePrinter {
+    out: BufWriter<io::Stdout>,
+    printed: u64,
+    limit: Option<u64>,
+}
+
+impl LinePrinter {
+    /// A printer to stdout, stopping after `limit` packets.
+    pub fn stdout(limit: Option<u64>) -> LinePrinter {
+        LinePrinter {
+            out: BufWriter::with_capacity(1 << 16, io::stdout()),
+            printed: 0,
+            limit,
+        }
+    }
+
+    /// Flushes the output.
+    pub fn finish(mut self) -> Result<()> {
+        self.out.flush()?;
+        Ok(())
+    }
+}
+
+impl Visitor for LinePrinter {
+    fn packet(&mut self, interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
+        let decoded = weir_decode::decode(packet.link, packet.data);
+        let t = time::time_of_day(packet.meta.ts_ns);
+        if interfaces.len() > 1 {
+            let i = &interfaces[packet.meta.interface as usize];
+            let name = i.name.as_deref().unwrap_or("?");
+            write!(self.out, "{t} {name} ")?;
+        } else {
+            write!(self.out, "{t} ")?;
+        }
+        writeln!(self.out, "{}", weir_decode::summary(&decoded))?;
+        self.printed += 1;
+        Ok(())
+    }
+
+    fn done(&self) -> bool {
+        self.limit.is_some_and(|l| self.printed >= l)
+    }
+}

@@ -1,0 +1,187 @@
+//! `weir read`: filter and convert capture files, like `tcpdump -r IN -w OUT EXPR`; without `-w`,
+//! print one line per matching packet.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use weir_source::{FileReader, Interface, Packet, ReadError};
+use weir_store::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
+
+use super::decode::LinePrinter;
+use super::input::{effective_snaplen, for_each_packet, Filters, Visitor};
+use crate::output::{self, Status};
+
+/// Output file format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Classic pcap (nanosecond timestamps unless --micro).
+    Pcap,
+    /// pcapng with one interface block per input interface, nanosecond timestamps.
+    Pcapng,
+}
+
+/// Arguments of `weir read`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Input capture file (pcap or pcapng); `-` reads stdin. Repeat to concatenate files.
+    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    inputs: Vec<PathBuf>,
+    /// Write matching packets to this file (`-` for stdout) instead of printing them.
+    #[arg(short = 'w', long = "write", value_name = "OUT")]
+    output: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Pcap)]
+    format: Format,
+    /// Write classic pcap with microsecond timestamps (the old magic) instead of nanoseconds.
+    #[arg(long)]
+    micro: bool,
+    /// Stop after this many matching packets.
+    #[arg(short = 'c', long = "count", value_name = "N")]
+    count: Option<u64>,
+    /// BPF filter expression in tcpdump syntax (several words are joined with spaces).
+    #[arg(
+        value_name = "EXPR",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    expr: Vec<String>,
+}
+
+/// Runs `weir read`.
+pub fn run(args: Args) -> Result<Status> {
+    let mut filters = Filters::new(&args.expr)?;
+    let Some(out_path) = &args.output else {
+        let mut printer = LinePrinter::stdout(args.count);
+        let status = for_each_packet(&args.inputs, &mut filters, &mut printer)?;
+        printer.finish()?;
+        return Ok(status);
+    };
+    let format = match args.format {
+        Format::Pcap => OutputFormat::Pcap(if args.micro {
+            Precision::Micro
+        } else {
+            Precision::Nano
+        }),
+        Format::Pcapng => OutputFormat::Pcapng,
+    };
+    let out = output::create(out_path)?;
+    let mut sink = Sink {
+        out: Some(out),
+        writer: None,
+        format,
+        iface_map: Vec::new(),
+        written: 0,
+        limit: args.count,
+        fallback: None,
+    };
+    let status = for_each_packet(&args.inputs, &mut filters, &mut sink)?;
+    sink.finish()
+        .with_context(|| format!("cannot write {}", out_path.display()))?;
+    Ok(status)
+}
+
+/// Writes matching packets; the writer is created on the first packet (or at the end), when the
+/// link type of the output is known.
+struct Sink {
+    out: Option<Box<dyn Write + Send>>,
+    writer: Option<PacketWriter<Box<dyn Write + Send>>>,
+    format: OutputFormat,
+    /// Output interface id of each interface of the current input (`None` = not yet declared).
+    iface_map: Vec<Option<u32>>,
+    written: u64,
+    limit: Option<u64>,
+    /// What an output with no packet declares: the first input's first interface (what tcpdump
+    /// does), Ethernet when there was none.
+    fallback: Option<InterfaceSpec>,
+}
+
+fn spec(i: &Interface) -> InterfaceSpec {
+    InterfaceSpec {
+        link: i.link,
+        snaplen: effective_snaplen(i),
+        name: i.name.clone(),
+    }
+}
+
+impl Sink {
+    fn writer_for(&mut self, interfaces: &[Interface], iface: usize) -> Result<u32> {
+        if self.iface_map.len() < interfaces.len() {
+            self.iface_map.resize(interfaces.len(), None);
+        }
+        if let Some(id) = self.iface_map[iface] {
+            return Ok(id);
+        }
+        let s = spec(&interfaces[iface]);
+        let id = match &mut self.writer {
+            Some(w) => w.add_interface(&s)?,
+            None => {
+                let out = self.out.take().expect("output taken once");
+                // Like tcpdump, a pcap header describes the first input's interface (its snap
+                // length may differ from the matching packet's file).
+                let header = match (&self.format, &self.fallback) {
+                    (OutputFormat::Pcap(_), Some(first)) if first.link == s.link => first.clone(),
+                    _ => s,
+                };
+                self.writer = Some(PacketWriter::new(out, self.format, &[header])?);
+                0
+            }
+        };
+        self.iface_map[iface] = Some(id);
+        Ok(id)
+    }
+
+    fn finish(mut self) -> Result<()> {
+        if self.writer.is_none() {
+            // No packet matched: still write a valid, empty file.
+            let out = self.out.take().expect("output taken once");
+            let s = self.fallback.take().unwrap_or(InterfaceSpec {
+                link: weir_packet::LinkType::ETHERNET,
+                snaplen: 0,
+                name: None,
+            });
+            self.writer = Some(PacketWriter::new(out, self.format, &[s])?);
+        }
+        let mut out = self.writer.take().expect("writer exists").finish()?;
+        out.flush()?;
+        Ok(())
+    }
+}
+
+impl Visitor for Sink {
+    fn start_file(&mut self, reader: &FileReader) -> Result<()> {
+        self.iface_map.clear();
+        if self.fallback.is_none() {
+            self.fallback = reader.interfaces().first().map(spec);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn packet(&mut self, interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
+        let iface = packet.meta.interface as usize;
+        let id = match self.iface_map.get(iface) {
+            Some(Some(id)) => *id,
+            _ => self.writer_for(interfaces, iface)?,
+        };
+        let mut meta = packet.meta;
+        meta.interface = id;
+        self.writer
+            .as_mut()
+            .expect("writer created with the first interface")
+            .write(&meta, packet.data)?;
+        self.written += 1;
+        Ok(())
+    }
+
+    fn end_file(&mut self, reader: &FileReader, _damage: Option<&ReadError>) -> Result<()> {
+        if self.fallback.is_none() {
+            self.fallback = reader.interfaces().first().map(spec);
+        }
+        Ok(())
+    }
+
+    fn done(&self) -> bool {
+        self.limit.is_some_and(|l| self.written >= l)
+    }
+}

@@ -1,0 +1,58 @@
+//! The `weir` binary: parses the command line and hands each subcommand to its module.
+//!
+//! Exit status: 0 when everything went well, 1 when something failed at run time (including a
+//! damaged input file, after every readable packet was processed), 2 for a usage error (clap's
+//! own convention). A closed stdout (`weir decode ... | head`) is not an error.
+
+mod cmd;
+mod output;
+mod progress;
+mod time;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// weir: capture, filter, store, meter and measure network traffic.
+#[derive(Parser, Debug)]
+#[command(name = "weir", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Summarise capture files, like capinfos: packets, bytes, times, link types, protocol mix.
+    Info(cmd::info::Args),
+    /// Filter and convert capture files, like `tcpdump -r IN -w OUT EXPR`.
+    Read(cmd::read::Args),
+    /// Print one line per packet, tcpdump-like, for humans.
+    Decode(cmd::decode::Args),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Info(a) => cmd::info::run(a),
+        Command::Read(a) => cmd::read::run(a),
+        Command::Decode(a) => cmd::decode::run(a),
+    };
+    match result {
+        Ok(status) => status.into(),
+        Err(err) => {
+            if output::is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("weir: error: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! A progress bar for long offline jobs, shown only when stderr is a terminal and the input has a
+//! known size; updated every few thousand packets so it costs nothing measurable.
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Packets between two updates of the bar.
+const EVERY: u64 = 1 << 16;
+
+/// A byte-offset progress bar over one input file, or nothing.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    /// A bar for reading `path`, when stderr is a terminal and the file is regular and large.
+    pub fn for_file(path: &Path) -> Progress {
+        let size = std::fs::metadata(path)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        let bar = match size {
+            Some(size) if size > (64 << 20) && std::io::stderr().is_terminal() => {
+                let bar = ProgressBar::new(size);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+                    )
+                    .expect("static template"),
+                );
+                Some(bar)
+            }
+            _ => None,
+        };
+        Progress { bar }
+    }
+
+    /// Reports that `packets` packets have been read and the reader is at byte `offset`.
+    #[inline]
+    pub fn tick(&self, packets: u64, offset: u64) {
+        if packets % EVERY == 0 {
+            if let Some(bar) = &self.bar {
+                bar.set_position(offset);
+            }
+        }
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! UDP headers (RFC 768): ports, length, checksum, payload.
+
+use crate::{be16, ErrorKind, Result};
+
+mod field {
+    use crate::Field;
+    pub const SRC_PORT: Field = 0..2;
+    pub const DST_PORT: Field = 2..4;
+    pub const LENGTH: Field = 4..6;
+    pub const CHECKSUM: Field = 6..8;
+}
+
+/// Length of a UDP header.
+pub const HEADER_LEN: usize = field::CHECKSUM.end;
+
+view! {
+    /// A view of a UDP datagram. A length field of 0 (jumbogram, or segmentation offload) means
+    /// "to the end of the buffer".
+    UdpPacket
+}
+
+impl<T: AsRef<[u8]>> UdpPacket<T> {
+    /// Checks that the 8-byte header is there (`Truncated`) and that the length field is 0 or at
+    /// least 8 (`Malformed`). A length beyond the buffer is accepted and clamped.
+    #[inline]
+    pub fn check_len(&self) -> Result<()> {
+        if self.buffer.as_ref().len() < HEADER_LEN {
+            Err(ErrorKind::Truncated)
+        } else if (1..HEADER_LEN as u16).contains(&self.len()) {
+            Err(ErrorKind::Malformed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Source port.
+    #[inline]
+    pub fn src_port(&self) -> u16 {
+        be16(&self.buffer.as_ref()[field::SRC_PORT])
+    }
+
+    /// Destination port.
+    #[inline]
+    pub fn dst_port(&self) -> u16 {
+        be16(&self.buffer.as_ref()[field::DST_PORT])
+    }
+
+    /// Length field: header and payload.
+    #[inline]
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> u16 {
+        be16(&self.buffer.as_ref()[field::LENGTH])
+    }
+
+    /// Checksum, as carried (0 = none).
+    #[inline]
+    pub fn checksum(&self) -> u16 {
+        be16(&self.buffer.as_ref()[field::CHECKSUM])
+    }
+
+    /// True when the length field claims more bytes than the buffer holds.
+    #[inline]
+    pub fn clipped(&self) -> bool {
+        self.len() as usize > self.buffer.as_ref().len()
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> UdpPacket<&'a T> {
+    /// The payload, clamped to the length field and to the buffer.
+    #[inline]
+    pub fn payload(&self) -> &'a [u8] {
+        let b = self.buffer.as_ref();
+        let n = self.len() as usize;
+        let end = if n == 0 { b.len() } else { n.min(b.len()) };
+        &b[HEADER_LEN..end.max(HEADER_LEN)]
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    // 53 -> 5353, length 11, checksum 0xbeef, 3 bytes of payload and one of padding.
+    static DATAGRAM: [u8; 12] = [0x00, 0x35, 0x14, 0xe9, 0x00, 0x0b, 0xbe, 0xef, 1, 2, 3, 0];
+
+    #[test]
+    fn deconstruct() {
+        let u = UdpPacket::new_checked(&DATAGRAM[..]).unwrap();
+        assert_eq!(u.src_port(), 53);
+        assert_eq!(u.dst_port(), 5353);
+        assert_eq!(u.len(), 11);
+        assert_eq!(u.checksum(), 0xbeef);
+        assert_eq!(u.payload(), &[1, 2, 3]);
+        assert!(!u.clipped());
+    }
+
+    #[test]
+    fn lengths() {
+        assert_eq!(
+            UdpPacket::new_checked(&DATAGRAM[..7]),
+            Err(ErrorKind::Truncated)
+        );
+        let mut b = DATAGRAM;
+        b[5] = 7;
+        assert_eq!(UdpPacket::new_checked(&b[..]), Err(ErrorKind::Malformed));
+        b[5] = 0;
+        assert_eq!(UdpPacket::new_checked(&b[..]).unwrap().payload().len(), 4);
+        b[5] = 8;
+        assert!(UdpPacket::new_checked(&b[..]).unwrap().payload().is_empty());
+        b[5] = 40;
+        let u = UdpPacket::new_checked(&b[..]).unwrap();
+        assert!(u.clipped());
+        assert_eq!(u.payload().len(), 4);
+    }
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what weir's build, demo and tests need on a fresh Debian machine (run as root).
+# Idempotent: packages already present are skipped by apt.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential pkg-config libpcap-dev   # build: libpcap is weir's BPF compiler
+  tcpdump tshark                           # peers: packets and filters (tshark brings capinfos)
+  softflowd nfdump                         # peers: flow metering and NetFlow collection
+  netsniff-ng tcpreplay iproute2           # traffic generation and lab benches
+  python3 time hyperfine                   # benchmark runners
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  else
+    echo "setup: no Rust toolchain found; install stable Rust (https://rustup.rs) and re-run" >&2
+    exit 1
+  fi
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+echo "setup: ok ($(cargo --version))"

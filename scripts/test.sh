@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# weir's whole test suite, as CI runs it: set-up, formatting, lints, then every test (unit,
+# property, corpus sweep, and the end-to-end comparisons with tcpdump, tshark and capinfos).
+# Prints a one-line summary of all test binaries at the end; exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh || exit 1
+
+status=0
+step() { echo "== $*"; "$@" || { echo "FAILED: $*"; status=1; }; }
+
+step cargo fmt --all -- --check
+step cargo clippy --workspace --all-targets --release -- -D warnings
+log=$(mktemp)
+cargo test --workspace --release 2>&1 | tee "$log"
+test_status=${PIPESTATUS[0]}
+[ "$test_status" -eq 0 ] || status=1
+
+python3 - "$log" <<'PY'
+import re, sys
+passed = failed = ignored = 0
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", line)
+    if m:
+        passed += int(m[1]); failed += int(m[2]); ignored += int(m[3])
+print(f"== summary: {passed} passed, {failed} failed, {ignored} ignored")
+PY
+rm -f "$log"
+[ "$status" -eq 0 ] && echo "== all green" || echo "== FAILURES (see above)"
+exit "$status"
