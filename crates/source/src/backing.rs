@@ -26,6 +26,8 @@ pub(crate) enum Backing {
     Whole {
         bytes: Whole,
         pos: usize,
+        /// The reader stops here (the file's length, or a chunk's end).
+        end: usize,
         /// The cursor offset at which `manage_map` runs next.
         next_manage: usize,
         /// Mapped bytes before this offset have been made resident.
@@ -70,9 +72,11 @@ impl Backing {
         #[cfg(unix)]
         let _ = map.advise(memmap2::Advice::Sequential);
         let map = Arc::new(map);
+        let end = map.len();
         let mut b = Backing::Whole {
             bytes: Whole::Map(map),
             pos: 0,
+            end,
             next_manage: 0,
             ahead: 0,
             released: 0,
@@ -83,6 +87,7 @@ impl Backing {
 
     pub(crate) fn owned(bytes: Vec<u8>) -> Backing {
         Backing::Whole {
+            end: bytes.len(),
             bytes: Whole::Owned(bytes),
             pos: 0,
             next_manage: usize::MAX,
@@ -114,7 +119,9 @@ impl Backing {
     /// that is left). A streamed window never holds more than `MAX_STREAM_RECORD` on demand.
     pub(crate) fn window(&mut self, want: usize) -> io::Result<&[u8]> {
         match self {
-            Backing::Whole { bytes, pos, .. } => Ok(&bytes.as_slice()[*pos..]),
+            Backing::Whole {
+                bytes, pos, end, ..
+            } => Ok(&bytes.as_slice()[*pos..*end]),
             Backing::Stream {
                 reader,
                 buf,
@@ -154,7 +161,9 @@ impl Backing {
     /// The unread bytes already available, without reading more.
     pub(crate) fn current(&self) -> &[u8] {
         match self {
-            Backing::Whole { bytes, pos, .. } => &bytes.as_slice()[*pos..],
+            Backing::Whole {
+                bytes, pos, end, ..
+            } => &bytes.as_slice()[*pos..*end],
             Backing::Stream {
                 buf, start, end, ..
             } => &buf[*start..*end],
@@ -185,6 +194,52 @@ impl Backing {
         }
     }
 
+    /// For a mapped file: the same map, read over `[start, end)` only.
+    pub(crate) fn chunk(&self, start: usize, end: usize) -> Option<Backing> {
+        let Backing::Whole {
+            bytes: Whole::Map(map),
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let mut b = Backing::Whole {
+            bytes: Whole::Map(map.clone()),
+            pos: start,
+            end,
+            next_manage: 0,
+            ahead: start / MAP_STEP * MAP_STEP,
+            released: start / MAP_STEP * MAP_STEP,
+        };
+        b.manage_map();
+        Some(b)
+    }
+
+    /// All bytes of an in-memory file (`None` when streaming).
+    pub(crate) fn whole(&self) -> Option<&[u8]> {
+        match self {
+            Backing::Whole { bytes, .. } => Some(bytes.as_slice()),
+            Backing::Stream { .. } => None,
+        }
+    }
+
+    /// Moves the cursor of an in-memory file to `offset`; false when streaming or out of range.
+    pub(crate) fn seek(&mut self, offset: usize) -> bool {
+        match self {
+            Backing::Whole {
+                pos,
+                end,
+                next_manage,
+                ..
+            } if offset <= *end => {
+                *pos = offset;
+                *next_manage = 0;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Populates the next step of a mapped file and releases what lies a step behind the cursor.
     /// Both are hints: failures (old kernels without MADV_POPULATE_READ) change nothing but speed.
     #[cold]
@@ -192,6 +247,7 @@ impl Backing {
         let Backing::Whole {
             bytes: Whole::Map(map),
             pos,
+            end: _,
             next_manage,
             ahead,
             released,
@@ -201,6 +257,11 @@ impl Backing {
         };
         *next_manage = *pos + MANAGE_STEP;
         let len = map.len();
+        // After a seek the cursor may be far from the populated range: restart there.
+        let here = *pos / MAP_STEP * MAP_STEP;
+        if *ahead < here {
+            *ahead = here;
+        }
         if *ahead < len && *pos + MAP_STEP / 2 > *ahead {
             let n = MAP_STEP.min(len - *ahead);
             let _ = map.advise_range(memmap2::Advice::PopulateRead, *ahead, n);

@@ -67,10 +67,14 @@ pub struct Packet<'a> {
     pub link: LinkType,
     /// The captured bytes.
     pub data: &'a [u8],
+    /// Byte offset in the file of the record (pcap) or block (pcapng) holding the packet; give it
+    /// to [`FileReader::seek`] to read the packet again.
+    pub record_offset: u64,
 }
 
 /// Where the packet found by the block loop sits in the block just consumed.
 struct Found {
+    record_offset: u64,
     block_len: usize,
     data_at: usize,
     caplen: usize,
@@ -268,7 +272,75 @@ impl FileReader {
             meta: found.meta,
             link: found.link,
             data: &block[found.data_at..found.data_at + found.caplen],
+            record_offset: found.record_offset,
         }))
+    }
+
+    /// Moves to the record or block at `record_offset` (a [`Packet::record_offset`] seen earlier,
+    /// in the same pcapng section), so the next [`next_packet`](Self::next_packet) reads it again.
+    /// Only for files held in memory; a stream cannot go back.
+    pub fn seek(&mut self, record_offset: u64) -> Result<(), ReadError> {
+        let ok = usize::try_from(record_offset)
+            .ok()
+            .is_some_and(|o| self.backing.seek(o));
+        if !ok {
+            return Err(ReadError::Io {
+                path: self.path.clone(),
+                source: io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("cannot seek to byte {record_offset}"),
+                ),
+            });
+        }
+        self.done = false;
+        Ok(())
+    }
+
+    /// Splits a memory-mapped classic pcap file, not yet read, into at most `n` readers over
+    /// consecutive byte ranges, for reading in parallel threads. Returns `None` when the file is
+    /// not a mapped classic pcap file or no split point is found.
+    ///
+    /// Split points are found by looking for a chain of plausible record headers, which is only a
+    /// guess: the caller must check that reader `k` ended exactly where reader `k + 1` starts, which
+    /// is the case iff reader `k` ended without error. A reader whose last record crosses its end
+    /// reports it as damage, so any error from a reader other than the last means "read this file
+    /// sequentially instead"; then a sequential reader gives the true answer.
+    pub fn split(&self, n: usize) -> Option<Vec<FileReader>> {
+        let h = self.pcap?;
+        let bytes = self.backing.whole()?;
+        if self.packets != 0 || n < 2 {
+            return None;
+        }
+        let start = self.backing.offset() as usize;
+        let len = bytes.len();
+        let mut cuts = vec![start];
+        for k in 1..n {
+            let target = start + (len - start) * k / n;
+            let found =
+                (target..len.min(target + (4 << 20))).find(|&c| plausible_chain(&h, bytes, c))?;
+            if found > *cuts.last().unwrap() {
+                cuts.push(found);
+            }
+        }
+        cuts.push(len);
+        let mut out = Vec::with_capacity(cuts.len() - 1);
+        for w in cuts.windows(2) {
+            out.push(FileReader {
+                path: self.path.clone(),
+                backing: self.backing.chunk(w[0], w[1])?,
+                format: self.format,
+                pcap: self.pcap,
+                be: self.be,
+                section_ifaces: self.section_ifaces.clone(),
+                interfaces: self.interfaces.clone(),
+                clocks: self.clocks.clone(),
+                sections: self.sections,
+                packets: 0,
+                skipped_blocks: 0,
+                done: false,
+            });
+        }
+        Some(out)
     }
 
     fn io(&mut self, source: io::Error) -> ReadError {
@@ -336,11 +408,13 @@ impl FileReader {
                 have - hl
             )));
         }
+        let record_offset = self.backing.offset();
         self.backing.advance(total);
         self.packets += 1;
         // Like libpcap, a record longer than the file's snap length is cut to it.
         let caplen = rec.caplen.min(pcap::effective_snaplen(&h)) as usize;
         Ok(Some(Found {
+            record_offset,
             block_len: total,
             data_at: hl,
             caplen,
@@ -470,6 +544,7 @@ impl FileReader {
             };
             self.packets += 1;
             return Ok(Some(Found {
+                record_offset: block_start,
                 block_len: len,
                 data_at: p.data_at,
                 caplen: (p.caplen.min(clock.snaplen)) as usize,
@@ -522,4 +597,41 @@ impl FileReader {
         });
         self.section_ifaces.push(global);
     }
+}
+
+/// Records a split point must be followed by, all plausible, to be taken as a record boundary.
+const CHAIN: usize = 16;
+
+/// True when `CHAIN` plausible pcap records (or fewer, ending exactly at the end of the file)
+/// start at `at`: sane lengths within the snap length, sub-second field in range, timestamps
+/// within a day of each other.
+fn plausible_chain(h: &pcap::Header, bytes: &[u8], mut at: usize) -> bool {
+    let hl = h.record_header_len();
+    let snap = pcap::effective_snaplen(h).max(h.snaplen);
+    let frac_max = if h.nanos { 1_000_000_000 } else { 1_000_000 };
+    let mut prev_sec: Option<u32> = None;
+    for _ in 0..CHAIN {
+        if at == bytes.len() {
+            return true;
+        }
+        if at + hl > bytes.len() {
+            return false;
+        }
+        let sec = pcap::u32_at(bytes, at, h.swapped);
+        let frac = pcap::u32_at(bytes, at + 4, h.swapped);
+        let caplen = pcap::u32_at(bytes, at + 8, h.swapped);
+        let orig = pcap::u32_at(bytes, at + 12, h.swapped);
+        let sane = frac < frac_max
+            && caplen <= snap
+            && caplen <= pcap::MAX_SNAPLEN
+            && orig >= caplen
+            && orig <= 1 << 20
+            && prev_sec.is_none_or(|p| p.abs_diff(sec) <= 86_400);
+        if !sane {
+            return false;
+        }
+        prev_sec = Some(sec);
+        at += hl + caplen as usize;
+    }
+    at <= bytes.len()
 }
