@@ -144,3 +144,57 @@ fn decode_prints_one_line_per_packet() {
     let five = run(weir().args(["decode", "-c", "5", "-r"]).arg(&f));
     assert_eq!(String::from_utf8_lossy(&five.stdout).lines().count(), 5);
 }
+
+#[test]
+fn unsupported_link_type_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("user0.pcap");
+    let mut v = Vec::new();
+    for x in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 147, 1, 0, 4, 4] {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.extend_from_slice(b"abcd");
+    std::fs::write(&f, v).unwrap();
+    let d = run(weir().args(["decode", "-r"]).arg(&f));
+    assert!(d.status.success());
+    assert!(String::from_utf8_lossy(&d.stdout).contains("unknown link type 147"));
+    assert!(String::from_utf8_lossy(&d.stderr).contains("link type 147"));
+    // Filtering it is libpcap's call, and libpcap's words come through.
+    let r = run(weir().args(["read", "-r"]).arg(&f).arg("tcp"));
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("147"));
+}
+
+#[test]
+fn truncated_file_keeps_every_packet_before_the_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = corpus()
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let bytes = std::fs::read(&src).unwrap();
+    let cut = tmp.path().join("cut.pcap");
+    // Three bytes short of the end: the last record is cut.
+    std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
+    let (a, b) = (tmp.path().join("w.pcap"), tmp.path().join("t.pcap"));
+    let w = run(weir()
+        .args(["read", "--micro", "-r"])
+        .arg(&cut)
+        .arg("-w")
+        .arg(&a));
+    let t = run(Command::new("tcpdump")
+        .arg("-r")
+        .arg(&cut)
+        .arg("-w")
+        .arg(&b));
+    assert_eq!(w.status.code(), Some(1));
+    assert!(!t.status.success());
+    let err = String::from_utf8_lossy(&w.stderr);
+    assert!(
+        err.contains("truncated dump file") && err.contains("byte offset"),
+        "{err}"
+    );
+    let (wa, tb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert!(tb.len() > 24);
+    assert_eq!(wa, tb, "the same packets before the damage");
+}

@@ -133,7 +133,7 @@ pub use vxlan::VxlanHeader;
 pub use weir_packet::LinkType;
 
 /// LINKTYPE_C_HDLC (Cisco HDLC), which `weir-packet` does not name.
-pub const LINKTYPE_C_HDLC: LinkType = LinkType(104);
+pub const LINKTYPE_C_HDLC: LinkType = LinkType::C_HDLC;
 
 /// A fixed field of a header: a byte range.
 pub(crate) type Field = core::ops::Range<usize>;

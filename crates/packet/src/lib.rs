@@ -27,6 +27,8 @@ impl LinkType {
     pub const PPP_HDLC: LinkType = LinkType(50);
     /// PPPoE-less PPP over Ethernet framing used by some captures (DLT_PPP_ETHER).
     pub const PPP_ETHER: LinkType = LinkType(51);
+    /// Cisco HDLC.
+    pub const C_HDLC: LinkType = LinkType(104);
     /// Raw IP, the registry's own number (LINKTYPE_RAW 101).
     pub const RAW: LinkType = LinkType(101);
     /// OpenBSD loopback: a 4-byte address family in network byte order.
@@ -50,6 +52,7 @@ impl LinkType {
             LinkType::RAW_12 | LinkType::RAW_14 | LinkType::RAW => "RAW",
             LinkType::PPP_HDLC => "PPP_HDLC",
             LinkType::PPP_ETHER => "PPP_ETHER",
+            LinkType::C_HDLC => "C_HDLC",
             LinkType::LOOP => "LOOP",
             LinkType::LINUX_SLL => "LINUX_SLL",
             LinkType::IPV4 => "IPV4",

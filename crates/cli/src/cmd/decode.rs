@@ -43,6 +43,8 @@ pub struct LinePrinter {
     out: BufWriter<io::Stdout>,
     printed: u64,
     limit: Option<u64>,
+    /// Unsupported link types already warned about.
+    warned: Vec<weir_packet::LinkType>,
 }
 
 impl LinePrinter {
@@ -52,6 +54,7 @@ impl LinePrinter {
             out: BufWriter::with_capacity(1 << 16, io::stdout()),
             printed: 0,
             limit,
+            warned: Vec::new(),
         }
     }
 
@@ -64,6 +67,13 @@ impl LinePrinter {
 
 impl Visitor for LinePrinter {
     fn packet(&mut self, interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
+        if !packet.link.is_supported() && !self.warned.contains(&packet.link) {
+            eprintln!(
+                "weir: warning: {} is not a link type weir decodes",
+                packet.link
+            );
+            self.warned.push(packet.link);
+        }
         let decoded = weir_decode::decode(packet.link, packet.data);
         let t = time::time_of_day(packet.meta.ts_ns);
         if interfaces.len() > 1 {
@@ -73,7 +83,16 @@ impl Visitor for LinePrinter {
         } else {
             write!(self.out, "{t} ")?;
         }
-        writeln!(self.out, "{}", weir_decode::summary(&decoded))?;
+        if packet.link.is_supported() {
+            writeln!(self.out, "{}", weir_decode::summary(&decoded))?;
+        } else {
+            writeln!(
+                self.out,
+                "{}, not decoded: {} bytes",
+                packet.link,
+                packet.data.len()
+            )?;
+        }
         self.printed += 1;
         Ok(())
     }
