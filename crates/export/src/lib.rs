@@ -1,1 +1,46 @@
-//! placeholder
+//! weir's flow exporters: NetFlow v5, NetFlow v9 (RFC 3954) and IPFIX (RFC 7011, with RFC 5103
+//! bidirectional records) sent over UDP to one or more collectors or written to a file, and JSON
+//! lines / CSV text.
+//!
+//! The flow meter (`weir-flows`) hands finished [`FlowRecord`](weir_flows::FlowRecord)s to a
+//! [`FlowSink`] opened with [`open_sink`]. NetFlow sinks batch records into datagrams like ffProbe:
+//! a datagram goes out when the next record no longer fits, or when [`FlowSink::tick`] sees that
+//! the oldest record in it has waited longer than the queue timeout (1 s of packet time by
+//! default, see [`ExportOptions`]).
+//!
+//! # Time base
+//!
+//! Every clock the formats carry (sys_uptime, unix_secs, export time) is packet time, so file runs
+//! are deterministic: the exporter's "now" is the latest flow end or tick time seen, and NetFlow's
+//! "boot" is the first tick time or the first record's first packet, whichever came first (or
+//! [`ExportOptions::boot_ns`]). Callers should call `tick(first_packet_ns)` before exporting so
+//! that boot is the start of the capture; a flow that started before boot gets First = 0.
+//!
+//! # Files
+//!
+//! A NetFlow [`Target::File`] (or [`Target::Stdout`]) holds the datagrams one after the other:
+//! IPFIX messages are self-delimiting and written back to back (the RFC 5655 IPFIX file layout);
+//! NetFlow v5 and v9 datagrams are each preceded by their length as a 2-byte big-endian integer.
+//! nfcapd cannot read these files; the UDP target is the one collectors use.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod clock;
+mod error;
+mod ipfix;
+mod packer;
+mod sets;
+mod sink;
+mod target;
+mod template;
+mod text;
+mod time;
+mod transport;
+mod v5;
+mod v9;
+
+pub use error::ExportError;
+pub use sink::{
+    open_sink, open_sink_with, ExportOptions, ExportStats, FlowSink, NetflowFormat, SinkSpec,
+};
+pub use target::{Target, DEFAULT_COLLECTOR};
