@@ -29,6 +29,10 @@ enum Command {
     Read(cmd::read::Args),
     /// Print one line per packet, tcpdump-like, for humans.
     Decode(cmd::decode::Args),
+    /// Capture live traffic to a file or the terminal, like `tcpdump -i IFACE -w OUT`.
+    Capture(cmd::capture::Args),
+    /// Meter packets into flows; export NetFlow v5/v9/IPFIX, JSON lines or CSV.
+    Flows(cmd::flows::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +48,8 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(a),
         Command::Read(a) => cmd::read::run(a),
         Command::Decode(a) => cmd::decode::run(a),
+        Command::Capture(a) => cmd::capture::run(a),
+        Command::Flows(a) => cmd::flows::run(a),
     };
     match result {
         Ok(status) => status.into(),

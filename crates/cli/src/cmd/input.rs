@@ -91,6 +91,11 @@ pub trait Visitor {
     fn done(&self) -> bool {
         false
     }
+    /// False when the command has its own threads and wants one plain sequential read per file
+    /// (the flow meter): the parallel split only pays for filtering, and competes for the cores.
+    fn parallel_read(&self) -> bool {
+        true
+    }
 }
 
 /// Runs `visitor` over every matching packet of every input in order.
@@ -99,7 +104,7 @@ pub fn for_each_packet<V: Visitor>(
     filters: &mut Filters,
     visitor: &mut V,
 ) -> Result<Status> {
-    if let [single] = inputs {
+    if let ([single], true) = (inputs, visitor.parallel_read()) {
         if let Some(status) = parallel_one_file(single, filters, visitor)? {
             return Ok(status);
         }

@@ -1,6 +1,8 @@
 //! One module per subcommand, plus the input loop they share.
 
+pub mod capture;
 pub mod decode;
+pub mod flows;
 pub mod info;
 pub mod input;
 pub mod read;

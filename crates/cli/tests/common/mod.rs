@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests: the weir binary, the corpus, peers and temp dirs.
 #![allow(dead_code)]
 
+pub mod netns;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -1,0 +1,312 @@
+//! `weir flows`: meter capture files into flows and export them as NetFlow v5 / v9 / IPFIX (UDP
+//! or a file), JSON lines or CSV, with a summary of every counter on stderr.
+//!
+//! The packets come from the shared offline input loop ([`for_each_packet`]: BPF filter, damage
+//! handling); the meter is `weir_flows::Meter` (reader stage here, `--workers` shard threads, one
+//! exporter thread); the encoders are `weir_export`'s sinks, several at once if asked
+//! (`--export` and `--json` together, say).
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use anyhow::{bail, Context, Result};
+use weir_export::{
+    open_sink, ExportError, ExportStats, FlowSink, NetflowFormat, SinkSpec, Target,
+    DEFAULT_COLLECTOR,
+};
+use weir_flows::{Config, FlowRecord, Meter, MeterStats, RecordSink};
+use weir_source::{FileReader, Interface, Packet, ReadError};
+
+use super::input::{for_each_packet, Filters, Visitor};
+use crate::output::Status;
+
+/// NetFlow-family format of `--export`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// NetFlow v5 (IPv4 only: IPv6 flows are counted and skipped).
+    V5,
+    /// NetFlow v9 (RFC 3954), IPv4 and IPv6 templates.
+    V9,
+    /// IPFIX (RFC 7011); with --biflow, RFC 5103 bidirectional records.
+    Ipfix,
+}
+
+/// Arguments of `weir flows`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Input capture file (pcap or pcapng); `-` reads stdin. Repeat to concatenate files.
+    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    inputs: Vec<PathBuf>,
+    /// Export NetFlow/IPFIX to `udp://HOST:PORT[,udp://HOST:PORT...]`, `file:PATH` or `-`
+    /// (stdout). Without a value: udp://127.0.0.1:2055.
+    #[arg(long, value_name = "TARGET", num_args = 0..=1, default_missing_value = DEFAULT_COLLECTOR)]
+    export: Option<String>,
+    /// Format of --export.
+    #[arg(long, value_enum, default_value_t = Format::V9)]
+    format: Format,
+    /// IPFIX: nanosecond flow start/end instead of milliseconds.
+    #[arg(long)]
+    ts_nanos: bool,
+    /// Write JSON lines to OUT (`-` for stdout). The default when no output is given.
+    #[arg(long, value_name = "OUT")]
+    json: Option<PathBuf>,
+    /// Write CSV to OUT (`-` for stdout).
+    #[arg(long, value_name = "OUT")]
+    csv: Option<PathBuf>,
+    /// Seconds without a packet after which a flow ends.
+    #[arg(long, value_name = "S", default_value_t = 30.0)]
+    idle_timeout: f64,
+    /// Seconds after which a long flow is exported and restarted.
+    #[arg(long, value_name = "S", default_value_t = 120.0)]
+    active_timeout: f64,
+    /// Seconds a TCP flow lives on after a FIN or RST (for the other side's FIN and last ACKs).
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    fin_grace: f64,
+    /// Worker threads, each owning one shard of the flow table (1: all on one thread).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    workers: usize,
+    /// Most flows held at once (split over the workers); beyond it the least recently seen
+    /// flow of the shard is exported early ("lack of resources").
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    max_flows: u64,
+    /// Do not export TCP records with fewer bytes than this.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_tcp_bytes: u64,
+    /// One record per flow with both directions (IPFIX RFC 5103; reverse columns in JSON/CSV).
+    /// v5 and v9 still send one record per direction.
+    #[arg(long)]
+    biflow: bool,
+    /// Put the IP TOS / traffic class in the flow key.
+    #[arg(long)]
+    tos_key: bool,
+    /// Hash seed (default: random per run). Results never depend on it; tests use it.
+    #[arg(long, value_name = "N", hide = true)]
+    seed: Option<u64>,
+    /// Also write every counter of the run as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
+    /// BPF filter expression in tcpdump syntax (several words are joined with spaces).
+    #[arg(
+        value_name = "EXPR",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    expr: Vec<String>,
+}
+
+fn seconds(name: &str, s: f64) -> Result<u64> {
+    if !(s.is_finite() && s > 0.0 && s < 1e9) {
+        bail!("--{name} must be a positive number of seconds, not {s}");
+    }
+    Ok((s * 1e9).round() as u64)
+}
+
+fn target_of(path: &std::path::Path) -> Target {
+    if path.as_os_str() == "-" {
+        Target::Stdout
+    } else {
+        Target::File(path.to_path_buf())
+    }
+}
+
+/// Every sink of the run, fed the same records.
+struct Sinks {
+    sinks: Vec<(String, Box<dyn FlowSink>)>,
+}
+
+impl RecordSink for Sinks {
+    type Error = ExportError;
+
+    #[inline]
+    fn record(&mut self, rec: &FlowRecord) -> Result<(), ExportError> {
+        for (_, s) in &mut self.sinks {
+            s.export(rec)?;
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, now_ns: u64) -> Result<(), ExportError> {
+        for (_, s) in &mut self.sinks {
+            s.tick(now_ns)?;
+        }
+        Ok(())
+    }
+}
+
+struct Metering {
+    meter: Meter<Sinks>,
+    read: u64,
+}
+
+impl Visitor for Metering {
+    #[inline]
+    fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
+        self.meter
+            .packet(packet.link, packet.meta.ts_ns, packet.data);
+        Ok(())
+    }
+
+    fn parallel_read(&self) -> bool {
+        false
+    }
+
+    fn end_file(&mut self, reader: &FileReader, _damage: Option<&ReadError>) -> Result<()> {
+        self.read += reader.packets();
+        Ok(())
+    }
+}
+
+/// Runs `weir flows`.
+pub fn run(args: Args) -> Result<Status> {
+    let cfg = Config {
+        idle_timeout_ns: seconds("idle-timeout", args.idle_timeout)?,
+        active_timeout_ns: seconds("active-timeout", args.active_timeout)?,
+        fin_grace_ns: seconds("fin-grace", args.fin_grace)?,
+        max_flows: args.max_flows.max(1),
+        workers: args.workers.clamp(1, 256),
+        tos_key: args.tos_key,
+        biflow: args.biflow,
+        min_tcp_bytes: args.min_tcp_bytes,
+        seed: args.seed,
+        ..Config::default()
+    };
+    let mut filters = Filters::new(&args.expr)?;
+    let mut sinks = Vec::new();
+    if let Some(t) = &args.export {
+        let target = Target::from_str(t).with_context(|| format!("--export {t}"))?;
+        let format = match args.format {
+            Format::V5 => NetflowFormat::V5,
+            Format::V9 => NetflowFormat::V9,
+            Format::Ipfix => NetflowFormat::Ipfix,
+        };
+        let spec = SinkSpec::Netflow {
+            target,
+            format,
+            biflow: args.biflow,
+            ts_nanos: args.ts_nanos,
+        };
+        let name = format!("{:?} {t}", args.format).to_lowercase();
+        sinks.push((name, open_sink(&spec).context("cannot open the exporter")?));
+    }
+    if let Some(p) = &args.csv {
+        let s = open_sink(&SinkSpec::Csv(target_of(p))).context("cannot open the CSV output")?;
+        sinks.push((format!("csv {}", p.display()), s));
+    }
+    if args.json.is_some() || sinks.is_empty() {
+        let p = args.json.clone().unwrap_or_else(|| PathBuf::from("-"));
+        let s = open_sink(&SinkSpec::Json(target_of(&p))).context("cannot open the JSON output")?;
+        sinks.push((format!("json {}", p.display()), s));
+    }
+
+    let mut m = Metering {
+        meter: Meter::new(&cfg, Sinks { sinks }),
+        read: 0,
+    };
+    let status = for_each_packet(&args.inputs, &mut filters, &mut m)?;
+    let read = m.read;
+    let done = m.meter.finish();
+    let mut sinks = done.sink.sinks;
+    let mut exports = Vec::new();
+    let mut first_err = done.error.map(anyhow::Error::from);
+    for (name, s) in &mut sinks {
+        match s.finish() {
+            Ok(st) => exports.push((name.clone(), st)),
+            Err(e) => {
+                if first_err.is_none() {
+                    first_err = Some(anyhow::Error::from(e).context(format!("export to {name}")));
+                }
+            }
+        }
+    }
+    summary(read, &done.stats, &exports);
+    if let Some(path) = &args.stats {
+        let json = stats_json(read, &done.stats, &exports);
+        std::fs::write(path, format!("{json:#}\n"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    Ok(status)
+}
+
+fn summary(read: u64, s: &MeterStats, exports: &[(String, ExportStats)]) {
+    let filtered = read.saturating_sub(s.packets);
+    eprintln!(
+        "weir flows: {read} packets read, {filtered} not matching the filter, {} metered; \
+         dropped: {} non-IP, {} decode errors",
+        s.metered, s.non_ip, s.decode_errors
+    );
+    eprintln!(
+        "  fragments: {} attributed to their flow, {} unattributed (ports 0), {} not remembered \
+         (table full); {} packets without a transport header (ports 0)",
+        s.frag_attributed, s.frag_unattributed, s.frag_table_full, s.no_transport
+    );
+    eprintln!(
+        "  flows: {} created, peak {} active{}; ended: {} idle, {} active timeout, {} FIN/RST, \
+         {} evicted (table full), {} at end of input",
+        s.flows,
+        s.peak_flows,
+        if s.workers > 1 {
+            format!(" (sum of {} shards' peaks)", s.workers)
+        } else {
+            String::new()
+        },
+        s.idle_ended,
+        s.active_ended,
+        s.tcp_ended,
+        s.evicted,
+        s.forced_ended
+    );
+    eprintln!(
+        "  records: {} exported, {} below --min-tcp-bytes, {} lost to a failed exporter",
+        s.records, s.below_min_bytes, s.sink_failed
+    );
+    for (name, e) in exports {
+        eprintln!(
+            "  {name}: {} records, {} datagrams, {} bytes, {} dropped, {} IPv6 flows not \
+             exportable as v5",
+            e.records, e.datagrams, e.bytes, e.dropped, e.dropped_v5_ipv6
+        );
+    }
+    eprintln!(
+        "  memory: {:.1} bytes per flow ({} flows of capacity over {} shard(s))",
+        s.bytes_per_flow, s.capacity, s.workers
+    );
+}
+
+fn stats_json(read: u64, s: &MeterStats, exports: &[(String, ExportStats)]) -> serde_json::Value {
+    serde_json::json!({
+        "packets_read": read,
+        "packets_filtered_out": read.saturating_sub(s.packets),
+        "packets_to_meter": s.packets,
+        "packets_metered": s.metered,
+        "dropped_non_ip": s.non_ip,
+        "dropped_decode_error": s.decode_errors,
+        "frag_attributed": s.frag_attributed,
+        "frag_unattributed": s.frag_unattributed,
+        "frag_table_full": s.frag_table_full,
+        "no_transport": s.no_transport,
+        "flows": s.flows,
+        "peak_flows": s.peak_flows,
+        "ended_idle": s.idle_ended,
+        "ended_active": s.active_ended,
+        "ended_tcp": s.tcp_ended,
+        "ended_forced": s.forced_ended,
+        "evicted": s.evicted,
+        "records": s.records,
+        "records_below_min_tcp_bytes": s.below_min_bytes,
+        "records_lost_exporter_failed": s.sink_failed,
+        "bytes_per_flow": s.bytes_per_flow,
+        "capacity": s.capacity,
+        "workers": s.workers,
+        "exports": exports.iter().map(|(n, e)| serde_json::json!({
+            "sink": n,
+            "records": e.records,
+            "datagrams": e.datagrams,
+            "bytes": e.bytes,
+            "dropped": e.dropped,
+            "dropped_v5_ipv6": e.dropped_v5_ipv6,
+        })).collect::<Vec<_>>(),
+    })
+}

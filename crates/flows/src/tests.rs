@@ -1,0 +1,604 @@
+//! Unit tests of the meter as a whole: frames built here go through [`Meter`] and the records
+//! that come out are checked (expiry order, FIN/RST grace, LRU eviction, fragments, ICMP, IPv4 and
+//! IPv6, VLAN, memory per flow, and the threaded pipeline against the inline one).
+
+use std::net::IpAddr;
+
+use weir_packet::LinkType;
+
+use crate::record::{EndReason, FlowRecord};
+use crate::{Config, Meter};
+
+const S: u64 = 1_000_000_000;
+
+/// A frame under construction.
+#[derive(Clone)]
+struct Pkt {
+    src: IpAddr,
+    dst: IpAddr,
+    proto: u8,
+    sport: u16,
+    dport: u16,
+    flags: u8,
+    payload: usize,
+    vlan: Option<u16>,
+    ttl: u8,
+    /// (id, offset in bytes, more fragments)
+    frag: Option<(u32, u16, bool)>,
+}
+
+fn pkt(src: &str, dst: &str, proto: u8, sport: u16, dport: u16) -> Pkt {
+    Pkt {
+        src: src.parse().unwrap(),
+        dst: dst.parse().unwrap(),
+        proto,
+        sport,
+        dport,
+        flags: 0x10,
+        payload: 10,
+        vlan: None,
+        ttl: 64,
+        frag: None,
+    }
+}
+
+impl Pkt {
+    fn flags(mut self, f: u8) -> Pkt {
+        self.flags = f;
+        self
+    }
+    fn vlan(mut self, v: u16) -> Pkt {
+        self.vlan = Some(v);
+        self
+    }
+    fn frag(mut self, id: u32, off: u16, more: bool) -> Pkt {
+        self.frag = Some((id, off, more));
+        self
+    }
+    fn rev(&self) -> Pkt {
+        Pkt {
+            src: self.dst,
+            dst: self.src,
+            sport: self.dport,
+            dport: self.sport,
+            ..self.clone()
+        }
+    }
+
+    /// The transport header and payload.
+    fn l4(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        match self.proto {
+            6 => {
+                v.extend(self.sport.to_be_bytes());
+                v.extend(self.dport.to_be_bytes());
+                v.extend([
+                    0, 0, 0, 1, 0, 0, 0, 0, 0x50, self.flags, 0xff, 0xff, 0, 0, 0, 0,
+                ]);
+            }
+            17 => {
+                v.extend(self.sport.to_be_bytes());
+                v.extend(self.dport.to_be_bytes());
+                v.extend(((8 + self.payload) as u16).to_be_bytes());
+                v.extend([0, 0]);
+            }
+            1 | 58 => v.extend([(self.dport >> 8) as u8, self.dport as u8, 0, 0, 0, 0, 0, 0]),
+            _ => {}
+        }
+        v.extend(std::iter::repeat_n(0xaa, self.payload));
+        v
+    }
+
+    /// An Ethernet frame (with an 802.1Q tag when asked).
+    fn frame(&self) -> Vec<u8> {
+        let mut l4 = self.l4();
+        if let Some((_, off, _)) = self.frag {
+            if off != 0 {
+                l4 = vec![0xbb; self.payload];
+            }
+        }
+        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1];
+        if let Some(v) = self.vlan {
+            f.extend([0x81, 0x00]);
+            f.extend(v.to_be_bytes());
+        }
+        match (self.src, self.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                f.extend([0x08, 0x00]);
+                let (id, fo) = match self.frag {
+                    Some((id, off, more)) => (id as u16, (off / 8) | if more { 0x2000 } else { 0 }),
+                    None => (1, 0),
+                };
+                f.extend([0x45, 0]);
+                f.extend(((20 + l4.len()) as u16).to_be_bytes());
+                f.extend(id.to_be_bytes());
+                f.extend(fo.to_be_bytes());
+                f.extend([self.ttl, self.proto, 0, 0]);
+                f.extend(s.octets());
+                f.extend(d.octets());
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                f.extend([0x86, 0xdd]);
+                let ext = if self.frag.is_some() { 8 } else { 0 };
+                f.extend([0x60, 0, 0, 0]);
+                f.extend(((ext + l4.len()) as u16).to_be_bytes());
+                f.push(if self.frag.is_some() { 44 } else { self.proto });
+                f.push(self.ttl);
+                f.extend(s.octets());
+                f.extend(d.octets());
+                if let Some((id, off, more)) = self.frag {
+                    f.extend([self.proto, 0]);
+                    f.extend((off | u16::from(more)).to_be_bytes());
+                    f.extend(id.to_be_bytes());
+                }
+            }
+            _ => unreachable!(),
+        }
+        f.extend(l4);
+        f
+    }
+}
+
+fn cfg() -> Config {
+    Config {
+        seed: Some(42),
+        ..Config::default()
+    }
+}
+
+fn run(cfg: &Config, pkts: &[(u64, Pkt)]) -> (Vec<FlowRecord>, crate::MeterStats) {
+    let mut m = Meter::new(cfg, Vec::new());
+    for (t, p) in pkts {
+        m.packet(LinkType::ETHERNET, *t, &p.frame());
+    }
+    let done = m.finish();
+    assert!(done.error.is_none());
+    (done.sink, done.stats)
+}
+
+fn ports(r: &FlowRecord) -> (u16, u16) {
+    (r.key.src_port, r.key.dst_port)
+}
+
+#[test]
+fn uniflow_two_records_biflow_one() {
+    let a = pkt("10.0.0.1", "10.0.0.2", 6, 40000, 80);
+    let pkts = [(S, a.clone()), (S + 1, a.rev()), (S + 2, a.clone())];
+    let (recs, st) = run(&cfg(), &pkts);
+    assert_eq!(recs.len(), 2);
+    assert_eq!(ports(&recs[0]), (40000, 80));
+    assert_eq!(recs[0].forward.packets, 2);
+    assert_eq!(recs[0].forward.bytes, 2 * (20 + 20 + 10));
+    assert_eq!(recs[0].reverse.packets, 0);
+    assert_eq!(ports(&recs[1]), (80, 40000));
+    assert_eq!(recs[1].key, recs[0].key.reversed());
+    assert_eq!(recs[1].forward.packets, 1);
+    assert!(recs.iter().all(|r| r.end_reason == EndReason::ForcedEnd));
+    assert_eq!(
+        (st.flows, st.records, st.metered, st.forced_ended),
+        (1, 2, 3, 1)
+    );
+
+    let (recs, _) = run(
+        &Config {
+            biflow: true,
+            ..cfg()
+        },
+        &pkts,
+    );
+    assert_eq!(recs.len(), 1);
+    let r = recs[0];
+    assert_eq!((r.forward.packets, r.reverse.packets), (2, 1));
+    assert_eq!((r.forward.first_ns, r.forward.last_ns), (S, S + 2));
+    assert_eq!((r.reverse.first_ns, r.reverse.last_ns), (S + 1, S + 1));
+    assert_eq!((r.forward.min_ttl, r.forward.max_ttl), (64, 64));
+}
+
+#[test]
+fn initiator_is_first_sender_even_when_it_sorts_second() {
+    let a = pkt("10.0.0.9", "10.0.0.1", 17, 5353, 53);
+    let (recs, _) = run(
+        &Config {
+            biflow: true,
+            ..cfg()
+        },
+        &[(S, a.clone()), (S + 5, a.rev())],
+    );
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].key.src.to_string(), "10.0.0.9");
+    assert_eq!(ports(&recs[0]), (5353, 53));
+}
+
+#[test]
+fn idle_timeout_splits_and_sweeps_in_order() {
+    let a = pkt("10.0.0.1", "10.0.0.2", 17, 1, 2);
+    let b = pkt("10.0.0.3", "10.0.0.4", 17, 1, 2);
+    let c = pkt("10.0.0.5", "10.0.0.6", 17, 1, 2);
+    let pkts = [
+        (S, a.clone()),
+        (2 * S, b.clone()),
+        (10 * S, a.clone()), // a touched again: now b is the least recently seen
+        (41 * S, c.clone()), // b due at 32 s, a at 40 s: both swept, b first
+        (41 * S + 1, a.clone()),
+    ];
+    let (recs, st) = run(&cfg(), &pkts);
+    let order: Vec<(String, EndReason, u64)> = recs
+        .iter()
+        .map(|r| (r.key.src.to_string(), r.end_reason, r.forward.packets))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("10.0.0.3".into(), EndReason::IdleTimeout, 1),
+            ("10.0.0.1".into(), EndReason::IdleTimeout, 2),
+            ("10.0.0.5".into(), EndReason::ForcedEnd, 1),
+            ("10.0.0.1".into(), EndReason::ForcedEnd, 1),
+        ]
+    );
+    assert_eq!((st.idle_ended, st.forced_ended, st.flows), (2, 2, 4));
+}
+
+#[test]
+fn idle_exactly_at_timeout_is_a_new_flow() {
+    let a = pkt("10.0.0.1", "10.0.0.2", 17, 1, 2);
+    let (recs, _) = run(&cfg(), &[(S, a.clone()), (31 * S - 1, a.clone())]);
+    assert_eq!(recs.len(), 1);
+    let (recs, _) = run(&cfg(), &[(S, a.clone()), (31 * S, a.clone())]);
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0].end_reason, EndReason::IdleTimeout);
+}
+
+#[test]
+fn active_timeout_restarts_a_busy_flow() {
+    let a = pkt("10.0.0.1", "10.0.0.2", 6, 1000, 80);
+    let pkts: Vec<_> = (0..=25).map(|i| (i * 10 * S, a.clone())).collect(); // 0..250 s
+    let (recs, st) = run(&cfg(), &pkts);
+    let reasons: Vec<_> = recs
+        .iter()
+        .map(|r| (r.end_reason, r.forward.packets))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (EndReason::ActiveTimeout, 12), // 0..110 s
+            (EndReason::ActiveTimeout, 12), // 120..230 s
+            (EndReason::ForcedEnd, 2),      // 240, 250 s
+        ]
+    );
+    assert_eq!(st.active_ended, 2);
+}
+
+#[test]
+fn fin_and_rst_end_after_the_grace() {
+    let a = pkt("10.0.0.1", "10.0.0.2", 6, 1000, 80);
+    const FIN: u8 = 0x11;
+    const RST: u8 = 0x04;
+    let pkts = [
+        (S, a.clone()),
+        (2 * S, a.clone().flags(FIN)),
+        (2 * S + 1000, a.rev().flags(FIN)), // the other FIN, within the grace: same flow
+        (2 * S + 2000, a.clone()),          // last ACK
+        (4 * S, a.clone().flags(0x02)),     // after the grace: a new flow
+        (5 * S, a.clone().flags(RST)),
+        (7 * S, a.clone()), // after the RST's grace: a third flow
+    ];
+    let (recs, st) = run(
+        &Config {
+            biflow: true,
+            ..cfg()
+        },
+        &pkts,
+    );
+    let got: Vec<_> = recs
+        .iter()
+        .map(|r| {
+            (
+                r.end_reason,
+                r.forward.packets,
+                r.reverse.packets,
+                r.forward.tcp_flags,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (EndReason::EndOfFlow, 3, 1, 0x11),
+            (EndReason::EndOfFlow, 2, 0, 0x06),
+            (EndReason::ForcedEnd, 1, 0, 0x10),
+        ]
+    );
+    assert_eq!(st.tcp_ended, 2);
+}
+
+#[test]
+fn lru_eviction_when_full() {
+    let c = Config {
+        max_flows: 3,
+        ..cfg()
+    };
+    let f = |i: u16| pkt("10.0.0.1", "10.0.0.2", 17, i, 53);
+    let pkts = [
+        (S, f(1)),
+        (S + 1, f(2)),
+        (S + 2, f(3)),
+        (S + 3, f(1)), // 2 is now the least recently seen
+        (S + 4, f(4)), // evicts 2
+        (S + 5, f(5)), // evicts 3
+    ];
+    let (recs, st) = run(&c, &pkts);
+    let evicted: Vec<_> = recs
+        .iter()
+        .filter(|r| r.end_reason == EndReason::LackOfResources)
+        .map(|r| r.key.src_port)
+        .collect();
+    assert_eq!(evicted, [2, 3]);
+    assert_eq!((st.evicted, st.peak_flows, st.flows), (2, 3, 5));
+}
+
+#[test]
+fn icmp_type_code_in_dst_port() {
+    let echo = pkt("10.0.0.1", "10.0.0.2", 1, 0, 0x0800);
+    let reply = pkt("10.0.0.2", "10.0.0.1", 1, 0, 0x0000);
+    let unreach = pkt("10.0.0.9", "10.0.0.1", 1, 0, 0x0303);
+    let v6 = pkt("2001:db8::1", "2001:db8::2", 58, 0, 0x8000);
+    let (recs, _) = run(
+        &cfg(),
+        &[
+            (S, echo.clone()),
+            (S + 1, reply.clone()),
+            (S + 2, unreach),
+            (S + 3, v6),
+        ],
+    );
+    let mut got: Vec<_> = recs
+        .iter()
+        .map(|r| (r.key.src.to_string(), r.key.proto, ports(r)))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("10.0.0.1".to_string(), 1, (0, 0x0800)),
+            ("10.0.0.2".to_string(), 1, (0, 0x0000)),
+            ("10.0.0.9".to_string(), 1, (0, 0x0303)),
+            ("2001:db8::1".to_string(), 58, (0, 0x8000)),
+        ]
+    );
+}
+
+#[test]
+fn ipv4_fragments_are_attributed() {
+    let first = pkt("10.0.0.1", "10.0.0.2", 17, 5000, 53).frag(77, 0, true);
+    let later = pkt("10.0.0.1", "10.0.0.2", 17, 5000, 53).frag(77, 1480, false);
+    let orphan = pkt("10.0.0.1", "10.0.0.2", 17, 5000, 53).frag(78, 1480, false);
+    let stale = pkt("10.0.0.1", "10.0.0.2", 17, 5000, 53).frag(77, 2960, false);
+    let (recs, st) = run(
+        &Config {
+            idle_timeout_ns: 3600 * S,
+            active_timeout_ns: 3600 * S,
+            ..cfg()
+        },
+        &[
+            (S, first),
+            (S + 1, later),
+            (S + 2, orphan),
+            (40 * S, stale), // after the 30 s fragment timeout
+        ],
+    );
+    assert_eq!((st.frag_attributed, st.frag_unattributed), (1, 2));
+    let mut got: Vec<_> = recs.iter().map(|r| (ports(r), r.forward.packets)).collect();
+    got.sort();
+    assert_eq!(got, [((0, 0), 2), ((5000, 53), 2)]);
+}
+
+#[test]
+fn ipv6_fragments_and_flows() {
+    let first = pkt("2001:db8::1", "2001:db8::2", 17, 5000, 53).frag(0x1234_5678, 0, true);
+    let later = pkt("2001:db8::1", "2001:db8::2", 17, 5000, 53).frag(0x1234_5678, 1232, false);
+    let plain = pkt("2001:db8::2", "2001:db8::1", 17, 53, 5000);
+    let (recs, st) = run(
+        &Config {
+            biflow: true,
+            ..cfg()
+        },
+        &[(S, first), (S + 1, later), (S + 2, plain)],
+    );
+    assert_eq!(st.frag_attributed, 1);
+    assert_eq!(recs.len(), 1);
+    let r = recs[0];
+    assert!(r.key.src.is_ipv6());
+    assert_eq!((r.forward.packets, r.reverse.packets), (2, 1));
+    // IPv6 bytes: payload length + 40
+    assert_eq!(r.reverse.bytes, 40 + 8 + 10);
+}
+
+#[test]
+fn vlan_is_part_of_the_key() {
+    let a = pkt("10.0.0.1", "10.0.0.2", 17, 1, 2);
+    let (recs, _) = run(
+        &cfg(),
+        &[
+            (S, a.clone().vlan(10)),
+            (S + 1, a.clone().vlan(20)),
+            (S + 2, a.clone().vlan(10)),
+        ],
+    );
+    let mut got: Vec<_> = recs
+        .iter()
+        .map(|r| (r.key.vlan, r.forward.packets))
+        .collect();
+    got.sort();
+    assert_eq!(got, [(10, 2), (20, 1)]);
+}
+
+#[test]
+fn tos_key_splits_flows_only_when_asked() {
+    let a = pkt("10.0.0.1", "10.0.0.2", 17, 1, 2);
+    let mut f1 = a.frame();
+    let mut f2 = a.frame();
+    f1[15] = 0x10;
+    f2[15] = 0x28;
+    for (tos_key, want) in [(false, 1), (true, 2)] {
+        let mut m = Meter::new(&Config { tos_key, ..cfg() }, Vec::new());
+        m.packet(LinkType::ETHERNET, S, &f1);
+        m.packet(LinkType::ETHERNET, S + 1, &f2);
+        let recs = m.finish().sink;
+        assert_eq!(recs.len(), want);
+        assert_eq!(recs[0].key.tos, 0x10);
+    }
+}
+
+#[test]
+fn drops_are_counted_by_reason() {
+    let arp = {
+        let mut f = vec![0xff; 6];
+        f.extend([0, 0, 0, 0, 0, 1, 0x08, 0x06]);
+        f.extend([0, 1, 8, 0, 6, 4, 0, 1]);
+        f.extend([0; 20]);
+        f
+    };
+    let mut truncated = pkt("10.0.0.1", "10.0.0.2", 6, 1, 2).frame();
+    truncated.truncate(14 + 10); // inside the IPv4 header
+    let mut m = Meter::new(&cfg(), Vec::new());
+    m.packet(LinkType::ETHERNET, S, &arp);
+    m.packet(LinkType::ETHERNET, S, &truncated);
+    m.packet(
+        LinkType::ETHERNET,
+        S,
+        &pkt("10.0.0.1", "10.0.0.2", 6, 1, 2).frame(),
+    );
+    let st = m.finish().stats;
+    assert_eq!(
+        (st.packets, st.non_ip, st.decode_errors, st.metered),
+        (3, 1, 1, 1)
+    );
+}
+
+#[test]
+fn min_tcp_bytes_filters_small_tcp_records_only() {
+    let t = pkt("10.0.0.1", "10.0.0.2", 6, 1, 2); // 50 bytes
+    let u = pkt("10.0.0.1", "10.0.0.2", 17, 1, 2); // 38 bytes
+    let (recs, st) = run(
+        &Config {
+            min_tcp_bytes: 100,
+            ..cfg()
+        },
+        &[(S, t.clone()), (S + 1, u), (2 * S, t.rev())],
+    );
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].key.proto, 17);
+    assert_eq!(st.below_min_bytes, 2);
+}
+
+#[test]
+fn memory_per_flow_is_at_most_128_bytes() {
+    assert_eq!(crate::shard::entry_size(), 120);
+    for cap in [1_000u64, 8_192, 100_000, 1_000_000] {
+        let m: Meter<Vec<FlowRecord>> = Meter::new(
+            &Config {
+                max_flows: cap,
+                ..cfg()
+            },
+            Vec::new(),
+        );
+        let st = m.finish().stats;
+        assert!(st.bytes_per_flow <= 128.0, "{cap}: {}", st.bytes_per_flow);
+        assert!(st.bytes_per_flow >= 120.0);
+    }
+}
+
+/// Pseudo-random traffic: many flows over many hosts, both directions, some FIN/RST.
+fn mixed_traffic(n: usize) -> Vec<(u64, Pkt)> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let host = (x % 200) as u8;
+        let port = 1024 + (x >> 8) as u16 % 300;
+        let mut p = match (x >> 20) % 4 {
+            0 => pkt(&format!("10.0.1.{host}"), "10.0.0.1", 6, port, 443),
+            1 => pkt(&format!("10.0.1.{host}"), "10.0.0.1", 17, port, 53),
+            2 => pkt(&format!("2001:db8::{host:x}"), "2001:db8::1", 6, port, 80),
+            _ => pkt(&format!("10.0.1.{host}"), "10.0.0.2", 1, 0, 0x0800),
+        };
+        if (x >> 30) % 50 == 0 {
+            p = p.flags(0x11);
+        }
+        if (x >> 40) % 2 == 0 {
+            p = p.rev();
+        }
+        out.push((i as u64 * 7_000_000, p)); // 7 ms apart: timeouts happen
+    }
+    out
+}
+
+fn normalised(mut recs: Vec<FlowRecord>) -> Vec<String> {
+    let mut v: Vec<String> = recs.drain(..).map(|r| format!("{r:?}")).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn threaded_equals_inline() {
+    let traffic = mixed_traffic(30_000);
+    let base = Config {
+        idle_timeout_ns: 5 * S,
+        active_timeout_ns: 20 * S,
+        ..cfg()
+    };
+    let (one, st1) = run(&base, &traffic);
+    assert!(st1.idle_ended > 0 && st1.active_ended > 0 && st1.tcp_ended > 0);
+    for workers in [2, 3, 4] {
+        let (many, stn) = run(
+            &Config {
+                workers,
+                ..base.clone()
+            },
+            &traffic,
+        );
+        assert_eq!(stn.flows, st1.flows, "{workers} workers");
+        assert_eq!(stn.records, st1.records);
+        let (a, b) = (normalised(many), normalised(one.clone()));
+        let only_many: Vec<_> = a.iter().filter(|x| !b.contains(x)).collect();
+        let only_one: Vec<_> = b.iter().filter(|x| !a.contains(x)).collect();
+        assert!(
+            only_many.is_empty() && only_one.is_empty(),
+            "{workers} workers: {only_many:#?}\ninline: {only_one:#?}"
+        );
+    }
+}
+
+/// The lock-free handoff under stress: many workers, tiny timeouts, tiny tables (eviction),
+/// every packet and every record accounted for.
+#[test]
+fn stress_pipeline_accounts_everything() {
+    let traffic = mixed_traffic(60_000);
+    for workers in [2, 5, 8] {
+        let (recs, st) = run(
+            &Config {
+                workers,
+                max_flows: 64,
+                idle_timeout_ns: S,
+                active_timeout_ns: 3 * S,
+                biflow: true,
+                ..cfg()
+            },
+            &traffic,
+        );
+        assert_eq!(st.metered, 60_000);
+        let pkts: u64 = recs
+            .iter()
+            .map(|r| r.forward.packets + r.reverse.packets)
+            .sum();
+        assert_eq!(pkts, 60_000);
+        assert_eq!(recs.len() as u64, st.flows);
+        assert_eq!(
+            st.flows,
+            st.idle_ended + st.active_ended + st.tcp_ended + st.forced_ended + st.evicted
+        );
+        assert!(st.evicted > 0);
+    }
+}
