@@ -211,7 +211,9 @@ impl Backing {
             ahead: start / MAP_STEP * MAP_STEP,
             released: start / MAP_STEP * MAP_STEP,
         };
-        b.manage_map();
+        // Nothing is populated before the range is read (next_manage = 0 manages on the first
+        // advance): ranges are created long before a worker reaches them.
+        b.seek(start);
         Some(b)
     }
 

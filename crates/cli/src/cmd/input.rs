@@ -10,6 +10,7 @@ use weir_filter::Filter;
 use weir_packet::LinkType;
 use weir_source::{FileReader, Interface, Packet, ReadError};
 
+use super::ordered::{self, Flow};
 use crate::output::{warn_damage, Status};
 use crate::progress::Progress;
 
@@ -197,157 +198,52 @@ fn one_file<V: Visitor>(
     })
 }
 
-/// Files smaller than this are read by one thread: splitting costs more than it saves.
-const PARALLEL_MIN_BYTES: u64 = 64 << 20;
-
-/// Reads one large memory-mapped classic pcap file with every core: the file is split into byte
-/// ranges at guessed record boundaries ([`FileReader::split`]); this thread reads and filters the
-/// first range straight into the visitor while helper threads filter the others into lists of
-/// matching record offsets, which are then replayed in file order.
-///
-/// Exactness does not depend on the guesses: range `k + 1` is used only if range `k` ended
-/// cleanly exactly at its end (the split point was a real boundary). Otherwise, from the offset
-/// where range `k` stopped, the whole-file reader continues sequentially and the later ranges'
-/// results are dropped, so a wrong guess or real damage gives exactly the sequential answer.
-/// Measured by `bench/read_vs_tcpdump.py`.
-///
-/// Returns `None` when the input does not qualify (stdin, small, pcapng, one core).
+/// Reads one large classic pcap file with every core ([`ordered`](super::ordered)): workers
+/// filter byte ranges into lists of matching record offsets, and this thread replays them in
+/// file order into the visitor. Returns `None` when the input does not qualify.
 fn parallel_one_file<V: Visitor>(
     path: &Path,
     filters: &mut Filters,
     visitor: &mut V,
 ) -> Result<Option<Status>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // WEIR_PARALLEL_MIN_BYTES lowers the threshold, so tests can exercise this path on small files.
-    let min = std::env::var("WEIR_PARALLEL_MIN_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(PARALLEL_MIN_BYTES);
-    let big = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() >= min);
-    if threads < 2 || !big || path.as_os_str() == "-" {
-        return Ok(None);
-    }
-    let Ok(mut reader) = FileReader::open(path) else {
+    let Some(plan) = ordered::plan(path) else {
         return Ok(None);
     };
-    let Some(mut chunks) = reader.split(threads) else {
-        return Ok(None);
-    };
-    tracing::debug!(
-        "reading {} in {} ranges starting at bytes {:?}",
-        path.display(),
-        chunks.len(),
-        chunks.iter().map(|c| c.offset()).collect::<Vec<_>>()
-    );
-    let interfaces = reader.interfaces().to_vec();
+    let interfaces = plan.interfaces.clone();
     let filter = if filters.is_empty() {
         None
     } else {
         Some(filters.for_interface(&interfaces[0])?.clone())
     };
-    let keep = |f: &Option<Filter>, p: &Packet<'_>| {
-        f.as_ref()
-            .is_none_or(|f| f.matches(p.data, p.meta.orig_len))
-    };
-    visitor.start_file(&reader)?;
+    visitor.start_file(&plan.reader)?;
     let progress = Progress::for_file(path);
-    let mut first = chunks.remove(0);
-    let outcome = std::thread::scope(|scope| -> Result<Option<ReadError>> {
-        let helpers: Vec<_> = chunks
-            .into_iter()
-            .map(|mut r| {
-                let f = filter.clone();
-                scope.spawn(move || {
-                    let mut hits = Vec::new();
-                    loop {
-                        match r.next_packet() {
-                            Ok(Some(p)) => {
-                                if keep(&f, &p) {
-                                    hits.push(p.record_offset);
-                                }
-                            }
-                            Ok(None) => return (hits, None),
-                            Err(e) => return (hits, Some(e)),
-                        }
-                    }
-                })
-            })
-            .collect();
-        // The first range, straight into the visitor.
-        let mut stopped = None;
-        loop {
-            match first.next_packet() {
-                Ok(Some(p)) => {
-                    if keep(&filter, &p) {
-                        visitor.packet(&interfaces, &p)?;
-                        if visitor.done() {
-                            return Ok(None);
-                        }
-                    }
-                    progress.tick(first.packets(), first.offset());
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    stopped = Some(e);
-                    break;
-                }
-            }
-        }
-        // Then each helper's range, in order, while the previous one ended cleanly.
-        for h in helpers {
-            let (hits, end) = h.join().expect("a reader thread panicked");
-            if stopped.is_some() {
-                continue;
-            }
-            for off in hits {
-                reader.seek(off)?;
-                let p = reader
-                    .next_packet()?
-                    .expect("a record read once reads again");
-                visitor.packet(&interfaces, &p)?;
-                if visitor.done() {
-                    return Ok(None);
-                }
-            }
-            stopped = end;
-        }
-        Ok(stopped)
-    })?;
-    // A range stopped early: continue from there with the whole-file reader, which either reads
-    // on (the split guess was wrong) or meets the same damage (it was real).
-    let damage = match outcome {
-        None => None,
-        Some(ReadError::Damaged { offset, .. }) => {
-            tracing::debug!("a range stopped at byte {offset}; reading on sequentially from there");
+    let mut replayed = 0u64;
+    let outcome = ordered::run(
+        plan,
+        filter.as_ref(),
+        |p| p.record_offset,
+        |offset, reader| {
             reader.seek(offset)?;
-            let mut damage = None;
-            loop {
-                match reader.next_packet() {
-                    Ok(Some(p)) => {
-                        if keep(&filter, &p) {
-                            visitor.packet(&interfaces, &p)?;
-                            if visitor.done() {
-                                break;
-                            }
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        damage = Some(e);
-                        break;
-                    }
-                }
-            }
-            damage
-        }
-        Some(other) => Some(other),
-    };
+            let p = reader
+                .next_packet()?
+                .expect("a record read once reads again");
+            visitor.packet(&interfaces, &p)?;
+            replayed += 1;
+            progress.tick(replayed, offset);
+            Ok(if visitor.done() {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            })
+        },
+    )?;
     progress.finish();
-    if let Some(e) = &damage {
+    tracing::debug!("{} packets read, {replayed} matched", outcome.packets);
+    if let Some(e) = &outcome.damage {
         warn_damage(e);
     }
-    visitor.end_file(&reader, damage.as_ref())?;
-    Ok(Some(if damage.is_some() {
+    visitor.end_file(&outcome.reader, outcome.damage.as_ref())?;
+    Ok(Some(if outcome.damage.is_some() {
         Status::Damaged
     } else {
         Status::Clean

@@ -5,4 +5,5 @@ pub mod decode;
 pub mod flows;
 pub mod info;
 pub mod input;
+pub mod ordered;
 pub mod read;

@@ -1,0 +1,277 @@
+//! Reading one large classic pcap file on every core while keeping file order.
+//!
+//! The file is cut into byte ranges at guessed record boundaries ([`FileReader::split`]). Worker
+//! threads take ranges in turn, read and filter them and turn each packet into a `T` (`produce`,
+//! stateless: a record offset for `weir read`, a prepared flow-table update for `weir flows`);
+//! the calling thread receives the ranges' results and hands them to `consume` strictly in file
+//! order. Workers run at most `lookahead` ranges ahead of the consumer, so memory is bounded by
+//! the range size, not the file size.
+//!
+//! Exactness does not depend on the guesses: range `k + 1` is consumed only if range `k` ended
+//! cleanly exactly at its end (then the split point was a real record boundary). Otherwise, from
+//! the offset where range `k` stopped, the whole-file reader continues sequentially and the later
+//! ranges' results are dropped, so a wrong guess or real damage gives exactly the sequential
+//! answer. Measured by `bench/read_vs_tcpdump.py` and `bench/flows_vs_peers.py`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use anyhow::Result;
+use weir_filter::Filter;
+use weir_source::{FileReader, Interface, Packet, ReadError};
+
+/// Bytes per range: large enough to amortise a thread hand-off, small enough to bound memory.
+const RANGE_BYTES: u64 = 32 << 20;
+/// Files smaller than this are read by one thread: splitting costs more than it saves.
+const MIN_BYTES: u64 = 64 << 20;
+
+/// Whether `consume` wants more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on.
+    Continue,
+    /// Stop reading (a packet count was reached).
+    Stop,
+}
+
+/// A file ready to be read in parallel.
+pub struct Plan {
+    /// The whole-file reader (for the exact fallback and for the caller's summaries).
+    pub reader: FileReader,
+    ranges: Vec<FileReader>,
+    /// The file's interfaces (classic pcap: one).
+    pub interfaces: Vec<Interface>,
+    /// Worker threads to use.
+    threads: usize,
+}
+
+/// What a parallel read found.
+pub struct Outcome {
+    /// The whole-file reader, for the caller's end-of-file summary.
+    pub reader: FileReader,
+    /// Packets read (filtered or not).
+    pub packets: u64,
+    /// Damage that ended the file early.
+    pub damage: Option<ReadError>,
+}
+
+/// Prepares a parallel read of `path`, or `None` when it does not qualify (stdin, pcapng, small
+/// file, one core, no split point found). `WEIR_PARALLEL_MIN_BYTES` lowers the size threshold,
+/// so tests can exercise this path on small files.
+pub fn plan(path: &Path) -> Option<Plan> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let min = std::env::var("WEIR_PARALLEL_MIN_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MIN_BYTES);
+    let len = std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len())?;
+    if threads < 2 || len < min || path.as_os_str() == "-" {
+        return None;
+    }
+    let reader = FileReader::open(path).ok()?;
+    let n = (len / RANGE_BYTES).max(threads as u64) as usize;
+    let ranges = reader.split(n)?;
+    tracing::debug!(
+        "reading {} in {} ranges with {threads} threads",
+        path.display(),
+        ranges.len()
+    );
+    Some(Plan {
+        interfaces: reader.interfaces().to_vec(),
+        reader,
+        ranges,
+        threads,
+    })
+}
+
+/// Everything the workers share.
+struct Shared {
+    next: AtomicUsize,
+    stop: AtomicBool,
+    /// Ranges consumed so far, and the condition workers wait on to stay within the lookahead.
+    consumed: Mutex<usize>,
+    moved_on: Condvar,
+    ranges: Vec<Mutex<Option<FileReader>>>,
+}
+
+/// A range's results.
+struct Done<T> {
+    index: usize,
+    items: Vec<T>,
+    packets: u64,
+    end: Option<ReadError>,
+}
+
+/// Stops the workers when the consumer leaves, whatever the reason (an error included).
+struct StopOnDrop<'a>(&'a Shared);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::Relaxed);
+        let _guard = self.0.consumed.lock();
+        self.0.moved_on.notify_all();
+    }
+}
+
+fn worker<T, P>(
+    s: &Shared,
+    tx: crossbeam_channel::Sender<Done<T>>,
+    filter: Option<&Filter>,
+    produce: &P,
+    lookahead: usize,
+) where
+    P: Fn(&Packet<'_>) -> T,
+{
+    loop {
+        let i = s.next.fetch_add(1, Ordering::Relaxed);
+        if i >= s.ranges.len() {
+            return;
+        }
+        {
+            let mut consumed = s.consumed.lock().expect("lock");
+            while i >= *consumed + lookahead && !s.stop.load(Ordering::Relaxed) {
+                consumed = s.moved_on.wait(consumed).expect("lock");
+            }
+        }
+        if s.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut r = s.ranges[i]
+            .lock()
+            .expect("lock")
+            .take()
+            .expect("each range once");
+        let (mut items, mut packets, mut end) = (Vec::new(), 0, None);
+        loop {
+            match r.next_packet() {
+                Ok(Some(p)) => {
+                    packets += 1;
+                    if filter.is_none_or(|f| f.matches(p.data, p.meta.orig_len)) {
+                        items.push(produce(&p));
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    end = Some(e);
+                    break;
+                }
+            }
+        }
+        let done = Done {
+            index: i,
+            items,
+            packets,
+            end,
+        };
+        if tx.send(done).is_err() {
+            return;
+        }
+    }
+}
+
+/// Runs the plan: `produce` on the workers, `consume` here in file order (it gets the whole-file
+/// reader too, e.g. to re-read a packet by its offset).
+pub fn run<T, P, C>(
+    plan: Plan,
+    filter: Option<&Filter>,
+    produce: P,
+    mut consume: C,
+) -> Result<Outcome>
+where
+    T: Send,
+    P: Fn(&Packet<'_>) -> T + Sync,
+    C: FnMut(T, &mut FileReader) -> Result<Flow>,
+{
+    let Plan {
+        mut reader,
+        ranges,
+        threads,
+        ..
+    } = plan;
+    let n = ranges.len();
+    let lookahead = 2 * threads + 1;
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let shared = Shared {
+        next: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+        consumed: Mutex::new(0),
+        moved_on: Condvar::new(),
+        ranges: ranges.into_iter().map(|r| Mutex::new(Some(r))).collect(),
+    };
+    let mut packets = 0u64;
+    let (stopped, early) = std::thread::scope(|scope| -> Result<(Option<ReadError>, bool)> {
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (shared, produce) = (&shared, &produce);
+            scope.spawn(move || worker(shared, tx, filter, produce, lookahead));
+        }
+        // The channel closes when every worker is gone (even by a panic), so `recv` cannot hang.
+        drop(tx);
+        let _stop = StopOnDrop(&shared);
+        let mut pending = BTreeMap::new();
+        let mut expect = 0;
+        while expect < n {
+            let Ok(done) = rx.recv() else {
+                anyhow::bail!("a reader thread stopped unexpectedly");
+            };
+            pending.insert(done.index, done);
+            while let Some(done) = pending.remove(&expect) {
+                packets += done.packets;
+                for item in done.items {
+                    if consume(item, &mut reader)? == Flow::Stop {
+                        return Ok((None, true));
+                    }
+                }
+                expect += 1;
+                *shared.consumed.lock().expect("lock") = expect;
+                shared.moved_on.notify_all();
+                if done.end.is_some() {
+                    return Ok((done.end, false));
+                }
+            }
+        }
+        Ok((None, false))
+    })?;
+    let damage = match stopped {
+        _ if early => None,
+        None => None,
+        // A range stopped early: continue from there with the whole-file reader, which either
+        // reads on (the split guess was wrong) or meets the same damage (it was real).
+        Some(ReadError::Damaged { offset, .. }) => {
+            tracing::debug!("a range stopped at byte {offset}; reading on sequentially from there");
+            reader.seek(offset)?;
+            let mut damage = None;
+            loop {
+                let item = match reader.next_packet() {
+                    Ok(Some(p)) => {
+                        packets += 1;
+                        if !filter.is_none_or(|f| f.matches(p.data, p.meta.orig_len)) {
+                            continue;
+                        }
+                        produce(&p)
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        damage = Some(e);
+                        break;
+                    }
+                };
+                if consume(item, &mut reader)? == Flow::Stop {
+                    break;
+                }
+            }
+            damage
+        }
+        Some(other) => Some(other),
+    };
+    Ok(Outcome {
+        reader,
+        packets,
+        damage,
+    })
+}
