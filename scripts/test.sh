@@ -19,6 +19,10 @@ cargo test --workspace --release 2>&1 | tee "$log"
 test_status=${PIPESTATUS[0]}
 [ "$test_status" -eq 0 ] || status=1
 
+# The packet buffer's lock-free protocol under loom's model checker (its own build, cfg(loom)).
+./scripts/loom.sh 2>&1 | tee -a "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
 python3 - "$log" <<'PY'
 import re, sys
 passed = failed = ignored = 0

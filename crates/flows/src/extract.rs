@@ -1,40 +1,18 @@
-//! The reader stage's share of metering: decode a frame, pick out what the flow table needs
-//! ([`PacketInfo`]), attribute non-first IP fragments to their flow, and hash the key.
+//! Fragment attribution, the one stateful part of turning a frame into what the flow table
+//! needs (the stateless part is [`Preparer`](crate::Preparer)).
 //!
-//! Fragment attribution happens here, before sharding, because a later fragment carries no ports
-//! and so could not be hashed to its flow's shard. The [`FragTable`] remembers, for each first
-//! fragment `(src, dst, proto, IP ID)`, the ports (or ICMP type/code) of its transport header, for
-//! [`Config::frag_timeout_ns`](crate::Config::frag_timeout_ns) of packet time.
-
-use std::net::IpAddr;
+//! A later fragment carries no ports, so it could not be keyed (nor hashed to its flow's shard)
+//! on its own. The [`FragTable`] remembers, for each first fragment `(src, dst, proto, IP ID)`,
+//! the ports (or ICMP type/code) of its transport header, for
+//! [`Config::frag_timeout_ns`](crate::Config::frag_timeout_ns) of packet time; the meter's
+//! in-order step ([`Meter::packet_prepared`](crate::Meter::packet_prepared)) consults it.
 
 use hashbrown::HashMap;
-use weir_decode::{decode_into, ip_proto, tcp, Decoded, LinkType, Transport};
+use weir_decode::tcp;
 
-use crate::key::{Key, KeyHasher, RawKey};
+use crate::key::Key;
 
-/// What the flow table needs of one packet: 72 bytes, sent in batches to the shard workers.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PacketInfo {
-    /// Canonical key.
-    pub key: Key,
-    /// Seeded hash of `key`.
-    pub hash: u64,
-    /// Capture time, ns since the epoch.
-    pub ts_ns: u64,
-    /// IP length.
-    pub bytes: u32,
-    /// The packet goes from side B to side A of the canonical key.
-    pub from_b: bool,
-    /// TCP flags (0 for other protocols).
-    pub tcp_flags: u8,
-    /// TTL / hop limit.
-    pub ttl: u8,
-    /// TOS / traffic class.
-    pub tos: u8,
-}
-
-/// What became of a frame handed to [`Extractor::extract`].
+/// What became of a frame handed to the meter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Metered normally.
@@ -52,13 +30,33 @@ pub enum Outcome {
 }
 
 /// Key of the fragment table: (src, dst, proto, identification) as RFC 791 / 8200 define a
-/// datagram.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct FragKey {
-    src: IpAddr,
-    dst: IpAddr,
-    proto: u8,
-    id: u32,
+/// datagram; addresses as the flow key's words (IPv4 `[0, address]`), then `proto | v6 << 8 |
+/// id << 32`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FragKey {
+    pub w: [u64; 5],
+}
+
+impl std::hash::Hash for FragKey {
+    /// Word by word: the derived impl hashes the array as a byte slice, foldhash's slow path.
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for w in self.w {
+            state.write_u64(w);
+        }
+    }
+}
+
+impl FragKey {
+    /// The datagram of a packet with canonical key `key`, direction `from_b` and IP ID `id`.
+    #[inline]
+    pub fn of(key: &Key, from_b: bool, id: u32) -> FragKey {
+        let (s, d, _, _) = key.endpoints(from_b);
+        let meta = u64::from(key.proto()) | u64::from(key.is_v6()) << 8 | u64::from(id) << 32;
+        FragKey {
+            w: [s[0], s[1], d[0], d[1], meta],
+        }
+    }
 }
 
 /// Ports of fragmented datagrams, learnt from their first fragment.
@@ -89,7 +87,7 @@ impl FragTable {
         self.last_purge = now;
     }
 
-    fn remember(&mut self, k: FragKey, ports: (u16, u16), now: u64) {
+    pub(crate) fn remember(&mut self, k: FragKey, ports: (u16, u16), now: u64) {
         if now >= self.last_purge.saturating_add(self.timeout_ns) {
             self.purge(now);
         }
@@ -103,7 +101,7 @@ impl FragTable {
         self.map.insert(k, (ports.0, ports.1, now));
     }
 
-    fn lookup(&self, k: &FragKey, now: u64) -> Option<(u16, u16)> {
+    pub(crate) fn lookup(&self, k: &FragKey, now: u64) -> Option<(u16, u16)> {
         self.map
             .get(k)
             .filter(|v| v.2.saturating_add(self.timeout_ns) > now)
@@ -118,134 +116,6 @@ impl FragTable {
     /// True when no datagram is remembered.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
-    }
-}
-
-/// Turns frames into [`PacketInfo`]s.
-pub struct Extractor {
-    hasher: KeyHasher,
-    frags: FragTable,
-    tos_key: bool,
-}
-
-impl Extractor {
-    /// An extractor hashing with `hasher`; `tos_key` puts the TOS into the key.
-    pub fn new(
-        hasher: KeyHasher,
-        tos_key: bool,
-        frag_capacity: usize,
-        frag_timeout_ns: u64,
-    ) -> Self {
-        Extractor {
-            hasher,
-            frags: FragTable::new(frag_capacity, frag_timeout_ns),
-            tos_key,
-        }
-    }
-
-    /// The fragment table (for its counters).
-    pub fn frags(&self) -> &FragTable {
-        &self.frags
-    }
-
-    /// Decodes `frame` and fills `out` when the packet is metered.
-    #[inline]
-    pub fn extract(
-        &mut self,
-        link: LinkType,
-        ts_ns: u64,
-        frame: &[u8],
-        out: &mut PacketInfo,
-    ) -> Outcome {
-        let mut d = Decoded::new();
-        decode_into(&mut d, link, frame);
-        self.extract_decoded(&d, ts_ns, out)
-    }
-
-    /// Like [`extract`](Self::extract) on an already decoded frame.
-    pub fn extract_decoded(
-        &mut self,
-        d: &Decoded<'_>,
-        ts_ns: u64,
-        out: &mut PacketInfo,
-    ) -> Outcome {
-        let Some(ip) = d.ip() else {
-            return if d.error().is_some() {
-                Outcome::DecodeError
-            } else {
-                Outcome::NonIp
-            };
-        };
-        let mut outcome = Outcome::Metered;
-        let mut flags = 0;
-        let (sport, dport) = match d.transport() {
-            Some(Transport::Tcp {
-                src, dst, flags: f, ..
-            }) => {
-                flags = f;
-                (src, dst)
-            }
-            Some(Transport::Udp { src, dst, .. }) | Some(Transport::Sctp { src, dst, .. }) => {
-                (src, dst)
-            }
-            Some(Transport::Icmp { icmp_type, code })
-            | Some(Transport::Icmpv6 { icmp_type, code }) => {
-                (0, u16::from(icmp_type) << 8 | u16::from(code))
-            }
-            Some(Transport::Other(_)) => (0, 0),
-            None => {
-                if ip.is_later_fragment() {
-                    (0, 0)
-                } else {
-                    outcome = Outcome::NoTransport;
-                    (0, 0)
-                }
-            }
-        };
-        let (sport, dport) = match ip.fragment {
-            Some(f) => {
-                let fk = FragKey {
-                    src: ip.src,
-                    dst: ip.dst,
-                    proto: ip.proto,
-                    id: f.id,
-                };
-                if f.offset == 0 {
-                    if f.more {
-                        self.frags.remember(fk, (sport, dport), ts_ns);
-                    }
-                    (sport, dport)
-                } else if let Some(p) = self.frags.lookup(&fk, ts_ns) {
-                    outcome = Outcome::FragAttributed;
-                    p
-                } else {
-                    outcome = Outcome::FragUnattributed;
-                    (0, 0)
-                }
-            }
-            None => (sport, dport),
-        };
-        let raw = RawKey {
-            vlan: d.vlan().unwrap_or(0),
-            src: ip.src,
-            dst: ip.dst,
-            proto: ip.proto,
-            src_port: sport,
-            dst_port: dport,
-            tos: if self.tos_key { ip.tos } else { 0 },
-        };
-        let (key, from_b) = Key::canonical(&raw);
-        *out = PacketInfo {
-            key,
-            hash: self.hasher.hash(&key),
-            ts_ns,
-            bytes: ip.len,
-            from_b,
-            tcp_flags: if ip.proto == ip_proto::TCP { flags } else { 0 },
-            ttl: ip.ttl,
-            tos: ip.tos,
-        };
-        outcome
     }
 }
 

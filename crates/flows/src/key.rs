@@ -47,6 +47,17 @@ pub struct RawKey {
     pub tos: u8,
 }
 
+/// Everything of a raw key but the addresses, for [`Key::canonical_words`].
+#[derive(Clone, Copy)]
+pub(crate) struct Endpoints {
+    pub v6: bool,
+    pub vlan: u16,
+    pub proto: u8,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub tos: u8,
+}
+
 fn split(a: IpAddr) -> (u64, u64) {
     match a {
         IpAddr::V4(v) => (0, u64::from(u32::from(v))),
@@ -92,33 +103,106 @@ impl Key {
         let v6 = raw.src.is_ipv6() || raw.dst.is_ipv6();
         let (s_hi, s_lo) = split(raw.src);
         let (d_hi, d_lo) = split(raw.dst);
-        let flipped = if is_icmp(raw.proto) {
+        Key::canonical_words(
+            [s_hi, s_lo],
+            [d_hi, d_lo],
+            Endpoints {
+                v6,
+                vlan: raw.vlan,
+                proto: raw.proto,
+                src_port: raw.src_port,
+                dst_port: raw.dst_port,
+                tos: raw.tos,
+            },
+        )
+    }
+
+    /// [`canonical`](Self::canonical) on addresses already split into `[hi, lo]` words (IPv4:
+    /// `[0, address]`): what the fast path of [`Preparer`](crate::Preparer) calls, so both paths
+    /// share one canonicalisation.
+    #[inline(always)]
+    pub(crate) fn canonical_words(src: [u64; 2], dst: [u64; 2], e: Endpoints) -> (Key, bool) {
+        let [s_hi, s_lo] = src;
+        let [d_hi, d_lo] = dst;
+        let icmp = is_icmp(e.proto);
+        let flipped = if icmp {
             (s_hi, s_lo) > (d_hi, d_lo)
         } else {
-            (s_hi, s_lo, raw.src_port) > (d_hi, d_lo, raw.dst_port)
+            (s_hi, s_lo, e.src_port) > (d_hi, d_lo, e.dst_port)
         };
         let (a_hi, a_lo, b_hi, b_lo) = if flipped {
             (d_hi, d_lo, s_hi, s_lo)
         } else {
             (s_hi, s_lo, d_hi, d_lo)
         };
-        let (pa, pb) = if flipped && !is_icmp(raw.proto) {
-            (raw.dst_port, raw.src_port)
+        let (pa, pb) = if flipped && !icmp {
+            (e.dst_port, e.src_port)
         } else {
-            (raw.src_port, raw.dst_port)
+            (e.src_port, e.dst_port)
         };
         let meta = u64::from(pa)
             | u64::from(pb) << 16
-            | u64::from(raw.vlan & 0x0fff) << 32
-            | if v6 { V6_BIT } else { 0 }
-            | u64::from(raw.proto) << 48
-            | u64::from(raw.tos) << 56;
+            | u64::from(e.vlan & 0x0fff) << 32
+            | if e.v6 { V6_BIT } else { 0 }
+            | u64::from(e.proto) << 48
+            | u64::from(e.tos) << 56;
         (
             Key {
                 w: [a_hi, a_lo, b_hi, b_lo, meta],
             },
             flipped,
         )
+    }
+
+    /// The packet's source and destination address words and ports (in the packet's own
+    /// direction), from its canonical key and direction.
+    #[inline]
+    pub(crate) fn endpoints(&self, from_b: bool) -> ([u64; 2], [u64; 2], u16, u16) {
+        let w = &self.w;
+        let (a, b) = ([w[0], w[1]], [w[2], w[3]]);
+        let (pa, pb) = (w[4] as u16, (w[4] >> 16) as u16);
+        let ports = if from_b && !is_icmp(self.proto()) {
+            (pb, pa)
+        } else {
+            (pa, pb)
+        };
+        let (src, dst) = if from_b { (b, a) } else { (a, b) };
+        (src, dst, ports.0, ports.1)
+    }
+
+    /// The canonical key of the same packet with ports `src_port`, `dst_port` (a later fragment
+    /// given its datagram's ports), and its direction.
+    #[inline]
+    pub(crate) fn with_ports(&self, from_b: bool, src_port: u16, dst_port: u16) -> (Key, bool) {
+        let (src, dst, _, _) = self.endpoints(from_b);
+        let m = self.w[4];
+        Key::canonical_words(
+            src,
+            dst,
+            Endpoints {
+                v6: self.is_v6(),
+                vlan: ((m >> 32) & 0x0fff) as u16,
+                proto: self.proto(),
+                src_port,
+                dst_port,
+                tos: (m >> 56) as u8,
+            },
+        )
+    }
+
+    /// The packet's [`RawKey`] back from its canonical key and direction (the inverse of
+    /// [`canonical`](Self::canonical)).
+    pub fn raw(&self, from_b: bool) -> RawKey {
+        let f = self.flow_key(from_b, 0);
+        RawKey {
+            vlan: f.vlan,
+            src: f.src,
+            dst: f.dst,
+            proto: f.proto,
+            src_port: f.src_port,
+            dst_port: f.dst_port,
+            tos: f.tos,
+        }
     }
 
     /// The IP protocol.
@@ -254,6 +338,8 @@ mod tests {
                 (1234, 80, 7, 6)
             );
             assert_eq!(k1.flow_key(!f1, 0), fk.reversed());
+            assert_eq!(k1.raw(f1), raw(a, b, 6, 1234, 80));
+            assert_eq!(k1.raw(!f1), raw(b, a, 6, 80, 1234));
         }
     }
 

@@ -9,8 +9,10 @@
 //!   ([`Shard::bytes_per_flow`]).
 //! * [`Key`] is the canonical 40-byte key (both directions equal) and [`KeyHasher`] its per-run
 //!   seeded hash, which is symmetric because it hashes the canonical key.
-//! * [`Extractor`] decodes a frame into a [`PacketInfo`] and attributes later IP fragments to
-//!   their flow.
+//! * [`Preparer`] turns a frame into a [`Prepared`] packet (key, hash, counters' inputs) with no
+//!   shared state, on any thread: a hand-written parser for the common shapes, the decoder for
+//!   the rest. [`Meter::packet_prepared`] is the in-order, stateful step (fragment attribution
+//!   through a [`FragTable`], counters, table, expiry); [`Meter::packet`] does both.
 //!
 //! ```
 //! use weir_flows::{Config, Meter};
@@ -39,14 +41,16 @@ pub mod extract;
 pub mod index;
 pub mod key;
 pub mod meter;
+pub mod prepare;
 pub mod record;
 pub mod shard;
 
 #[cfg(test)]
 mod tests;
 
-pub use extract::{Extractor, Outcome, PacketInfo};
+pub use extract::{FragTable, Outcome};
 pub use key::{Key, KeyHasher, RawKey};
 pub use meter::{Config, Finished, Meter, MeterStats, RecordSink};
+pub use prepare::{Prepared, Preparer};
 pub use record::{Direction, EndReason, FlowKey, FlowRecord};
 pub use shard::{Shard, ShardConfig, ShardStats};

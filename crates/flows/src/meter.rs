@@ -3,8 +3,8 @@
 //! [`RecordSink`].
 //!
 //! ```text
-//!  reader (caller) ──batches of 256 PacketInfo──▶ worker k (Shard k) ──batches of records──┐
-//!        │  decode, fragments, hash, route      ▲ empty batches recycled ◀──┘            ▼
+//!  reader (caller) ──batches of 256 Prepared───▶ worker k (Shard k) ──batches of records──┐
+//!        │  prepare, fragments, route             ▲ empty batches recycled ◀──┘            ▼
 //!        └── every second of packet time: flush + Tick to every worker         exporter (sink)
 //! ```
 //!
@@ -23,8 +23,9 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use weir_decode::LinkType;
 
-use crate::extract::{Extractor, Outcome, PacketInfo};
+use crate::extract::{FragKey, FragTable};
 use crate::key::{shard_of, KeyHasher};
+use crate::prepare::{Kind, Prepared, Preparer};
 use crate::record::{EndReason, FlowRecord};
 use crate::shard::{Shard, ShardConfig, ShardStats};
 
@@ -178,9 +179,9 @@ pub struct Finished<S: RecordSink> {
 
 /// The flow meter: feed it packets in time order, then [`finish`](Meter::finish) it.
 pub struct Meter<S: RecordSink> {
-    extractor: Extractor,
+    preparer: Preparer,
+    frags: FragTable,
     stats: MeterStats,
-    scratch: PacketInfo,
     stage: Stage<S>,
     /// Latest packet time seen.
     clock: u64,
@@ -231,7 +232,7 @@ impl<S: RecordSink> Inline<S> {
 }
 
 enum ToWorker {
-    Batch(Vec<PacketInfo>),
+    Batch(Vec<Prepared>),
     Tick(u64),
 }
 
@@ -249,8 +250,8 @@ struct ExporterDone<S: RecordSink> {
 
 struct Threaded<S: RecordSink> {
     txs: Vec<Sender<ToWorker>>,
-    pending: Vec<Vec<PacketInfo>>,
-    recycled: Receiver<Vec<PacketInfo>>,
+    pending: Vec<Vec<Prepared>>,
+    recycled: Receiver<Vec<Prepared>>,
     workers: Vec<JoinHandle<(ShardStats, f64, u64)>>,
     exporter: JoinHandle<ExporterDone<S>>,
     next_tick: u64,
@@ -282,7 +283,7 @@ impl<S: RecordSink> Threaded<S> {
 fn worker(
     mut shard: Shard,
     rx: Receiver<ToWorker>,
-    recycle: Sender<Vec<PacketInfo>>,
+    recycle: Sender<Vec<Prepared>>,
     exp: Sender<ToExporter>,
 ) -> (ShardStats, f64, u64) {
     let mut out = Vec::with_capacity(RECORD_BATCH);
@@ -371,12 +372,8 @@ impl<S: RecordSink> Meter<S> {
             Some(s) => KeyHasher::with_seed(s),
             None => KeyHasher::random(),
         };
-        let extractor = Extractor::new(
-            hasher.clone(),
-            cfg.tos_key,
-            cfg.frag_capacity,
-            cfg.frag_timeout_ns,
-        );
+        let preparer = Preparer::new(hasher.clone(), cfg.tos_key);
+        let frags = FragTable::new(cfg.frag_capacity, cfg.frag_timeout_ns);
         let scfg = shard_config(cfg);
         let workers = cfg.workers.max(1);
         let stage = if workers == 1 {
@@ -420,44 +417,105 @@ impl<S: RecordSink> Meter<S> {
             })
         };
         Meter {
-            extractor,
+            preparer,
+            frags,
             stats: MeterStats {
                 workers,
                 ..MeterStats::default()
             },
-            scratch: PacketInfo::default(),
             stage,
             clock: 0,
         }
     }
 
-    /// Meters one frame of link type `link` captured at `ts_ns`.
+    /// The stateless step's settings (hasher, keying), to run [`Preparer::prepare`] on other
+    /// threads and feed the results, in packet order, to [`packet_prepared`](Self::packet_prepared).
+    pub fn preparer(&self) -> &Preparer {
+        &self.preparer
+    }
+
+    /// Meters one frame of link type `link` captured at `ts_ns`: [`Preparer::prepare`] then
+    /// [`packet_prepared`](Self::packet_prepared).
     #[inline]
     pub fn packet(&mut self, link: LinkType, ts_ns: u64, frame: &[u8]) {
+        let p = self.preparer.prepare(link, ts_ns, frame);
+        self.packet_prepared(&p);
+    }
+
+    /// The stateful step: meters one packet prepared by this meter's [`preparer`](Self::preparer)
+    /// (or a clone of it). Packets must come in the order they were captured (as they would
+    /// through [`packet`](Self::packet)): fragment attribution, counters, the flow table and
+    /// expiry depend on it.
+    #[inline]
+    pub fn packet_prepared(&mut self, p: &Prepared) {
         self.stats.packets += 1;
-        self.clock = self.clock.max(ts_ns);
-        match self
-            .extractor
-            .extract(link, ts_ns, frame, &mut self.scratch)
-        {
-            Outcome::Metered => {}
-            Outcome::NonIp => {
+        self.clock = self.clock.max(p.ts_ns);
+        match p.kind() {
+            Kind::Metered => {}
+            Kind::NoTransport => self.stats.no_transport += 1,
+            Kind::NonIp => {
                 self.stats.non_ip += 1;
                 return;
             }
-            Outcome::DecodeError => {
+            Kind::DecodeError => {
                 self.stats.decode_errors += 1;
                 return;
             }
-            Outcome::FragAttributed => self.stats.frag_attributed += 1,
-            Outcome::FragUnattributed => self.stats.frag_unattributed += 1,
-            Outcome::NoTransport => self.stats.no_transport += 1,
+            Kind::FirstFrag | Kind::FirstFragNoTransport | Kind::LaterFrag => {
+                let q = self.attribute(p);
+                self.stats.metered += 1;
+                self.table(&q);
+                return;
+            }
         }
         self.stats.metered += 1;
-        let p = self.scratch;
+        self.table(p);
+    }
+
+    /// Fragments: remembers a first fragment's ports, or gives a later fragment the ports of its
+    /// first one; returns the packet with its final key and hash.
+    #[cold]
+    #[inline(never)]
+    fn attribute(&mut self, p: &Prepared) -> Prepared {
+        let mut q = *p;
+        let from_b = p.from_b();
+        let fk = FragKey::of(&p.key, from_b, p.hash as u32);
+        let kind = match p.kind() {
+            Kind::LaterFrag => match self.frags.lookup(&fk, p.ts_ns) {
+                Some((src_port, dst_port)) => {
+                    self.stats.frag_attributed += 1;
+                    let (key, from_b) = p.key.with_ports(from_b, src_port, dst_port);
+                    q.key = key;
+                    q.set_from_b(from_b);
+                    Kind::Metered
+                }
+                None => {
+                    self.stats.frag_unattributed += 1;
+                    Kind::Metered
+                }
+            },
+            k => {
+                let (_, _, sport, dport) = p.key.endpoints(from_b);
+                self.frags.remember(fk, (sport, dport), p.ts_ns);
+                if k == Kind::FirstFragNoTransport {
+                    self.stats.no_transport += 1;
+                    Kind::NoTransport
+                } else {
+                    Kind::Metered
+                }
+            }
+        };
+        q.set_kind(kind);
+        q.hash = self.preparer.hasher().hash(&q.key);
+        q
+    }
+
+    /// The flow-table step of a metered packet with its final key.
+    #[inline(always)]
+    fn table(&mut self, p: &Prepared) {
         match &mut self.stage {
             Stage::Inline(s) => {
-                s.shard.packet(&p, &mut s.out);
+                s.shard.packet(p, &mut s.out);
                 if p.ts_ns >= s.next_sweep {
                     s.sweep(p.ts_ns);
                 } else if !s.out.is_empty() {
@@ -469,7 +527,7 @@ impl<S: RecordSink> Meter<S> {
                     t.tick(p.ts_ns);
                 }
                 let s = shard_of(p.hash, t.txs.len());
-                t.pending[s].push(p);
+                t.pending[s].push(*p);
                 if t.pending[s].len() >= BATCH {
                     t.send(s);
                 }
@@ -498,7 +556,7 @@ impl<S: RecordSink> Meter<S> {
         // every shard sweeps at the same final time, so the result does not depend on sharding
         self.tick(self.clock);
         let mut stats = self.stats;
-        stats.frag_table_full = self.extractor.frags().overflow;
+        stats.frag_table_full = self.frags.overflow;
         match self.stage {
             Stage::Inline(mut s) => {
                 s.shard.flush(EndReason::ForcedEnd, &mut s.out);

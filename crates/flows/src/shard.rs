@@ -18,9 +18,10 @@
 //! Both directions share one entry; `[0]` of each counter array is side A → side B of the
 //! canonical key, `[1]` is B → A, and a state bit says which side started the flow.
 
-use crate::extract::{ends_tcp, PacketInfo};
+use crate::extract::ends_tcp;
 use crate::index::{Index, MAX_CAPACITY};
 use crate::key::{Key, KeyHasher};
+use crate::prepare::Prepared;
 use crate::record::{Direction, EndReason, FlowRecord};
 
 const NIL: u32 = u32::MAX;
@@ -269,7 +270,7 @@ impl Shard {
 
     /// Accounts one packet; records of flows that end go to `out`.
     #[inline]
-    pub fn packet(&mut self, p: &PacketInfo, out: &mut Vec<FlowRecord>) {
+    pub fn packet(&mut self, p: &Prepared, out: &mut Vec<FlowRecord>) {
         let t = p.ts_ns;
         if t > self.now {
             self.now = t;
@@ -288,7 +289,7 @@ impl Shard {
             Some(i) => i,
             None => self.create(p, out),
         };
-        let d = usize::from(p.from_b);
+        let d = usize::from(p.from_b());
         let e = &mut self.entries[i as usize];
         if e.packets[d] == 0 {
             e.first[d] = t;
@@ -316,7 +317,7 @@ impl Shard {
         }
     }
 
-    fn create(&mut self, p: &PacketInfo, out: &mut Vec<FlowRecord>) -> u32 {
+    fn create(&mut self, p: &Prepared, out: &mut Vec<FlowRecord>) -> u32 {
         if self.active >= self.cfg.capacity {
             self.expire(self.now, out);
         }
@@ -348,7 +349,7 @@ impl Shard {
         *e = Entry::EMPTY;
         e.key = p.key;
         e.tos = p.tos;
-        e.state = if p.from_b { INIT_B } else { 0 };
+        e.state = if p.from_b() { INIT_B } else { 0 };
         // on the idle list for now (the packet path moves it where it belongs); the age list
         // is creation order
         self.push_back(i, IDLE);

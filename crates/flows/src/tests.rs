@@ -602,3 +602,288 @@ fn stress_pipeline_accounts_everything() {
         assert!(st.evicted > 0);
     }
 }
+
+/// Traffic with fragments too (IPv4 and IPv6, attributed and not), for the prepare tests.
+fn traffic_with_fragments(n: usize) -> Vec<(u64, Pkt)> {
+    let mut v = mixed_traffic(n);
+    let mut t = n as u64 * 7_000_000;
+    for k in 0..200u32 {
+        let (a, b) = if k % 2 == 0 {
+            ("10.9.0.1", "10.9.0.2")
+        } else {
+            ("2001:db8::9", "2001:db8::8")
+        };
+        let p = pkt(a, b, 17, 5000 + k as u16, 53);
+        if k % 7 != 0 {
+            v.push((t, p.clone().frag(k, 0, true)));
+        }
+        t += 1_000_000;
+        v.push((t, p.frag(k, 1480, false)));
+        t += 1_000_000;
+    }
+    v
+}
+
+/// `prepare` on several threads, batches finished in any order, then `packet_prepared` in packet
+/// order: the same records and counters as `packet`.
+#[test]
+fn prepared_on_threads_equals_packet() {
+    let traffic = traffic_with_fragments(20_000);
+    let frames: Vec<(u64, Vec<u8>)> = traffic.iter().map(|(t, p)| (*t, p.frame())).collect();
+    for c in [
+        cfg(),
+        Config {
+            biflow: true,
+            tos_key: true,
+            idle_timeout_ns: 2 * S,
+            ..cfg()
+        },
+    ] {
+        let mut whole = Meter::new(&c, Vec::new());
+        for (t, f) in &frames {
+            whole.packet(LinkType::ETHERNET, *t, f);
+        }
+        let whole = whole.finish();
+
+        let mut m = Meter::new(&c, Vec::new());
+        let preparer = m.preparer().clone();
+        let batches: Vec<&[(u64, Vec<u8>)]> = frames.chunks(97).collect();
+        let mut done: Vec<Option<Vec<crate::Prepared>>> = vec![None; batches.len()];
+        let threads = 4;
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|k| {
+                    let (preparer, batches) = (preparer.clone(), &batches);
+                    s.spawn(move || {
+                        // each thread takes every `threads`-th batch, last first
+                        let mut out = Vec::new();
+                        for i in (0..batches.len()).filter(|i| i % threads == k).rev() {
+                            let b: Vec<_> = batches[i]
+                                .iter()
+                                .map(|(t, f)| preparer.prepare(LinkType::ETHERNET, *t, f))
+                                .collect();
+                            out.push((i, b));
+                        }
+                        out
+                    })
+                })
+                .collect();
+            for h in hs {
+                for (i, b) in h.join().unwrap() {
+                    done[i] = Some(b);
+                }
+            }
+        });
+        for b in done {
+            for p in b.unwrap() {
+                m.packet_prepared(&p);
+            }
+        }
+        let split = m.finish();
+        assert!(whole.stats.frag_attributed > 100 && whole.stats.frag_unattributed > 10);
+        assert_eq!(split.stats, whole.stats);
+        assert_eq!(split.sink, whole.sink);
+    }
+}
+
+#[test]
+fn prepared_is_64_bytes_and_send() {
+    fn send<T: Send + Sync>() {}
+    fn copy<T: Copy>() {}
+    send::<crate::Prepared>();
+    copy::<crate::Prepared>();
+    send::<crate::Preparer>();
+    assert_eq!(std::mem::size_of::<crate::Prepared>(), 64);
+}
+
+mod fast_path {
+    use proptest::prelude::*;
+    use weir_packet::LinkType;
+
+    use crate::{KeyHasher, Preparer};
+
+    fn preparers() -> [Preparer; 2] {
+        [
+            Preparer::new(KeyHasher::with_seed(7), false),
+            Preparer::new(KeyHasher::with_seed(7), true),
+        ]
+    }
+
+    fn same(link: LinkType, frame: &[u8]) {
+        for p in preparers() {
+            let fast = p.prepare(link, 123, frame);
+            let slow = p.prepare_slow(link, 123, frame);
+            assert_eq!(fast, slow, "link {link:?} frame {frame:02x?}");
+        }
+    }
+
+    /// Builds a frame from the shape chosen by `s` and the bytes `b` (used as field values).
+    fn build(s: &[u8], b: &[u8]) -> (LinkType, Vec<u8>) {
+        let mut f = Vec::new();
+        let pick = |i: usize| s.get(i).copied().unwrap_or(0);
+        let byte = |i: usize| b.get(i % b.len().max(1)).copied().unwrap_or(0);
+        let link = match pick(0) % 4 {
+            0 | 1 => LinkType::ETHERNET,
+            2 => LinkType::RAW,
+            _ => LinkType::IPV6,
+        };
+        let v6 = link == LinkType::IPV6 || pick(1) % 2 == 1;
+        if link == LinkType::ETHERNET {
+            f.extend((0..12).map(byte));
+            for k in 0..usize::from(pick(2) % 4) {
+                let tpid: u16 = [0x8100, 0x88a8, 0x9100, 0x9200][usize::from(pick(3 + k)) % 4];
+                f.extend(tpid.to_be_bytes());
+                f.extend([byte(20 + k), byte(30)]);
+            }
+            f.extend(if v6 { [0x86, 0xdd] } else { [0x08, 0x00] });
+        }
+        let protos = [6u8, 17, 1, 58, 132, 47, 4, 41, 50, 0, 89];
+        let mut proto = protos[usize::from(pick(7)) % protos.len()];
+        let mut l4 = Vec::new();
+        let mut exts = Vec::new();
+        if v6 {
+            // extension headers
+            for k in 0..usize::from(pick(8) % 4) {
+                let kind = [0u8, 60, 43, 44, 51][usize::from(pick(9 + k)) % 5];
+                let mut h = vec![proto, if kind == 44 { 0 } else { pick(12) % 2 }];
+                let len = if kind == 44 {
+                    8
+                } else if kind == 51 {
+                    (usize::from(h[1]) + 2) * 4
+                } else {
+                    (usize::from(h[1]) + 1) * 8
+                };
+                while h.len() < len {
+                    h.push(byte(40 + h.len()));
+                }
+                if kind == 44 {
+                    h[2] = [0, 0, 5, 0][usize::from(pick(13)) % 4];
+                    h[3] = [0, 1, 0, 0][usize::from(pick(13)) % 4];
+                }
+                let mut e = h;
+                e.extend(exts);
+                exts = e;
+                proto = kind;
+            }
+        }
+        let l4_len = match protos[usize::from(pick(7)) % protos.len()] {
+            6 => 20 + 4 * usize::from(pick(14) % 3),
+            17 => 8,
+            132 => 12,
+            1 | 58 => 8,
+            _ => 4,
+        } + usize::from(pick(15) % 16);
+        l4.extend((0..l4_len).map(|i| byte(60 + i)));
+        let t = protos[usize::from(pick(7)) % protos.len()];
+        if t == 6 {
+            l4[12] = (((l4_len.min(60) / 4) as u8) << 4) | (byte(3) & 1);
+        }
+        if t == 17 {
+            let n = if pick(16) % 4 == 0 { 0 } else { l4_len as u16 };
+            l4[4..6].copy_from_slice(&n.to_be_bytes());
+            if pick(17) % 5 == 0 {
+                l4[2..4].copy_from_slice(&4789u16.to_be_bytes());
+            }
+        }
+        if v6 {
+            let pl = (exts.len() + l4.len()) as u16;
+            f.extend([0x60 | (byte(1) & 0xf), byte(2), byte(3), byte(4)]);
+            f.extend(pl.to_be_bytes());
+            f.extend([proto, byte(5)]);
+            f.extend((0..32).map(|i| byte(70 + i % (1 + usize::from(pick(18) % 40)))));
+            f.extend(exts);
+        } else {
+            let ihl = 5 + pick(19) % 3;
+            let total = (usize::from(ihl) * 4 + l4.len()) as u16;
+            let fl: u16 = [0, 0x4000, 0x2000, 0x00b9, 0x20b9][usize::from(pick(20)) % 5];
+            f.extend([0x40 | ihl, byte(6)]);
+            f.extend(total.to_be_bytes());
+            f.extend([byte(7), byte(8)]);
+            f.extend(fl.to_be_bytes());
+            f.extend([byte(9), proto, 0, 0]);
+            f.extend((0..8).map(|i| byte(80 + i % (1 + usize::from(pick(21) % 8)))));
+            f.extend((0..(usize::from(ihl) - 5) * 4).map(|i| byte(90 + i)));
+        }
+        f.extend(l4);
+        if pick(22) % 3 == 0 {
+            f.extend([0u8; 6]); // Ethernet padding
+        }
+        (link, f)
+    }
+
+    /// The generated shapes do exercise the fast path (and the fallback).
+    #[test]
+    fn generator_reaches_the_fast_path() {
+        let mut x = 1u64;
+        let (mut fast, n) = (0, 5000);
+        for _ in 0..n {
+            let mut shape = [0u8; 24];
+            for v in &mut shape {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *v = x as u8;
+            }
+            let (link, f) = build(&shape, &[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+            same(link, &f);
+            fast += usize::from(crate::prepare::fast_accepts(link, &f));
+        }
+        assert!(fast > n / 4 && fast < n * 9 / 10, "{fast} of {n}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// Well-formed frames of every shape the fast path knows (and some it refuses), then
+        /// cut short and with bytes flipped.
+        #[test]
+        fn fast_path_equals_decoder(
+            shape in proptest::collection::vec(any::<u8>(), 24),
+            bytes in proptest::collection::vec(any::<u8>(), 1..64),
+            cut in any::<u16>(),
+            flips in proptest::collection::vec((any::<u16>(), any::<u8>()), 0..3),
+        ) {
+            let (link, mut f) = build(&shape, &bytes);
+            same(link, &f);
+            for (at, x) in &flips {
+                if !f.is_empty() {
+                    let i = usize::from(*at) % f.len();
+                    f[i] ^= x;
+                }
+            }
+            same(link, &f);
+            let n = usize::from(cut) % (f.len() + 1);
+            same(link, &f[..n]);
+        }
+
+        /// Arbitrary bytes on every link type the fast path reads.
+        #[test]
+        fn fast_path_equals_decoder_on_noise(
+            link in prop_oneof![Just(1u32), Just(101), Just(12), Just(14), Just(228), Just(229), Just(113)],
+            f in proptest::collection::vec(any::<u8>(), 0..96),
+        ) {
+            same(LinkType(link), &f);
+        }
+    }
+}
+
+/// Share of a trace's packets the fast path handles: `WEIR_TRACE=FILE cargo test --release -p
+/// weir-flows fast_share -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn fast_share() {
+    let path = std::env::var("WEIR_TRACE").unwrap();
+    let mut r = weir_source::FileReader::open(&path).unwrap();
+    let (mut n, mut fast) = (0u64, 0u64);
+    let mut shown = 0;
+    while let Some(p) = r.next_packet().unwrap() {
+        n += 1;
+        if crate::prepare::fast_accepts(p.link, p.data) {
+            fast += 1;
+        } else if shown < 5 && n % 1000 == 0 {
+            shown += 1;
+            eprintln!("{:?} {:02x?}", p.link, &p.data[..p.data.len().min(80)]);
+        }
+    }
+    eprintln!("{fast} of {n} on the fast path");
+}

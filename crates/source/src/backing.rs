@@ -242,6 +242,36 @@ impl Backing {
         }
     }
 
+    /// At the end of a mapped file or range: releases every page read since the last release, so
+    /// a finished range leaves nothing resident (ranges of one map are read by several threads).
+    pub(crate) fn release_read(&mut self) {
+        let Backing::Whole {
+            bytes: Whole::Map(map),
+            pos,
+            released,
+            ..
+        } = self
+        else {
+            return;
+        };
+        const PAGE: usize = 4096;
+        let upto = *pos / PAGE * PAGE;
+        if upto > *released {
+            // SAFETY: as in `manage_map`: a read-only shared file mapping, whose dropped pages fault
+            // back in from the page cache; the reader is mutably borrowed, so no Packet slice is
+            // alive. Another range's reader may still touch a page at the boundary: it faults it
+            // in again, which costs time, never correctness.
+            let _ = unsafe {
+                map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    *released,
+                    upto - *released,
+                )
+            };
+            *released = upto;
+        }
+    }
+
     /// Populates the next step of a mapped file and releases what lies a step behind the cursor.
     /// Both are hints: failures (old kernels without MADV_POPULATE_READ) change nothing but speed.
     #[cold]

@@ -381,6 +381,7 @@ impl FileReader {
         };
         if have == 0 {
             self.done = true;
+            self.backing.release_read();
             return Ok(None);
         }
         if have < hl {
@@ -435,6 +436,7 @@ impl FileReader {
             };
             if have == 0 {
                 self.done = true;
+                self.backing.release_read();
                 return Ok(None);
             }
             if have < 12 {

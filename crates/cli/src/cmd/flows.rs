@@ -18,7 +18,8 @@ use weir_flows::{Config, FlowRecord, Meter, MeterStats, RecordSink};
 use weir_source::{FileReader, Interface, Packet, ReadError};
 
 use super::input::{for_each_packet, Filters, Visitor};
-use crate::output::Status;
+use super::ordered::{self, Flow};
+use crate::output::{warn_damage, Status};
 
 /// NetFlow-family format of `--export`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,7 +203,14 @@ pub fn run(args: Args) -> Result<Status> {
         meter: Meter::new(&cfg, Sinks { sinks }),
         read: 0,
     };
-    let status = for_each_packet(&args.inputs, &mut filters, &mut m)?;
+    let parallel = match &args.inputs[..] {
+        [single] => meter_in_parallel(single, &mut filters, &mut m)?,
+        _ => None,
+    };
+    let status = match parallel {
+        Some(status) => status,
+        None => for_each_packet(&args.inputs, &mut filters, &mut m)?,
+    };
     let read = m.read;
     let done = m.meter.finish();
     let mut sinks = done.sink.sinks;
@@ -228,6 +236,44 @@ pub fn run(args: Args) -> Result<Status> {
         return Err(e);
     }
     Ok(status)
+}
+
+/// Meters one large classic pcap file with every core: range threads read, filter and prepare
+/// packets ([`Preparer`](weir_flows::Preparer), stateless), and this thread feeds the prepared
+/// packets to the meter in file order ([`ordered`]), so the records are exactly those of the
+/// sequential path. Returns `None` when the file does not qualify.
+fn meter_in_parallel(
+    path: &std::path::Path,
+    filters: &mut Filters,
+    m: &mut Metering,
+) -> Result<Option<Status>> {
+    let Some(plan) = ordered::plan(path) else {
+        return Ok(None);
+    };
+    let filter = if filters.is_empty() {
+        None
+    } else {
+        Some(filters.for_interface(&plan.interfaces[0])?.clone())
+    };
+    let preparer = m.meter.preparer().clone();
+    let outcome = ordered::run(
+        plan,
+        filter.as_ref(),
+        |p| preparer.prepare(p.link, p.meta.ts_ns, p.data),
+        |prepared, _| {
+            m.meter.packet_prepared(&prepared);
+            Ok(Flow::Continue)
+        },
+    )?;
+    m.read += outcome.packets;
+    if let Some(e) = &outcome.damage {
+        warn_damage(e);
+    }
+    Ok(Some(if outcome.damage.is_some() {
+        Status::Damaged
+    } else {
+        Status::Clean
+    }))
 }
 
 fn summary(read: u64, s: &MeterStats, exports: &[(String, ExportStats)]) {

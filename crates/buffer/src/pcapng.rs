@@ -1,0 +1,238 @@
+//! The record layout: pcapng blocks, exactly as they will sit in a file.
+//!
+//! Every record in the buffer is a pcapng block in host byte order (the byte order the recorder's
+//! Section Header Block declares), so a committed run of the buffer is a valid run of pcapng
+//! blocks and the recorder writes it to disk as it is.
+//!
+//! **Packet records** are Enhanced Packet Blocks, timestamps in nanoseconds (the recorder's
+//! Interface Description Blocks must carry `if_tsresol = 9`):
+//!
+//! ```text
+//! off  field
+//!   0  block type = 6
+//!   4  block total length = 32 + round_up(caplen, 8)
+//!   8  interface id
+//!  12  timestamp, high 32 bits (ns)
+//!  16  timestamp, low 32 bits (ns)
+//!  20  captured length (caplen)
+//!  24  original length
+//!  28  packet data, caplen bytes, zero-padded to 4
+//!   …  [4 zero bytes = opt_endofopt, only when round_up(caplen, 4) is an odd multiple of 4]
+//! L-4  block total length again
+//! ```
+//!
+//! pcapng only asks for 4-byte alignment; the buffer keeps every block 8-byte aligned, so when
+//! the data padded to 4 would leave the block at 4 mod 8, a lone `opt_endofopt` option (four zero
+//! bytes, which every reader takes as "no options") fills the gap. The smallest record (caplen 0)
+//! is 32 bytes, and every record is a multiple of 8.
+//!
+//! **Padding records**, which readers of the buffer and of the file skip, are Interface
+//! Statistics Blocks whose `opt_comment` fills the gap (tcpdump/libpcap skip them, capinfos does
+//! not count them and tshark lists no frame for them; see BRIEF "Facts found by experiment"):
+//!
+//! ```text
+//!   0  block type = 5            16  timestamp low
+//!   4  block total length = L    20  opt_comment: code 1, length L-32
+//!   8  interface id = 0          24  comment: L-32 spaces
+//!  12  timestamp high          L-8  opt_endofopt (4 zero bytes)
+//!                              L-4  block total length again
+//! ```
+//!
+//! The smallest is 32 bytes (an empty comment). Since every reservation in the buffer is a whole
+//! record of at least 32 bytes and a multiple of 8, and a padding record always takes over one
+//! whole reservation, no gap smaller than 32 bytes can ever arise.
+
+/// pcapng block type of an Enhanced Packet Block (a packet record).
+pub const EPB_TYPE: u32 = 6;
+/// pcapng block type of an Interface Statistics Block (a padding record here).
+pub const ISB_TYPE: u32 = 5;
+/// Bytes before the packet data in an EPB.
+pub const EPB_HEADER_LEN: usize = 28;
+/// The smallest block either kind of record can be: an EPB with no data, an ISB with an empty
+/// comment.
+pub const MIN_BLOCK_LEN: usize = 32;
+/// `opt_comment`, the option code used to fill padding blocks.
+const OPT_COMMENT: u16 = 1;
+
+/// Length in bytes of the EPB record holding `caplen` bytes of packet.
+#[inline]
+pub const fn record_len(caplen: usize) -> usize {
+    MIN_BLOCK_LEN + ((caplen + 7) & !7)
+}
+
+#[inline]
+fn put_u32(dst: &mut [u8], off: usize, v: u32) {
+    dst[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+}
+
+#[inline]
+pub(crate) fn get_u32(src: &[u8], off: usize) -> u32 {
+    u32::from_ne_bytes(src[off..off + 4].try_into().expect("4 bytes"))
+}
+
+/// Writes one EPB into `dst`, whose length must be `record_len(data.len())`.
+#[inline]
+pub fn write_epb(dst: &mut [u8], iface: u32, ts_ns: u64, orig_len: u32, data: &[u8]) {
+    let len = dst.len();
+    debug_assert_eq!(len, record_len(data.len()));
+    let caplen = data.len();
+    put_u32(dst, 0, EPB_TYPE);
+    put_u32(dst, 4, len as u32);
+    put_u32(dst, 8, iface);
+    put_u32(dst, 12, (ts_ns >> 32) as u32);
+    put_u32(dst, 16, ts_ns as u32);
+    put_u32(dst, 20, caplen as u32);
+    put_u32(dst, 24, orig_len);
+    dst[EPB_HEADER_LEN..EPB_HEADER_LEN + caplen].copy_from_slice(data);
+    // Data padding to 4 and, when needed, the opt_endofopt that brings the block to 8: zeros.
+    dst[EPB_HEADER_LEN + caplen..len - 4].fill(0);
+    put_u32(dst, len - 4, len as u32);
+}
+
+/// The fixed start of a padding block of `len` bytes (type, length, interface 0, timestamp,
+/// opt_comment header); the comment (spaces), `opt_endofopt` and trailing length follow.
+pub(crate) fn padding_head(len: usize, ts_ns: u64) -> [u8; 24] {
+    debug_assert!(len >= MIN_BLOCK_LEN && len % 8 == 0);
+    let mut h = [0u8; 24];
+    put_u32(&mut h, 0, ISB_TYPE);
+    put_u32(&mut h, 4, len as u32);
+    put_u32(&mut h, 8, 0);
+    put_u32(&mut h, 12, (ts_ns >> 32) as u32);
+    put_u32(&mut h, 16, ts_ns as u32);
+    h[20..22].copy_from_slice(&OPT_COMMENT.to_ne_bytes());
+    h[22..24].copy_from_slice(&((len - MIN_BLOCK_LEN) as u16).to_ne_bytes());
+    h
+}
+
+/// The end of a padding block of `len` bytes: `opt_endofopt` then the trailing length.
+pub(crate) fn padding_tail(len: usize) -> [u8; 8] {
+    let mut t = [0u8; 8];
+    put_u32(&mut t, 4, len as u32);
+    t
+}
+
+/// Writes a padding block (an ISB that every pcapng reader skips) filling all of `dst`, for a
+/// recorder that must pad the end of a segment file. `dst.len()` must be a multiple of 8, at
+/// least [`MIN_BLOCK_LEN`] and below 64 KiB + 32 (the comment length is a 16-bit field); longer
+/// gaps take several blocks.
+pub fn write_padding(dst: &mut [u8], ts_ns: u64) {
+    let len = dst.len();
+    assert!(len >= MIN_BLOCK_LEN && len % 8 == 0 && len - MIN_BLOCK_LEN <= u16::MAX as usize);
+    dst[..24].copy_from_slice(&padding_head(len, ts_ns));
+    dst[24..len - 8].fill(b' ');
+    dst[len - 8..].copy_from_slice(&padding_tail(len));
+}
+
+/// One packet record, borrowed from the buffer: a zero-copy view of an EPB.
+#[derive(Clone, Copy)]
+pub struct Record<'a> {
+    offset: u64,
+    block: &'a [u8],
+}
+
+impl<'a> Record<'a> {
+    pub(crate) fn new(offset: u64, block: &'a [u8]) -> Record<'a> {
+        Record { offset, block }
+    }
+
+    /// Offset of the record in the buffer's stream (never reduced modulo the size).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The whole EPB, header, data, padding and trailer: what the recorder writes.
+    pub fn block(&self) -> &'a [u8] {
+        self.block
+    }
+
+    /// Interface id given to [`Writer::push`](crate::Writer::push).
+    pub fn iface(&self) -> u32 {
+        get_u32(self.block, 8)
+    }
+
+    /// Timestamp in nanoseconds since the epoch.
+    pub fn ts_ns(&self) -> u64 {
+        (u64::from(get_u32(self.block, 12)) << 32) | u64::from(get_u32(self.block, 16))
+    }
+
+    /// Length of the packet on the wire (may exceed the captured bytes).
+    pub fn orig_len(&self) -> u32 {
+        get_u32(self.block, 24)
+    }
+
+    /// The captured bytes.
+    pub fn data(&self) -> &'a [u8] {
+        let caplen = get_u32(self.block, 20) as usize;
+        &self.block[EPB_HEADER_LEN..EPB_HEADER_LEN + caplen]
+    }
+}
+
+impl std::fmt::Debug for Record<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("offset", &self.offset)
+            .field("iface", &self.iface())
+            .field("ts_ns", &self.ts_ns())
+            .field("caplen", &self.data().len())
+            .field("orig_len", &self.orig_len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_len_is_8_aligned_and_at_least_32() {
+        for caplen in 0..200 {
+            let l = record_len(caplen);
+            assert_eq!(l % 8, 0);
+            assert!(l >= MIN_BLOCK_LEN);
+            assert!(l >= EPB_HEADER_LEN + caplen + 4);
+            assert!(l < EPB_HEADER_LEN + caplen + 4 + 8);
+        }
+        assert_eq!(record_len(0), 32);
+        assert_eq!(record_len(64), 96);
+        assert_eq!(record_len(60), 96);
+        assert_eq!(record_len(1514), 1552);
+    }
+
+    #[test]
+    fn epb_fields_and_padding() {
+        for caplen in [0usize, 1, 3, 4, 5, 7, 8, 60, 64, 1514] {
+            let data: Vec<u8> = (0..caplen).map(|i| i as u8 | 0x80).collect();
+            let mut block = vec![0xAAu8; record_len(caplen)];
+            write_epb(&mut block, 7, 0x0102_0304_0506_0708, 9000, &data);
+            let len = block.len();
+            assert_eq!(get_u32(&block, 0), EPB_TYPE);
+            assert_eq!(get_u32(&block, 4) as usize, len);
+            assert_eq!(get_u32(&block, len - 4) as usize, len);
+            let r = Record::new(0, &block);
+            assert_eq!(
+                (r.iface(), r.ts_ns(), r.orig_len()),
+                (7, 0x0102_0304_0506_0708, 9000)
+            );
+            assert_eq!(r.data(), &data[..]);
+            // Everything between the data and the trailer is zero (padding, opt_endofopt).
+            assert!(block[EPB_HEADER_LEN + caplen..len - 4]
+                .iter()
+                .all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn padding_block_layout() {
+        for len in [32usize, 40, 96, 4096] {
+            let mut b = vec![0xAAu8; len];
+            write_padding(&mut b, 5);
+            assert_eq!(get_u32(&b, 0), ISB_TYPE);
+            assert_eq!(get_u32(&b, 4) as usize, len);
+            assert_eq!(get_u32(&b, len - 4) as usize, len);
+            assert_eq!(u16::from_ne_bytes([b[20], b[21]]), 1);
+            assert_eq!(u16::from_ne_bytes([b[22], b[23]]) as usize, len - 32);
+            assert!(b[24..len - 8].iter().all(|&c| c == b' '));
+            assert_eq!(&b[len - 8..len - 4], &[0, 0, 0, 0]);
+        }
+    }
+}

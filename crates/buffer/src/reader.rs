@@ -1,0 +1,260 @@
+//! The reading side: one [`Reader`] per consumer, each with its own cursor.
+//!
+//! [`Reader::next_batch`] hands out everything committed from the cursor on, as a [`Batch`]
+//! borrowing the buffer without copying: [`Batch::bytes`] (at most two slices, pcapng blocks
+//! ready for the disk) and [`Batch::records`] (the packets, padding skipped). Nothing is freed
+//! for writers until [`Batch::release`] (or [`Batch::release_before`] a given record); a batch
+//! dropped without release is handed out again, grown by what was committed meanwhile.
+
+use crate::pcapng::{get_u32, Record, EPB_TYPE, MIN_BLOCK_LEN};
+use crate::sync::Ordering;
+use crate::{dist, Inner, PacketBuffer, ReaderSlot, DETACHED, HELD, OFFSET_MASK};
+
+/// A consumer's handle: its cursor into the buffer. One thread at a time (`&mut self`).
+pub struct Reader {
+    buf: PacketBuffer,
+    slot: usize,
+    /// Our view of the cursor: the offset of the next record to read. The shared cursor equals
+    /// it (plus `HELD` while a best-effort batch is out), unless writers skipped us forward.
+    pos: u64,
+    best_effort: bool,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("slot", &self.slot)
+            .field("pos", &self.pos)
+            .field("best_effort", &self.best_effort)
+            .finish()
+    }
+}
+
+impl Reader {
+    pub(crate) fn new(buf: PacketBuffer, slot: usize, pos: u64, best_effort: bool) -> Reader {
+        Reader {
+            buf,
+            slot,
+            pos,
+            best_effort,
+        }
+    }
+
+    fn slot(&self) -> &ReaderSlot {
+        &self.buf.inner.readers[self.slot]
+    }
+
+    /// Whether writers may skip this reader forward when they need its space.
+    pub fn is_best_effort(&self) -> bool {
+        self.best_effort
+    }
+
+    /// The offset of the next record this reader will see.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Every record committed from the cursor on, or `None` if there is none yet. Records are
+    /// in offset order; the batch stops before the first record that may still be being
+    /// written.
+    pub fn next_batch(&mut self) -> Option<Batch<'_>> {
+        if self.best_effort {
+            self.hold();
+        }
+        let end = self.buf.inner.frontier();
+        if dist(end, self.pos) <= 0 {
+            if self.best_effort {
+                self.unhold();
+            }
+            return None;
+        }
+        let start = self.pos;
+        Some(Batch {
+            reader: self,
+            start,
+            end,
+            done: false,
+        })
+    }
+
+    /// Best-effort readers: set `HELD` on the cursor so writers stop skipping it while a batch is
+    /// out, first taking note of any skip.
+    fn hold(&mut self) {
+        let slot = &self.buf.inner.readers[self.slot];
+        loop {
+            let v = slot.cursor.load(Ordering::Acquire);
+            let c = v & OFFSET_MASK;
+            if c != self.pos {
+                // A writer moved us forward over bytes we will never see.
+                let skipped = dist(c, self.pos).max(0) as u64;
+                add(&slot.skipped_bytes, skipped);
+                add(&slot.skips, 1);
+                self.pos = c;
+            }
+            // Acquire/Release like any cursor access; fails if a writer moved the cursor since
+            // the load above, in which case we account for it and try again.
+            if slot
+                .cursor
+                .compare_exchange(v, c | HELD, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Best-effort readers: clear `HELD` without moving. Release: our reads are done.
+    fn unhold(&self) {
+        self.slot().cursor.store(self.pos, Ordering::Release);
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        // Writers stop waiting for us.
+        self.slot().cursor.store(DETACHED, Ordering::Release);
+    }
+}
+
+/// Committed records `[start, end)` lent by a reader. Release it to let writers reuse the space.
+pub struct Batch<'a> {
+    reader: &'a mut Reader,
+    start: u64,
+    end: u64,
+    done: bool,
+}
+
+impl<'a> Batch<'a> {
+    fn inner(&self) -> &Inner {
+        &self.reader.buf.inner
+    }
+
+    /// First offset of the batch (a record boundary).
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// Offset just past the batch (a record boundary).
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.end.wrapping_sub(self.start) as usize
+    }
+
+    /// Whether the batch is empty (never, as handed out).
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+
+    /// The batch's bytes: a run of pcapng blocks (packets and padding), as one slice, or two
+    /// when it wraps around the end of the buffer (the second then starts at the buffer's start).
+    pub fn bytes(&self) -> (&[u8], &[u8]) {
+        let inner = self.inner();
+        let pos = (self.start & inner.mask) as usize;
+        let len = self.len();
+        let first = len.min(inner.size as usize - pos);
+        // SAFETY: both ranges are inside the buffer, below the frontier (committed, visible) and
+        // at or above our unreleased cursor (no writer may reuse them while this borrow lives).
+        unsafe { (inner.bytes(pos, first), inner.bytes(0, len - first)) }
+    }
+
+    /// The packet records of the batch, in offset order (padding skipped).
+    pub fn records(&self) -> Records<'_> {
+        Records {
+            inner: self.inner(),
+            pos: self.start,
+            end: self.end,
+        }
+    }
+
+    /// Frees the whole batch for the writers (and moves this reader's cursor past it).
+    pub fn release(self) {
+        let end = self.end;
+        self.release_to(end);
+    }
+
+    /// Frees the part of the batch before `offset`, which must be the batch's end or the
+    /// [`offset`](Record::offset) of one of its records (a record boundary); the rest is handed
+    /// out again by the next [`Reader::next_batch`].
+    pub fn release_before(self, offset: u64) {
+        assert!(
+            dist(offset, self.start) >= 0 && dist(self.end, offset) >= 0 && offset % 8 == 0,
+            "release_before({offset}) outside batch {}..{}",
+            self.start,
+            self.end
+        );
+        debug_assert!(
+            offset == self.end || self.records().any(|r| r.offset() == offset),
+            "release_before({offset}): not a record boundary"
+        );
+        self.release_to(offset);
+    }
+
+    fn release_to(mut self, offset: u64) {
+        // Release: every read of these bytes happens before a writer that loads the new cursor
+        // (Acquire) reuses them. For best-effort readers this also clears `HELD`.
+        self.reader.slot().cursor.store(offset, Ordering::Release);
+        self.reader.pos = offset;
+        self.done = true;
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if !self.done && self.reader.best_effort {
+            self.reader.unhold();
+        }
+    }
+}
+
+impl std::fmt::Debug for Batch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("start", &self.start)
+            .field("end", &self.end)
+            .finish()
+    }
+}
+
+/// Iterator over the packet records of a [`Batch`].
+pub struct Records<'a> {
+    inner: &'a Inner,
+    pos: u64,
+    end: u64,
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Record<'a>;
+
+    fn next(&mut self) -> Option<Record<'a>> {
+        while self.pos != self.end {
+            let p = (self.pos & self.inner.mask) as usize;
+            // SAFETY: `pos` is a committed record boundary below the batch end: its first 8
+            // bytes (type, length) are in the buffer (positions are 8-aligned and the size is a
+            // multiple of 8) and not written while the batch lives.
+            let head = unsafe { self.inner.bytes(p, 8) };
+            let (kind, len) = (get_u32(head, 0), get_u32(head, 4) as usize);
+            assert!(
+                len >= MIN_BLOCK_LEN && len % 8 == 0 && dist(self.end, self.pos) >= len as i64,
+                "corrupt packet buffer record at offset {}",
+                self.pos
+            );
+            let offset = self.pos;
+            self.pos = self.pos.wrapping_add(len as u64);
+            if kind == EPB_TYPE {
+                // SAFETY: packet records never straddle the end of the buffer, so `p + len ≤
+                // size`; committed and not rewritten while the batch lives, as above.
+                let block = unsafe { self.inner.bytes(p, len) };
+                return Some(Record::new(offset, block));
+            }
+        }
+        None
+    }
+}
+
+fn add(c: &crate::sync::AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
