@@ -9,8 +9,8 @@ use common::{corpus, run, weir};
 fn parallel_metering_equals_sequential() {
     let tmp = tempfile::tempdir().unwrap();
     // All Ethernet corpus files merged in time order by mergecap into one pcap. (Time order
-    // matters: with several workers, records of input whose clock runs backwards are not yet
-    // deterministic — a known issue noted on the flows issue.)
+    // matters: with several workers, each shard expires flows by its own clock, so on input whose
+    // clock runs backwards the records depend on the per-run hash seed; see `--seed`.)
     let big = tmp.path().join("all.pcap");
     let mut cmd = std::process::Command::new("mergecap");
     cmd.args(["-F", "pcap", "-w"]).arg(&big);

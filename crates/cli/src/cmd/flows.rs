@@ -80,8 +80,10 @@ pub struct Args {
     /// Put the IP TOS / traffic class in the flow key.
     #[arg(long)]
     tos_key: bool,
-    /// Hash seed (default: random per run). Results never depend on it; tests use it.
-    #[arg(long, value_name = "N", hide = true)]
+    /// Hash seed (default: random per run). With one worker, or input in time order, results do
+    /// not depend on it; with several workers and a clock that runs backwards (concatenated
+    /// captures), expiry follows each shard's own clock, so fix the seed for repeatable runs.
+    #[arg(long, value_name = "N")]
     seed: Option<u64>,
     /// Also write every counter of the run as JSON to FILE.
     #[arg(long, value_name = "FILE")]
