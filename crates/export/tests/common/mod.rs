@@ -233,8 +233,14 @@ fn udp_bound(port: u16) -> bool {
         .unwrap_or(false)
 }
 
+/// One nfcapd at a time: `free_udp_port` releases its port before nfcapd binds it, so two tests
+/// starting collectors at once could get the same port number, one nfcapd would fail to bind,
+/// and its test would send to the other test's collector (seen once in CI: "Flows: 0").
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A real nfcapd collecting on 127.0.0.1 into a temporary directory.
 pub struct Nfcapd {
+    _turn: std::sync::MutexGuard<'static, ()>,
     child: Option<Child>,
     /// Its UDP port.
     pub port: u16,
@@ -245,6 +251,7 @@ pub struct Nfcapd {
 impl Nfcapd {
     /// Starts nfcapd on a free loopback port and waits until it listens.
     pub fn start(tag: &str) -> Nfcapd {
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let dir = TempDir::new(tag);
         let flows = dir.0.join("flows");
         std::fs::create_dir_all(&flows).unwrap();
@@ -270,7 +277,15 @@ impl Nfcapd {
             assert!(Instant::now() < deadline, "nfcapd did not bind port {port}");
             std::thread::sleep(Duration::from_millis(20));
         }
+        let mut child = child;
+        // The port is bound, but by this nfcapd? One that failed to bind has exited.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            child.try_wait().expect("nfcapd status").is_none(),
+            "nfcapd exited at start (port {port} taken?)"
+        );
         Nfcapd {
+            _turn: turn,
             child: Some(child),
             port,
             dir,
