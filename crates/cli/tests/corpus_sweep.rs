@@ -44,11 +44,7 @@ fn corpus_through_reader_decoder_and_bpf() {
                 decode_errors += 1;
             }
             let snaplen = mapped.interfaces()[meta.interface as usize].snaplen;
-            let snaplen = if snaplen == 0 || snaplen > 262_144 {
-                262_144
-            } else {
-                snaplen
-            };
+            let snaplen = weir_filter::effective_snaplen(snaplen);
             for e in &exprs {
                 let f = filters
                     .entry((link.0, e.clone()))

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
-use common::{run, weir};
+use common::{tshark_fields, weir};
 
 /// Starts a capture and returns once it says it is listening (its banner on stderr).
 fn start(mut cmd: Command, banner: &str) -> Child {
@@ -53,36 +53,23 @@ fn wait(mut child: Child) {
 
 /// (epoch time, frame length, captured length, interface name, UDP payload hex) per frame.
 fn frames(file: &Path) -> Vec<(String, u64, u64, String, String)> {
-    let out = run(Command::new("tshark").arg("-r").arg(file).args([
-        "-T",
-        "fields",
-        "-e",
+    let fields = [
         "frame.time_epoch",
-        "-e",
         "frame.len",
-        "-e",
         "frame.cap_len",
-        "-e",
         "frame.interface_name",
-        "-e",
         "udp.payload",
-    ]));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
+    ];
+    tshark_fields(file, &fields)
+        .into_iter()
+        .map(|f| {
+            let [t, len, cap, iface, payload] = <[String; 5]>::try_from(f).expect("5 fields");
             (
-                f[0].into(),
-                f[1].parse().unwrap(),
-                f[2].parse().unwrap(),
-                f[3].into(),
-                f[4].into(),
+                t,
+                len.parse().unwrap(),
+                cap.parse().unwrap(),
+                iface,
+                payload,
             )
         })
         .collect()

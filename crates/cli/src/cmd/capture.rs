@@ -19,7 +19,7 @@ use weir_capture::{FanoutMode, RingConfig, RxRing, TimestampSource};
 use weir_filter::Filter;
 use weir_packet::{LinkType, PacketMeta};
 use weir_source::{Interface, Packet};
-use weir_store::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
+use weir_store::{InterfaceSpec, OutputFormat, PacketWriter};
 
 use super::decode::LinePrinter;
 use super::input::Visitor;
@@ -326,14 +326,7 @@ fn write_batches(
     let mut printer;
     let mut writer = None;
     if let Some(path) = &args.output {
-        let format = match args.format {
-            Format::Pcap => OutputFormat::Pcap(if args.micro {
-                Precision::Micro
-            } else {
-                Precision::Nano
-            }),
-            Format::Pcapng => OutputFormat::Pcapng,
-        };
+        let format = args.format.output(args.micro);
         if matches!(format, OutputFormat::Pcap(_))
             && interfaces.iter().any(|i| i.link != interfaces[0].link)
         {

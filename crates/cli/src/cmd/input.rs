@@ -14,16 +14,9 @@ use super::ordered::{self, Flow};
 use crate::output::{warn_damage, Status};
 use crate::progress::Progress;
 
-/// libpcap's snap length for an interface that declares none (or an absurd one).
-const MAX_SNAPLEN: u32 = 262_144;
-
 /// The snap length libpcap would use when compiling a filter for this interface.
 pub fn effective_snaplen(i: &Interface) -> u32 {
-    if i.snaplen == 0 || i.snaplen > MAX_SNAPLEN {
-        MAX_SNAPLEN
-    } else {
-        i.snaplen
-    }
+    weir_filter::effective_snaplen(i.snaplen)
 }
 
 /// A BPF expression compiled lazily once per (link type, snap length, byte order), as interfaces
@@ -43,7 +36,7 @@ impl Filters {
             compiled: HashMap::new(),
         };
         if !f.expr.trim().is_empty() {
-            let probe = Filter::compile(&f.expr, LinkType::ETHERNET, MAX_SNAPLEN);
+            let probe = Filter::compile(&f.expr, LinkType::ETHERNET, 0);
             // A link-specific error (e.g. "vlan" on raw IP) is only fatal for inputs of that link.
             if let Err(e) = probe {
                 if !is_link_specific(&e.to_string()) {

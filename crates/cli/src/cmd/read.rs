@@ -21,6 +21,17 @@ pub enum Format {
     Pcapng,
 }
 
+impl Format {
+    /// The writer's format; `micro` asks classic pcap for microsecond timestamps.
+    pub fn output(self, micro: bool) -> OutputFormat {
+        match self {
+            Format::Pcap if micro => OutputFormat::Pcap(Precision::Micro),
+            Format::Pcap => OutputFormat::Pcap(Precision::Nano),
+            Format::Pcapng => OutputFormat::Pcapng,
+        }
+    }
+}
+
 /// Arguments of `weir read`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -57,14 +68,7 @@ pub fn run(args: Args) -> Result<Status> {
         printer.finish()?;
         return Ok(status);
     };
-    let format = match args.format {
-        Format::Pcap => OutputFormat::Pcap(if args.micro {
-            Precision::Micro
-        } else {
-            Precision::Nano
-        }),
-        Format::Pcapng => OutputFormat::Pcapng,
-    };
+    let format = args.format.output(args.micro);
     let out = output::create(out_path)?;
     let mut sink = Sink {
         out: Some(out),

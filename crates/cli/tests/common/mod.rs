@@ -44,20 +44,14 @@ pub fn expressions() -> Vec<String> {
         .collect()
 }
 
-/// Packet timestamps (ns), wire lengths and captured lengths of a file, as tshark reads them.
-pub fn tshark_frames(file: &Path) -> Vec<(String, u64, u64)> {
-    let out = run(Command::new("tshark").args([
-        "-r",
-        file.to_str().unwrap(),
-        "-T",
-        "fields",
-        "-e",
-        "frame.time_epoch",
-        "-e",
-        "frame.len",
-        "-e",
-        "frame.cap_len",
-    ]));
+/// The values of `fields` for every frame of a file, as `tshark -T fields` prints them.
+pub fn tshark_fields(file: &Path, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r").arg(file).args(["-T", "fields"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = run(&mut cmd);
     assert!(
         out.status.success(),
         "tshark failed on {}: {}",
@@ -67,13 +61,14 @@ pub fn tshark_frames(file: &Path) -> Vec<(String, u64, u64)> {
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            (
-                f[0].to_string(),
-                f[1].parse().unwrap(),
-                f[2].parse().unwrap(),
-            )
-        })
+        .map(|l| l.split('\t').map(String::from).collect())
+        .collect()
+}
+
+/// Packet timestamps (ns), wire lengths and captured lengths of a file, as tshark reads them.
+pub fn tshark_frames(file: &Path) -> Vec<(String, u64, u64)> {
+    tshark_fields(file, &["frame.time_epoch", "frame.len", "frame.cap_len"])
+        .into_iter()
+        .map(|f| (f[0].clone(), f[1].parse().unwrap(), f[2].parse().unwrap()))
         .collect()
 }
