@@ -106,7 +106,7 @@ mod writer;
 
 pub use mem::PageKind;
 pub use pcapng::Record;
-pub use reader::{Batch, Reader, Records};
+pub use reader::{Batch, Block, Blocks, Reader, Records};
 pub use writer::{Dropped, Writer};
 
 use sync::{fence, Arc, AtomicBool, AtomicU64, Ordering, Padded, Shadow};

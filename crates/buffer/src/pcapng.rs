@@ -73,9 +73,22 @@ pub(crate) fn get_u32(src: &[u8], off: usize) -> u32 {
 /// Writes one EPB into `dst`, whose length must be `record_len(data.len())`.
 #[inline]
 pub fn write_epb(dst: &mut [u8], iface: u32, ts_ns: u64, orig_len: u32, data: &[u8]) {
+    write_epb_parts(dst, iface, ts_ns, orig_len, data.len(), &[data]);
+}
+
+/// Writes one EPB whose captured bytes are the concatenation of `parts` (`caplen` bytes in
+/// all) into `dst`, whose length must be `record_len(caplen)`.
+#[inline]
+pub fn write_epb_parts(
+    dst: &mut [u8],
+    iface: u32,
+    ts_ns: u64,
+    orig_len: u32,
+    caplen: usize,
+    parts: &[&[u8]],
+) {
     let len = dst.len();
-    debug_assert_eq!(len, record_len(data.len()));
-    let caplen = data.len();
+    debug_assert_eq!(len, record_len(caplen));
     put_u32(dst, 0, EPB_TYPE);
     put_u32(dst, 4, len as u32);
     put_u32(dst, 8, iface);
@@ -83,16 +96,21 @@ pub fn write_epb(dst: &mut [u8], iface: u32, ts_ns: u64, orig_len: u32, data: &[
     put_u32(dst, 16, ts_ns as u32);
     put_u32(dst, 20, caplen as u32);
     put_u32(dst, 24, orig_len);
-    dst[EPB_HEADER_LEN..EPB_HEADER_LEN + caplen].copy_from_slice(data);
+    let mut at = EPB_HEADER_LEN;
+    for p in parts {
+        dst[at..at + p.len()].copy_from_slice(p);
+        at += p.len();
+    }
+    debug_assert_eq!(at, EPB_HEADER_LEN + caplen);
     // Data padding to 4 and, when needed, the opt_endofopt that brings the block to 8: zeros.
-    dst[EPB_HEADER_LEN + caplen..len - 4].fill(0);
+    dst[at..len - 4].fill(0);
     put_u32(dst, len - 4, len as u32);
 }
 
 /// The fixed start of a padding block of `len` bytes (type, length, interface 0, timestamp,
 /// opt_comment header); the comment (spaces), `opt_endofopt` and trailing length follow.
 pub(crate) fn padding_head(len: usize, ts_ns: u64) -> [u8; 24] {
-    debug_assert!(len >= MIN_BLOCK_LEN && len % 8 == 0);
+    debug_assert!(len >= MIN_BLOCK_LEN && len % 4 == 0);
     let mut h = [0u8; 24];
     put_u32(&mut h, 0, ISB_TYPE);
     put_u32(&mut h, 4, len as u32);
@@ -112,15 +130,29 @@ pub(crate) fn padding_tail(len: usize) -> [u8; 8] {
 }
 
 /// Writes a padding block (an ISB that every pcapng reader skips) filling all of `dst`, for a
-/// recorder that must pad the end of a segment file. `dst.len()` must be a multiple of 8, at
-/// least [`MIN_BLOCK_LEN`] and below 64 KiB + 32 (the comment length is a 16-bit field); longer
-/// gaps take several blocks.
+/// recorder that must pad the end of a segment file. `dst.len()` must be a multiple of 4 (8
+/// inside the buffer), at least [`MIN_BLOCK_LEN`] and below 64 KiB + 32 (the comment length is
+/// a 16-bit field); longer gaps take several blocks.
 pub fn write_padding(dst: &mut [u8], ts_ns: u64) {
     let len = dst.len();
-    assert!(len >= MIN_BLOCK_LEN && len % 8 == 0 && len - MIN_BLOCK_LEN <= u16::MAX as usize);
+    assert!(len >= MIN_BLOCK_LEN && len % 4 == 0 && len - MIN_BLOCK_LEN <= u16::MAX as usize);
     dst[..24].copy_from_slice(&padding_head(len, ts_ns));
     dst[24..len - 8].fill(b' ');
     dst[len - 8..].copy_from_slice(&padding_tail(len));
+}
+
+/// Fills all of `dst` (a multiple of 8, at least [`MIN_BLOCK_LEN`] bytes, any length) with
+/// padding blocks of at most 64 KiB each, none shorter than 32 bytes: what a recorder writes
+/// at the end of a fixed-size segment file.
+pub fn write_padding_run(dst: &mut [u8], ts_ns: u64) {
+    assert!(dst.len() >= MIN_BLOCK_LEN && dst.len() % 8 == 0);
+    let mut rest = dst;
+    while !rest.is_empty() {
+        let piece = crate::writer::pad_piece(rest.len());
+        let (head, tail) = rest.split_at_mut(piece);
+        write_padding(head, ts_ns);
+        rest = tail;
+    }
 }
 
 /// One packet record, borrowed from the buffer: a zero-copy view of an EPB.
@@ -196,6 +228,23 @@ mod tests {
         assert_eq!(record_len(64), 96);
         assert_eq!(record_len(60), 96);
         assert_eq!(record_len(1514), 1552);
+    }
+
+    #[test]
+    fn padding_runs_are_whole_blocks_of_at_least_32_bytes() {
+        for len in (32..300_000).step_by(8 * 997).chain([32, 40, 65_560, 65_568, 65_592]) {
+            let mut buf = vec![0u8; len];
+            write_padding_run(&mut buf, 7);
+            let mut off = 0;
+            while off < len {
+                assert_eq!(get_u32(&buf, off), ISB_TYPE);
+                let l = get_u32(&buf, off + 4) as usize;
+                assert!(l >= MIN_BLOCK_LEN && l % 8 == 0, "{len}: piece {l}");
+                assert_eq!(get_u32(&buf, off + l - 4) as usize, l);
+                off += l;
+            }
+            assert_eq!(off, len);
+        }
     }
 
     #[test]

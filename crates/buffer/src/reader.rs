@@ -170,6 +170,23 @@ impl<'a> Batch<'a> {
         }
     }
 
+    /// Every block of the batch from `from` (a record boundary inside it, e.g. [`start`](Self::start))
+    /// to its end: packets and padding, with their offsets and lengths. A recorder uses it to
+    /// find where whole blocks end.
+    pub fn blocks(&self, from: u64) -> Blocks<'_> {
+        assert!(
+            dist(from, self.start) >= 0 && dist(self.end, from) >= 0,
+            "blocks({from}) outside batch {}..{}",
+            self.start,
+            self.end
+        );
+        Blocks {
+            inner: self.inner(),
+            pos: from,
+            end: self.end,
+        }
+    }
+
     /// Frees the whole batch for the writers (and moves this reader's cursor past it).
     pub fn release(self) {
         let end = self.end;
@@ -177,8 +194,8 @@ impl<'a> Batch<'a> {
     }
 
     /// Frees the part of the batch before `offset`, which must be the batch's end or the
-    /// [`offset`](Record::offset) of one of its records (a record boundary); the rest is handed
-    /// out again by the next [`Reader::next_batch`].
+    /// offset of one of its blocks (a packet's [`offset`](Record::offset), or a padding
+    /// block's); the rest is handed out again by the next [`Reader::next_batch`].
     pub fn release_before(self, offset: u64) {
         assert!(
             dist(offset, self.start) >= 0 && dist(self.end, offset) >= 0 && offset % 8 == 0,
@@ -187,7 +204,7 @@ impl<'a> Batch<'a> {
             self.end
         );
         debug_assert!(
-            offset == self.end || self.records().any(|r| r.offset() == offset),
+            offset == self.end || self.blocks(self.start).any(|b| b.offset == offset),
             "release_before({offset}): not a record boundary"
         );
         self.release_to(offset);
@@ -252,6 +269,54 @@ impl<'a> Iterator for Records<'a> {
             }
         }
         None
+    }
+}
+
+/// One block of a batch, as [`Batch::blocks`] yields it.
+#[derive(Debug, Clone, Copy)]
+pub struct Block<'a> {
+    /// Offset of the block in the buffer's stream.
+    pub offset: u64,
+    /// Length in bytes (a multiple of 8, at least 32).
+    pub len: u32,
+    /// The packet, or `None` for padding.
+    pub packet: Option<Record<'a>>,
+}
+
+/// Iterator over every block of a [`Batch`], padding included.
+pub struct Blocks<'a> {
+    inner: &'a Inner,
+    pos: u64,
+    end: u64,
+}
+
+impl<'a> Iterator for Blocks<'a> {
+    type Item = Block<'a>;
+
+    fn next(&mut self) -> Option<Block<'a>> {
+        if self.pos == self.end {
+            return None;
+        }
+        let p = (self.pos & self.inner.mask) as usize;
+        // SAFETY: as in `Records::next`: a committed record boundary below the batch end.
+        let head = unsafe { self.inner.bytes(p, 8) };
+        let (kind, len) = (get_u32(head, 0), get_u32(head, 4) as usize);
+        assert!(
+            len >= MIN_BLOCK_LEN && len % 8 == 0 && dist(self.end, self.pos) >= len as i64,
+            "corrupt packet buffer record at offset {}",
+            self.pos
+        );
+        let offset = self.pos;
+        self.pos = self.pos.wrapping_add(len as u64);
+        let packet = (kind == EPB_TYPE).then(|| {
+            // SAFETY: as in `Records::next`: packet records never straddle the end.
+            Record::new(offset, unsafe { self.inner.bytes(p, len) })
+        });
+        Some(Block {
+            offset,
+            len: len as u32,
+            packet,
+        })
     }
 }
 

@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 mod error;
+pub mod feed;
 mod ring;
 mod socket;
 

@@ -109,6 +109,7 @@ mod decode;
 mod decoded;
 mod error;
 mod layer;
+mod slice;
 mod summary;
 
 pub use arp::ArpPacket;
@@ -125,6 +126,7 @@ pub use link::{Sll2Header, SllHeader};
 pub use mpls::MplsLabel;
 pub use ppp::{ChdlcHeader, PppFrame, PppoeHeader};
 pub use sctp::SctpPacket;
+pub use slice::{headers_len, SliceLevel};
 pub use summary::{protocol_name, summary, Summary};
 pub use tcp::TcpPacket;
 pub use udp::UdpPacket;

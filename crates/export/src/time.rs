@@ -9,33 +9,14 @@ const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
 
 /// `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ` for ns since the Unix epoch.
 pub(crate) fn iso8601_ns(ns: u64) -> String {
-    let secs = ns / NS_PER_S;
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    let sod = secs % 86_400;
+    let u = weir_packet::Utc::from_ns(ns);
     let mut s = String::with_capacity(30);
     let _ = write!(
         s,
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60,
-        ns % NS_PER_S
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
+        u.year, u.month, u.day, u.hour, u.minute, u.second, u.nanos
     );
     s
-}
-
-/// Howard Hinnant's `civil_from_days`: (year, month, day) of a day count since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// NTP 64-bit timestamp (seconds since 1900 in the high 32 bits, binary fraction in the low 32)

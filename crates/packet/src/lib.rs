@@ -94,6 +94,51 @@ pub fn split_ns(ts_ns: u64) -> (u64, u32) {
     (ts_ns / 1_000_000_000, (ts_ns % 1_000_000_000) as u32)
 }
 
+/// A nanosecond Unix timestamp broken down into its UTC calendar fields, with no calendar crate
+/// (Howard Hinnant's `civil_from_days`), for every place weir prints or names by a date.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Utc {
+    /// Year (e.g. 2026).
+    pub year: i64,
+    /// Month, 1 to 12.
+    pub month: u32,
+    /// Day of the month, 1 to 31.
+    pub day: u32,
+    /// Hour, 0 to 23.
+    pub hour: u32,
+    /// Minute, 0 to 59.
+    pub minute: u32,
+    /// Second, 0 to 59.
+    pub second: u32,
+    /// Nanoseconds, 0 to 999 999 999.
+    pub nanos: u32,
+}
+
+impl Utc {
+    /// The UTC fields of `ts_ns` nanoseconds since 1970-01-01 00:00:00 UTC.
+    pub fn from_ns(ts_ns: u64) -> Utc {
+        let secs = ts_ns / 1_000_000_000;
+        let sod = (secs % 86_400) as u32;
+        let z = (secs / 86_400) as i64 + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        Utc {
+            year: yoe + era * 400 + i64::from(month <= 2),
+            month,
+            day,
+            hour: sod / 3600,
+            minute: sod / 60 % 60,
+            second: sod % 60,
+            nanos: (ts_ns % 1_000_000_000) as u32,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +157,18 @@ mod tests {
             split_ns(1_700_000_000_123_456_789),
             (1_700_000_000, 123_456_789)
         );
+    }
+
+    #[test]
+    fn utc_fields_of_known_dates() {
+        // Checked by hand with `date -u -d @SECONDS`.
+        let u = Utc::from_ns(1_700_000_000_000_000_123);
+        assert_eq!(
+            (u.year, u.month, u.day, u.hour, u.minute, u.second, u.nanos),
+            (2023, 11, 14, 22, 13, 20, 123)
+        );
+        let leap = Utc::from_ns(951_782_400_000_000_000);
+        assert_eq!((leap.year, leap.month, leap.day), (2000, 2, 29));
+        assert_eq!(Utc::from_ns(0).year, 1970);
     }
 }

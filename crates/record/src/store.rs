@@ -1,0 +1,286 @@
+//! A store: one directory of segment files plus its manifest. Opening a store takes an
+//! exclusive lock on it (one recorder per directory), repairs what a crash left behind (every
+//! segment not known to be closed is scanned and cut after its last whole block), and
+//! reconciles the manifest with the files present. Retention deletes the oldest closed segments.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use weir_packet::Utc;
+
+use crate::manifest::{Manifest, SegmentInfo, SegmentState};
+use crate::scan::{scan_pcap, scan_pcapng, Scan};
+use crate::{Format, RecordError};
+
+/// A store directory opened for recording.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    /// The manifest as it is now (segments oldest first).
+    pub manifest: Manifest,
+    format: Format,
+    max_caplen: u32,
+    next_seq: u64,
+    _lock: File,
+}
+
+/// What opening a store repaired.
+#[derive(Debug, Clone, Default)]
+pub struct Recovery {
+    /// Segments scanned because they were not known to be closed, with the bytes cut off each.
+    pub repaired: Vec<(String, u64)>,
+    /// Manifest entries whose file was gone.
+    pub missing: Vec<String>,
+}
+
+/// The file name of a segment: its start time (UTC, to the ns), then its sequence number, so
+/// names sort by time and never collide.
+pub fn segment_name(first_ns: u64, seq: u64, format: Format) -> String {
+    let u = Utc::from_ns(first_ns);
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}.{:09}Z-{seq:06}.{}",
+        u.year,
+        u.month,
+        u.day,
+        u.hour,
+        u.minute,
+        u.second,
+        u.nanos,
+        format.extension()
+    )
+}
+
+/// The sequence number of a segment file name, if it is one of ours.
+fn parse_seq(name: &str) -> Option<(u64, Format)> {
+    let (stem, ext) = name.rsplit_once('.')?;
+    let format = match ext {
+        "pcapng" => Format::Pcapng,
+        "pcap" => Format::Pcap,
+        _ => return None,
+    };
+    let (time, seq) = stem.rsplit_once('-')?;
+    if !time.ends_with('Z') || seq.len() < 6 {
+        return None;
+    }
+    Some((seq.parse().ok()?, format))
+}
+
+impl Store {
+    /// Opens (creating it if needed) the store in `dir` for recording in `format`.
+    pub fn open(
+        dir: &Path,
+        format: Format,
+        segment_size: u64,
+        max_caplen: u32,
+    ) -> Result<(Store, Recovery), RecordError> {
+        let io = |what: &str, e: std::io::Error| RecordError::Io(format!("{what}: {e}"));
+        std::fs::create_dir_all(dir).map_err(|e| io(&format!("create {}", dir.display()), e))?;
+        let lock = File::create(dir.join(".lock"))
+            .map_err(|e| io(&format!("lock {}", dir.display()), e))?;
+        // SAFETY: plain syscall on a descriptor we own.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(RecordError::Locked(dir.to_path_buf()));
+        }
+        let mut manifest = Manifest::load(dir)
+            .map_err(|e| io("read the manifest", e))?
+            .unwrap_or(Manifest {
+                version: 1,
+                format: format.name().into(),
+                segment_size,
+                ..Manifest::default()
+            });
+        if manifest.format != format.name() && !manifest.segments.is_empty() {
+            return Err(RecordError::Config(format!(
+                "{} holds {} segments; record {} elsewhere or choose --format {}",
+                dir.display(),
+                manifest.format,
+                format.name(),
+                manifest.format
+            )));
+        }
+        manifest.format = format.name().into();
+        manifest.segment_size = segment_size;
+        let mut store = Store {
+            dir: dir.to_path_buf(),
+            manifest,
+            format,
+            max_caplen,
+            next_seq: 1,
+            _lock: lock,
+        };
+        let recovery = store.reconcile()?;
+        store.save()?;
+        Ok((store, recovery))
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Brings the manifest in line with the files: repairs every segment not known to be
+    /// closed (and every segment file the manifest does not list), forgets missing files.
+    fn reconcile(&mut self) -> Result<Recovery, RecordError> {
+        let mut rec = Recovery::default();
+        let mut files = Vec::new();
+        let entries = std::fs::read_dir(&self.dir)
+            .map_err(|e| RecordError::Io(format!("list {}: {e}", self.dir.display())))?;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some((seq, format)) = parse_seq(&name) {
+                if format == self.format {
+                    files.push((seq, name));
+                }
+            }
+        }
+        files.sort();
+        let known: std::collections::HashMap<String, SegmentInfo> = self
+            .manifest
+            .segments
+            .drain(..)
+            .map(|s| (s.file.clone(), s))
+            .collect();
+        for name in known.keys() {
+            if !files.iter().any(|(_, f)| f == name) {
+                tracing::warn!("segment {name} listed in the manifest is missing");
+                rec.missing.push(name.clone());
+            }
+        }
+        for (seq, name) in files {
+            let path = self.dir.join(&name);
+            let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            let trusted = known
+                .get(&name)
+                .filter(|s| s.state != SegmentState::Open && s.bytes == len);
+            let info = match trusted {
+                Some(s) => s.clone(),
+                None => {
+                    let scan = self.repair(&path)?;
+                    let cut = scan.file_len - scan.valid_len;
+                    if cut > 0 || known.get(&name).is_none_or(|s| s.state == SegmentState::Open) {
+                        rec.repaired.push((name.clone(), cut));
+                    }
+                    SegmentInfo {
+                        file: name.clone(),
+                        seq,
+                        state: SegmentState::Recovered,
+                        first_ns: scan.first_ns,
+                        last_ns: scan.last_ns,
+                        packets: scan.packets,
+                        bytes: scan.valid_len,
+                        drops: known.get(&name).map_or(0, |s| s.drops),
+                    }
+                }
+            };
+            self.next_seq = self.next_seq.max(seq + 1);
+            self.manifest.segments.push(info);
+        }
+        Ok(rec)
+    }
+
+    /// Scans one segment and cuts it after its last whole block.
+    fn repair(&self, path: &Path) -> Result<Scan, RecordError> {
+        let io = |e: std::io::Error| RecordError::Io(format!("repair {}: {e}", path.display()));
+        let file = crate::disk::SegmentFile::open_existing(path).map_err(io)?;
+        let scan = match self.format {
+            Format::Pcapng => scan_pcapng(file.try_clone().map_err(io)?),
+            Format::Pcap => scan_pcap(file.try_clone().map_err(io)?, self.max_caplen),
+        }
+        .map_err(io)?;
+        if scan.valid_len < scan.file_len {
+            tracing::warn!(
+                "{}: cut {} bytes of unfinished tail after a crash",
+                path.display(),
+                scan.file_len - scan.valid_len
+            );
+            file.set_len(scan.valid_len).map_err(io)?;
+            file.sync_all().map_err(io)?;
+        }
+        Ok(scan)
+    }
+
+    /// Takes the next sequence number.
+    pub fn take_seq(&mut self) -> u64 {
+        let s = self.next_seq;
+        self.next_seq += 1;
+        s
+    }
+
+    /// Writes the manifest.
+    pub fn save(&self) -> Result<(), RecordError> {
+        self.manifest
+            .save(&self.dir)
+            .map_err(|e| RecordError::Io(format!("write the manifest: {e}")))
+    }
+
+    /// Adds or replaces the entry of a segment (by file name).
+    pub fn put(&mut self, info: SegmentInfo) {
+        match self
+            .manifest
+            .segments
+            .iter_mut()
+            .find(|s| s.file == info.file)
+        {
+            Some(s) => *s = info,
+            None => self.manifest.segments.push(info),
+        }
+    }
+
+    /// Forgets a segment (its file is already gone or about to be).
+    pub fn forget(&mut self, file: &str) {
+        self.manifest.segments.retain(|s| s.file != file);
+    }
+
+    /// Deletes the oldest finished segments while the store holds more than `max_bytes`, and
+    /// those whose last packet is older than `max_age_ns` before `now_ns`. The segment being
+    /// written is never deleted. Returns the names deleted.
+    pub fn apply_retention(
+        &mut self,
+        max_bytes: Option<u64>,
+        max_age_ns: Option<u64>,
+        now_ns: u64,
+    ) -> Vec<String> {
+        let mut total: u64 = self.manifest.segments.iter().map(|s| s.bytes).sum();
+        let mut deleted = Vec::new();
+        let mut keep = Vec::new();
+        for s in std::mem::take(&mut self.manifest.segments) {
+            let finished = s.state != SegmentState::Open;
+            let too_big = max_bytes.is_some_and(|m| total > m);
+            let too_old = max_age_ns.is_some_and(|age| {
+                s.last_ns
+                    .is_none_or(|last| now_ns.saturating_sub(last) > age)
+            });
+            if finished && (too_big || too_old) {
+                match std::fs::remove_file(self.dir.join(&s.file)) {
+                    Ok(()) => {
+                        total -= s.bytes;
+                        deleted.push(s.file);
+                        continue;
+                    }
+                    Err(e) => tracing::warn!("retention: cannot delete {}: {e}", s.file),
+                }
+            }
+            keep.push(s);
+        }
+        self.manifest.segments = keep;
+        deleted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_sort_by_time_and_parse_back() {
+        let a = segment_name(1_700_000_000_000_000_123, 7, Format::Pcapng);
+        assert_eq!(a, "20231114T221320.000000123Z-000007.pcapng");
+        assert_eq!(parse_seq(&a), Some((7, Format::Pcapng)));
+        let b = segment_name(1_700_000_001_000_000_000, 8, Format::Pcap);
+        assert!(a < b);
+        assert_eq!(parse_seq(&b), Some((8, Format::Pcap)));
+        assert_eq!(parse_seq("manifest.json"), None);
+        assert_eq!(parse_seq("x-1.pcap"), None);
+    }
+}
