@@ -33,6 +33,8 @@ enum Command {
     Capture(cmd::capture::Args),
     /// Meter packets into flows; export NetFlow v5/v9/IPFIX, JSON lines or CSV.
     Flows(cmd::flows::Args),
+    /// Record live traffic to a store of fixed-size segment files at disk speed.
+    Record(cmd::record::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Command::Decode(a) => cmd::decode::run(a),
         Command::Capture(a) => cmd::capture::run(a),
         Command::Flows(a) => cmd::flows::run(a),
+        Command::Record(a) => cmd::record::run(a),
     };
     match result {
         Ok(status) => status.into(),

@@ -5,51 +5,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use common::netns::VethBench;
-use common::{tshark_fields, weir};
-
-/// Starts a capture and returns once it says it is listening (its banner on stderr).
-fn start(mut cmd: Command, banner: &str) -> Child {
-    let mut child = cmd
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "capture exited before its banner"
-        );
-        if line.contains(banner) {
-            break;
-        }
-    }
-    // Keep draining stderr so the child never blocks on it.
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    child
-}
-
-/// Waits for a capture started with `-c N` to finish by itself (fails after a minute).
-fn wait(mut child: Child) {
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(60) {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "capture failed: {status}");
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    panic!("capture did not finish");
-}
+use common::{start, tshark_fields, wait, weir};
 
 /// (epoch time, frame length, captured length, interface name, UDP payload hex) per frame.
 fn frames(file: &Path) -> Vec<(String, u64, u64, String, String)> {

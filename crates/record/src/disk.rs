@@ -40,7 +40,7 @@ impl AlignedBuf {
     }
 
     /// The bytes.
-    pub fn as_mut(&mut self) -> &mut [u8] {
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.raw[self.start..self.start + self.len]
     }
 
@@ -91,7 +91,10 @@ impl SegmentFile {
         if rc != 0 {
             let e = io::Error::last_os_error();
             // Filesystems without fallocate still work; anything else (ENOSPC) is fatal.
-            if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)) {
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
+            ) {
                 drop(file);
                 let _ = std::fs::remove_file(path);
                 return Err(e);
@@ -147,8 +150,8 @@ mod tests {
     fn aligned_buffers_and_rounding() {
         for len in [0, 1, 4096, 10_000] {
             let mut b = AlignedBuf::new(len);
-            assert_eq!(b.as_mut().as_ptr() as usize % ALIGN, 0);
-            assert_eq!(b.as_mut().len(), len);
+            assert_eq!(b.bytes_mut().as_ptr() as usize % ALIGN, 0);
+            assert_eq!(b.bytes_mut().len(), len);
         }
         assert_eq!(align_down(4095), 0);
         assert_eq!(align_up(1), 4096);

@@ -414,7 +414,8 @@ impl Recorder {
     }
 
     fn upstream_drops(&self) -> u64 {
-        self.opts.upstream_drops.as_ref().map_or(0, |f| f()) + self.stats.dropped.load(Ordering::Relaxed)
+        self.opts.upstream_drops.as_ref().map_or(0, |f| f())
+            + self.stats.dropped.load(Ordering::Relaxed)
     }
 
     /// Accounts one block: opens and closes segments around it, counts it.
@@ -549,7 +550,7 @@ impl Recorder {
             }
             Format::Pcap => {
                 let h = self.file_header.len();
-                self.stage.as_mut()[..h].copy_from_slice(&self.file_header);
+                self.stage.bytes_mut()[..h].copy_from_slice(&self.file_header);
                 Kind::Pcap(PcapSegment {
                     file_done: 0,
                     staged: h,
@@ -637,8 +638,17 @@ impl Recorder {
         let mut bytes = 0u64;
         // 1. The first block(s): header and first records, staged.
         if n.done < hdr_blocks && data_end >= hdr_blocks {
-            let len = stage_fill(self.stage.as_mut(), n, ring, 0, hdr_blocks, data_end, self.newest_ns, false);
-            seg.file.write_at(0, &[&self.stage.as_mut()[..len]])?;
+            let len = stage_fill(
+                self.stage.bytes_mut(),
+                n,
+                ring,
+                0,
+                hdr_blocks,
+                data_end,
+                self.newest_ns,
+                false,
+            );
+            seg.file.write_at(0, &[&self.stage.bytes_mut()[..len]])?;
             n.done = hdr_blocks;
             writes += 1;
             bytes += len as u64;
@@ -658,8 +668,17 @@ impl Recorder {
             End::Open => {}
             End::Pad { to, permanent } => {
                 if to > n.done {
-                    let len = stage_fill(self.stage.as_mut(), n, ring, n.done, to, data_end, self.newest_ns, true);
-                    seg.file.write_at(n.done, &[&self.stage.as_mut()[..len]])?;
+                    let len = stage_fill(
+                        self.stage.bytes_mut(),
+                        n,
+                        ring,
+                        n.done,
+                        to,
+                        data_end,
+                        self.newest_ns,
+                        true,
+                    );
+                    seg.file.write_at(n.done, &[&self.stage.bytes_mut()[..len]])?;
                     writes += 1;
                     bytes += len as u64;
                 }
@@ -670,8 +689,17 @@ impl Recorder {
             End::Cut => {
                 let to = align_up(data_end);
                 if to > n.done {
-                    let len = stage_fill(self.stage.as_mut(), n, ring, n.done, to, data_end, self.newest_ns, false);
-                    seg.file.write_at(n.done, &[&self.stage.as_mut()[..len]])?;
+                    let len = stage_fill(
+                        self.stage.bytes_mut(),
+                        n,
+                        ring,
+                        n.done,
+                        to,
+                        data_end,
+                        self.newest_ns,
+                        false,
+                    );
+                    seg.file.write_at(n.done, &[&self.stage.bytes_mut()[..len]])?;
                     writes += 1;
                     bytes += len as u64;
                 }
@@ -688,7 +716,10 @@ impl Recorder {
         seg.last_write = Instant::now();
         // Give back what is on disk for good.
         match end {
-            End::Cut | End::Pad { permanent: true, .. } => {
+            End::Cut
+            | End::Pad {
+                permanent: true, ..
+            } => {
                 self.release = upto;
                 n.safe_packets = seg.info.packets;
                 n.safe_last = seg.info.last_ns;
@@ -716,15 +747,16 @@ impl Recorder {
         let rec = 16 + data.len();
         if p.staged + rec > self.stage.len() {
             let full = align_down(p.staged as u64) as usize;
-            seg.file.write_at(p.file_done, &[&self.stage.as_mut()[..full]])?;
+            seg.file
+                .write_at(p.file_done, &[&self.stage.bytes_mut()[..full]])?;
             add(&self.stats.writes, 1);
             add(&self.stats.disk_bytes, full as u64);
             seg.last_write = Instant::now();
-            self.stage.as_mut().copy_within(full..p.staged, 0);
+            self.stage.bytes_mut().copy_within(full..p.staged, 0);
             p.file_done += full as u64;
             p.staged -= full;
         }
-        let s = &mut self.stage.as_mut()[p.staged..p.staged + rec];
+        let s = &mut self.stage.bytes_mut()[p.staged..p.staged + rec];
         s[0..4].copy_from_slice(&((ts / 1_000_000_000) as u32).to_ne_bytes());
         s[4..8].copy_from_slice(&((ts % 1_000_000_000) as u32).to_ne_bytes());
         s[8..12].copy_from_slice(&(data.len() as u32).to_ne_bytes());
@@ -748,7 +780,7 @@ impl Recorder {
             unreachable!("pcap segment")
         };
         let to = align_up(p.staged as u64) as usize;
-        let stage = self.stage.as_mut();
+        let stage = self.stage.bytes_mut();
         stage[p.staged..to].fill(0);
         if to > 0 {
             seg.file.write_at(p.file_done, &[&stage[..to]])?;
@@ -803,11 +835,9 @@ impl Recorder {
             };
         }
         self.store.put(seg.info);
-        let deleted = self.store.apply_retention(
-            self.opts.max_bytes,
-            self.opts.max_age_ns,
-            self.newest_ns,
-        );
+        let deleted =
+            self.store
+                .apply_retention(self.opts.max_bytes, self.opts.max_age_ns, self.newest_ns);
         add(&self.stats.deleted, deleted.len() as u64);
         for d in deleted {
             tracing::info!("retention: deleted {d}");

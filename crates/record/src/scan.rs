@@ -74,8 +74,7 @@ pub fn scan_pcapng(file: File) -> io::Result<Scan> {
         ..Scan::default()
     };
     let mut off = 0u64;
-    loop {
-        let Some(h) = c.get(off, 8)? else { break };
+    while let Some(h) = c.get(off, 8)? {
         let (kind, blen) = (u32_at(h, 0), u32_at(h, 4) as u64);
         let first_ok = off != 0 || kind == 0x0A0D_0D0A;
         if !first_ok || blen < 12 || blen % 4 != 0 || blen > 16 << 20 {

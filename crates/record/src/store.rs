@@ -158,7 +158,11 @@ impl Store {
                 None => {
                     let scan = self.repair(&path)?;
                     let cut = scan.file_len - scan.valid_len;
-                    if cut > 0 || known.get(&name).is_none_or(|s| s.state == SegmentState::Open) {
+                    if cut > 0
+                        || known
+                            .get(&name)
+                            .is_none_or(|s| s.state == SegmentState::Open)
+                    {
                         rec.repaired.push((name.clone(), cut));
                     }
                     SegmentInfo {

@@ -97,8 +97,16 @@ fn read_store(dir: &Path) -> Vec<(u32, u64, u32, Vec<u8>)> {
     let mut out = Vec::new();
     for seg in segments(dir) {
         let mut r = FileReader::open(&seg).unwrap();
-        while let Some(p) = r.next_packet().unwrap_or_else(|e| panic!("{}: {e}", seg.display())) {
-            out.push((p.meta.interface, p.meta.ts_ns, p.meta.orig_len, p.data.to_vec()));
+        while let Some(p) = r
+            .next_packet()
+            .unwrap_or_else(|e| panic!("{}: {e}", seg.display()))
+        {
+            out.push((
+                p.meta.interface,
+                p.meta.ts_ns,
+                p.meta.orig_len,
+                p.data.to_vec(),
+            ));
         }
     }
     out
@@ -117,13 +125,22 @@ fn pcapng_segments_hold_every_packet_and_have_the_exact_size() {
     let segs = segments(&dir);
     assert!(segs.len() > 10, "{} segments", segs.len());
     for s in &segs[..segs.len() - 1] {
-        assert_eq!(std::fs::metadata(s).unwrap().len(), 1 << 20, "{}", s.display());
+        assert_eq!(
+            std::fs::metadata(s).unwrap().len(),
+            1 << 20,
+            "{}",
+            s.display()
+        );
     }
     let got = read_store(&dir);
     assert_eq!(got.len() as u64, n);
     for (i, (iface, ts, orig, data)) in got.into_iter().enumerate() {
         let (ts0, orig0, data0) = packet(i as u64);
-        assert_eq!((iface, ts, orig, &data), ((i % 2) as u32, ts0, orig0, &data0), "packet {i}");
+        assert_eq!(
+            (iface, ts, orig, &data),
+            ((i % 2) as u32, ts0, orig0, &data0),
+            "packet {i}"
+        );
     }
     let m = weir_record::Manifest::load(&dir).unwrap().unwrap();
     assert_eq!(m.segments.len(), segs.len());
@@ -192,7 +209,10 @@ fn retention_keeps_the_store_under_its_size() {
     let summary = record(&dir, opts, 20_000, false);
     assert!(summary.deleted > 5, "{summary:?}");
     let segs = segments(&dir);
-    let total: u64 = segs.iter().map(|s| std::fs::metadata(s).unwrap().len()).sum();
+    let total: u64 = segs
+        .iter()
+        .map(|s| std::fs::metadata(s).unwrap().len())
+        .sum();
     assert!(total <= 3 << 20, "{total} bytes kept");
     // The newest packets are the ones kept, in order, ending with the last one sent.
     let got = read_store(&dir);

@@ -94,7 +94,7 @@ pub struct Args {
 }
 
 /// The link type of a Linux interface, from its ARPHRD type in sysfs.
-fn link_type(iface: &str) -> Result<LinkType> {
+pub fn link_type(iface: &str) -> Result<LinkType> {
     let path = format!("/sys/class/net/{iface}/type");
     let t: u32 = std::fs::read_to_string(&path)
         .with_context(|| format!("no such interface: {iface}"))?

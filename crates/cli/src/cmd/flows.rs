@@ -5,9 +5,16 @@
 //! handling); the meter is `weir_flows::Meter` (reader stage here, `--workers` shard threads, one
 //! exporter thread); the encoders are `weir_export`'s sinks, several at once if asked
 //! (`--export` and `--json` together, say).
+//!
+//! Live (`-i IFACE`, and `weir record --flows`): capture threads fill the shared packet buffer
+//! and the meter reads it as one of its consumers ([`LiveMeter`]), expiring flows on the wall
+//! clock when traffic pauses.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use weir_export::{
@@ -15,9 +22,11 @@ use weir_export::{
     DEFAULT_COLLECTOR,
 };
 use weir_flows::{Config, FlowRecord, Meter, MeterStats, RecordSink};
+use weir_packet::LinkType;
 use weir_source::{FileReader, Interface, Packet, ReadError};
 
 use super::input::{for_each_packet, Filters, Visitor};
+use super::live::{on_signal, Live, LiveArgs};
 use super::ordered::{self, Flow};
 use crate::output::{warn_damage, Status};
 
@@ -36,8 +45,17 @@ pub enum Format {
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Input capture file (pcap or pcapng); `-` reads stdin. Repeat to concatenate files.
-    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    #[arg(
+        short = 'r',
+        long = "read",
+        value_name = "FILE",
+        required_unless_present = "interfaces",
+        conflicts_with = "interfaces"
+    )]
     inputs: Vec<PathBuf>,
+    /// Live capture (instead of -r): interfaces, threads, buffer...
+    #[command(flatten)]
+    live: LiveArgs,
     /// Export NetFlow/IPFIX to `udp://HOST:PORT[,udp://HOST:PORT...]`, `file:PATH` or `-`
     /// (stdout). Without a value: udp://127.0.0.1:2055.
     #[arg(long, value_name = "TARGET", num_args = 0..=1, default_missing_value = DEFAULT_COLLECTOR)]
@@ -173,34 +191,18 @@ pub fn run(args: Args) -> Result<Status> {
         seed: args.seed,
         ..Config::default()
     };
+    let sinks = open_sinks(
+        args.export.as_deref(),
+        args.format,
+        args.biflow,
+        args.ts_nanos,
+        args.json.as_deref(),
+        args.csv.as_deref(),
+    )?;
+    if !args.live.interfaces.is_empty() {
+        return run_live(&args, &cfg, sinks);
+    }
     let mut filters = Filters::new(&args.expr)?;
-    let mut sinks = Vec::new();
-    if let Some(t) = &args.export {
-        let target = Target::from_str(t).with_context(|| format!("--export {t}"))?;
-        let format = match args.format {
-            Format::V5 => NetflowFormat::V5,
-            Format::V9 => NetflowFormat::V9,
-            Format::Ipfix => NetflowFormat::Ipfix,
-        };
-        let spec = SinkSpec::Netflow {
-            target,
-            format,
-            biflow: args.biflow,
-            ts_nanos: args.ts_nanos,
-        };
-        let name = format!("{:?} {t}", args.format).to_lowercase();
-        sinks.push((name, open_sink(&spec).context("cannot open the exporter")?));
-    }
-    if let Some(p) = &args.csv {
-        let s = open_sink(&SinkSpec::Csv(target_of(p))).context("cannot open the CSV output")?;
-        sinks.push((format!("csv {}", p.display()), s));
-    }
-    if args.json.is_some() || sinks.is_empty() {
-        let p = args.json.clone().unwrap_or_else(|| PathBuf::from("-"));
-        let s = open_sink(&SinkSpec::Json(target_of(&p))).context("cannot open the JSON output")?;
-        sinks.push((format!("json {}", p.display()), s));
-    }
-
     let mut m = Metering {
         meter: Meter::new(&cfg, Sinks { sinks }),
         read: 0,
@@ -214,7 +216,50 @@ pub fn run(args: Args) -> Result<Status> {
         None => for_each_packet(&args.inputs, &mut filters, &mut m)?,
     };
     let read = m.read;
-    let done = m.meter.finish();
+    finish(read, m.meter, args.stats.as_deref())?;
+    Ok(status)
+}
+
+/// Opens every output asked for (JSON lines on stdout when none is).
+fn open_sinks(
+    export: Option<&str>,
+    format: Format,
+    biflow: bool,
+    ts_nanos: bool,
+    json: Option<&Path>,
+    csv: Option<&Path>,
+) -> Result<Vec<(String, Box<dyn FlowSink>)>> {
+    let mut sinks = Vec::new();
+    if let Some(t) = export {
+        let target = Target::from_str(t).with_context(|| format!("--export {t}"))?;
+        let spec = SinkSpec::Netflow {
+            target,
+            format: match format {
+                Format::V5 => NetflowFormat::V5,
+                Format::V9 => NetflowFormat::V9,
+                Format::Ipfix => NetflowFormat::Ipfix,
+            },
+            biflow,
+            ts_nanos,
+        };
+        let name = format!("{format:?} {t}").to_lowercase();
+        sinks.push((name, open_sink(&spec).context("cannot open the exporter")?));
+    }
+    if let Some(p) = csv {
+        let s = open_sink(&SinkSpec::Csv(target_of(p))).context("cannot open the CSV output")?;
+        sinks.push((format!("csv {}", p.display()), s));
+    }
+    if json.is_some() || sinks.is_empty() {
+        let p = json.map_or_else(|| PathBuf::from("-"), Path::to_path_buf);
+        let s = open_sink(&SinkSpec::Json(target_of(&p))).context("cannot open the JSON output")?;
+        sinks.push((format!("json {}", p.display()), s));
+    }
+    Ok(sinks)
+}
+
+/// Flushes the meter and every sink, prints the summary, writes `--stats`.
+fn finish(read: u64, meter: Meter<Sinks>, stats: Option<&Path>) -> Result<()> {
+    let done = meter.finish();
     let mut sinks = done.sink.sinks;
     let mut exports = Vec::new();
     let mut first_err = done.error.map(anyhow::Error::from);
@@ -229,15 +274,184 @@ pub fn run(args: Args) -> Result<Status> {
         }
     }
     summary(read, &done.stats, &exports);
-    if let Some(path) = &args.stats {
+    if let Some(path) = stats {
         let json = stats_json(read, &done.stats, &exports);
         std::fs::write(path, format!("{json:#}\n"))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    if let Some(e) = first_err {
-        return Err(e);
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(status)
+}
+
+/// `weir flows -i`: capture into the buffer, meter from it until SIGINT/SIGTERM or --duration.
+fn run_live(args: &Args, cfg: &Config, sinks: Vec<(String, Box<dyn FlowSink>)>) -> Result<Status> {
+    let stop = Arc::new(AtomicBool::new(false));
+    on_signal(stop.clone())?;
+    let expr = args.expr.join(" ");
+    let mut live = Live::start(&args.live, &expr, 1, 0, "metering flows")?;
+    let links = live.interfaces.iter().map(|i| i.link).collect();
+    let meter = LiveMeter::spawn(
+        Meter::new(cfg, Sinks { sinks }),
+        live.buffer.reader(0)?,
+        links,
+        args.stats.clone(),
+    );
+    let started = Instant::now();
+    let deadline = args
+        .live
+        .duration
+        .map(|s| started + Duration::from_secs_f64(s));
+    while !stop.load(Ordering::Relaxed)
+        && !live.failed()
+        && deadline.is_none_or(|d| Instant::now() < d)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    live.stop()?;
+    let t = live.counters().totals();
+    let b = live.buffer.stats();
+    meter.finish()?;
+    eprintln!(
+        "  kernel: {} received, {} dropped; buffer: {} dropped (full), {} dropped (too long)",
+        t.kernel_packets, t.kernel_drops, b.dropped_full, b.dropped_oversize
+    );
+    Ok(Status::Clean)
+}
+
+/// Flow options of `weir record --flows`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FlowArgs {
+    /// With --flows: export NetFlow/IPFIX to TARGET (as `weir flows --export`).
+    #[arg(long = "flow-export", value_name = "TARGET", num_args = 0..=1, default_missing_value = DEFAULT_COLLECTOR)]
+    flow_export: Option<String>,
+    /// With --flows: format of --flow-export.
+    #[arg(long = "flow-format", value_enum, default_value_t = Format::Ipfix)]
+    flow_format: Format,
+    /// With --flows: write JSON lines to OUT (the default output is a file in the store:
+    /// DIR/flows.json).
+    #[arg(long = "flow-json", value_name = "OUT")]
+    flow_json: Option<PathBuf>,
+    /// With --flows: idle timeout in seconds.
+    #[arg(long = "flow-idle-timeout", value_name = "S", default_value_t = 30.0)]
+    flow_idle_timeout: f64,
+    /// With --flows: active timeout in seconds.
+    #[arg(
+        long = "flow-active-timeout",
+        value_name = "S",
+        default_value_t = 120.0
+    )]
+    flow_active_timeout: f64,
+}
+
+/// A flow meter reading the packet buffer on its own thread.
+pub struct LiveMeter {
+    stop: Arc<AtomicBool>,
+    packets: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<Result<()>>,
+}
+
+impl LiveMeter {
+    /// Starts the meter of `weir record --flows` on `reader`; JSON goes to `default_json`
+    /// unless the options name outputs.
+    pub fn start(
+        args: &FlowArgs,
+        reader: weir_buffer::Reader,
+        links: Vec<LinkType>,
+        default_json: &Path,
+    ) -> Result<LiveMeter> {
+        let cfg = Config {
+            idle_timeout_ns: seconds("flow-idle-timeout", args.flow_idle_timeout)?,
+            active_timeout_ns: seconds("flow-active-timeout", args.flow_active_timeout)?,
+            ..Config::default()
+        };
+        let json = args.flow_json.clone().or_else(|| {
+            args.flow_export
+                .is_none()
+                .then(|| default_json.to_path_buf())
+        });
+        let sinks = open_sinks(
+            args.flow_export.as_deref(),
+            args.flow_format,
+            false,
+            false,
+            json.as_deref(),
+            None,
+        )?;
+        Ok(LiveMeter::spawn(
+            Meter::new(&cfg, Sinks { sinks }),
+            reader,
+            links,
+            None,
+        ))
+    }
+
+    fn spawn(
+        mut meter: Meter<Sinks>,
+        mut reader: weir_buffer::Reader,
+        links: Vec<LinkType>,
+        stats: Option<PathBuf>,
+    ) -> LiveMeter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let packets = Arc::new(AtomicU64::new(0));
+        let (st, pk) = (stop.clone(), packets.clone());
+        let thread = std::thread::spawn(move || -> Result<()> {
+            let mut n = 0u64;
+            let mut last_tick = Instant::now();
+            loop {
+                let got = match reader.next_batch() {
+                    Some(batch) => {
+                        for r in batch.records() {
+                            let link = links
+                                .get(r.iface() as usize)
+                                .copied()
+                                .unwrap_or(LinkType::ETHERNET);
+                            meter.packet(link, r.ts_ns(), r.data());
+                            n += 1;
+                        }
+                        batch.release();
+                        pk.store(n, Ordering::Relaxed);
+                        true
+                    }
+                    None => false,
+                };
+                if last_tick.elapsed() >= Duration::from_secs(1) {
+                    // Expire idle flows on the wall clock when traffic pauses.
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64);
+                    meter.tick(now);
+                    last_tick = Instant::now();
+                }
+                if !got {
+                    if st.load(Ordering::Acquire) && reader.next_batch().is_none() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+            finish(n, meter, stats.as_deref())
+        });
+        LiveMeter {
+            stop,
+            packets,
+            thread,
+        }
+    }
+
+    /// Live counters for a statistics file.
+    pub fn stats_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "packets": self.packets.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Once capture has stopped: meters what is left, flushes every flow, prints the summary.
+    pub fn finish(self) -> Result<()> {
+        self.stop.store(true, Ordering::Release);
+        self.thread.join().expect("flow meter panicked")
+    }
 }
 
 /// Meters one large classic pcap file with every core: range threads read, filter and prepare

@@ -5,5 +5,7 @@ pub mod decode;
 pub mod flows;
 pub mod info;
 pub mod input;
+pub mod live;
 pub mod ordered;
 pub mod read;
+pub mod record;

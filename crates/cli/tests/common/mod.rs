@@ -3,8 +3,10 @@
 
 pub mod netns;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The `weir` binary under test.
 pub fn weir() -> Command {
@@ -71,4 +73,43 @@ pub fn tshark_frames(file: &Path) -> Vec<(String, u64, u64)> {
         .into_iter()
         .map(|f| (f[0].clone(), f[1].parse().unwrap(), f[2].parse().unwrap()))
         .collect()
+}
+
+/// Starts a capture and returns once it says it is listening (`banner` on stderr); the rest of
+/// its stderr is kept and handed back by [`wait`]/[`stop`].
+pub fn start(mut cmd: Command, banner: &str) -> Child {
+    let mut child = cmd
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "capture exited before its banner"
+        );
+        if line.contains(banner) {
+            break;
+        }
+    }
+    // Keep draining stderr so the child never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    child
+}
+
+/// Waits for a child to finish by itself (fails after a minute) and checks it succeeded.
+pub fn wait(mut child: Child) {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(60) {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "capture failed: {status}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    panic!("capture did not finish");
 }

@@ -133,6 +133,30 @@ impl VethBench {
     }
 }
 
+impl VethBench {
+    /// Sends `count` UDP datagrams to our side's `port` from `flows` sockets (source ports
+    /// differ) in turn; payload `WEIR` + 4-byte big-endian sequence number (over all flows) +
+    /// `pad` filler bytes.
+    pub fn send_udp_flows(&self, port: u16, flows: u32, count: u32, pad: usize) {
+        let script = format!(
+            "import socket,struct\n\
+             ss=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range({flows})]\n\
+             for i in range({count}):\n    ss[i%{flows}].sendto(b'WEIR'+struct.pack('>I',i)+b'x'*{pad},('{}',{port}))\n",
+            self.host_ip
+        );
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns, "python3", "-c", &script])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 impl Drop for VethBench {
     fn drop(&mut self) {
         // Deleting the namespace deletes the peer and with it our side of the pair.

@@ -1,0 +1,422 @@
+//! `weir record`: capture live traffic (or import capture files) into a store of fixed-size
+//! segment files, at the speed of the disk, with a status line, a statistics file and a final
+//! summary in which every dropped packet is counted at the stage that dropped it.
+//!
+//! Threads: capture threads (see [`live`](super::live)) → the shared packet buffer → the
+//! recorder thread (registered reader: capture drops rather than overwrite what it has not
+//! written) and, with `--flows`, the flow meter (best-effort reader: when it falls behind it is
+//! skipped forward and the bytes it missed are counted, so it never costs the recording a packet).
+//! This thread prints the status and handles SIGINT/SIGTERM: capture stops first, then the
+//! recorder writes everything already in the buffer, then the summary.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use weir_buffer::{Dropped, PacketBuffer};
+use weir_record::{Format, Options, Recorder, RecorderStats, Store};
+use weir_source::FileReader;
+use weir_store::InterfaceSpec;
+
+use super::flows::{FlowArgs, LiveMeter};
+use super::live::{human_bytes, on_signal, Counters, Live, LiveArgs, Totals};
+use crate::output::Status;
+
+/// Segment file format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentFormat {
+    /// pcapng (written straight from the buffer, padded segments).
+    Pcapng,
+    /// Classic pcap with nanosecond timestamps.
+    Pcap,
+}
+
+/// Arguments of `weir record`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    live: LiveArgs,
+    /// Import these capture files instead of capturing live (a lossless copy into the store).
+    #[arg(
+        short = 'r',
+        long = "read",
+        value_name = "FILE",
+        conflicts_with = "interfaces"
+    )]
+    inputs: Vec<PathBuf>,
+    /// Store directory (created if needed; reopened after a crash, its segments repaired).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    dir: PathBuf,
+    /// Segment file format.
+    #[arg(long, value_enum, default_value_t = SegmentFormat::Pcapng)]
+    format: SegmentFormat,
+    /// Segment size in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 1024)]
+    segment_mib: u64,
+    /// Delete the oldest segments while the store holds more than this many MiB.
+    #[arg(long, value_name = "MIB")]
+    max_mib: Option<u64>,
+    /// Delete segments whose last packet is older than this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    max_age: Option<f64>,
+    /// Bytes per disk write, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 4)]
+    write_mib: usize,
+    /// Write every counter as JSON to FILE, every second and at the end.
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<PathBuf>,
+    /// Also meter flows from the same buffer (see `weir flows` for the outputs).
+    #[arg(long)]
+    flows: bool,
+    #[command(flatten)]
+    flow: FlowArgs,
+    /// BPF filter expression in tcpdump syntax, run in the kernel.
+    #[arg(
+        value_name = "EXPR",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    expr: Vec<String>,
+}
+
+/// Where packets come from.
+enum Source {
+    Live(Live),
+    Files(
+        std::thread::JoinHandle<Result<Totals>>,
+        PacketBuffer,
+        Arc<AtomicBool>,
+    ),
+}
+
+/// Runs `weir record`.
+pub fn run(args: Args) -> Result<Status> {
+    let expr = args.expr.join(" ");
+    let stop_capture = Arc::new(AtomicBool::new(false));
+    on_signal(stop_capture.clone())?;
+    let readers = 1;
+    let best_effort = usize::from(args.flows);
+    let (mut source, interfaces, counters) = if args.inputs.is_empty() {
+        let live = Live::start(&args.live, &expr, readers, best_effort, "recording")?;
+        let interfaces = live.interfaces.clone();
+        let counters = Some(live.counters());
+        (Source::Live(live), interfaces, counters)
+    } else {
+        if !expr.is_empty() {
+            bail!(
+                "a filter expression applies to live capture; filter files with `weir read` first"
+            );
+        }
+        let (handle, buffer, interfaces, done) = import(
+            &args.inputs,
+            args.live.buffer_mib,
+            readers,
+            best_effort,
+            &stop_capture,
+        )?;
+        (Source::Files(handle, buffer, done), interfaces, None)
+    };
+    let buffer = match &source {
+        Source::Live(l) => l.buffer.clone(),
+        Source::Files(_, b, _) => b.clone(),
+    };
+    let format = match args.format {
+        SegmentFormat::Pcapng => Format::Pcapng,
+        SegmentFormat::Pcap => Format::Pcap,
+    };
+    let mut opts = Options::new(interfaces.clone());
+    opts.format = format;
+    opts.segment_size = args.segment_mib << 20;
+    opts.write_size = args.write_mib << 20;
+    opts.max_bytes = args.max_mib.map(|m| m << 20);
+    opts.max_age_ns = args.max_age.map(|s| (s * 1e9) as u64);
+    opts.max_caplen = buffer.max_caplen() as u32;
+    if let Some(c) = &counters {
+        let c = c.clone();
+        let b = buffer.clone();
+        opts.upstream_drops = Some(Arc::new(move || {
+            c.totals().kernel_drops + b.stats().dropped()
+        }));
+    }
+    let (store, recovery) = Store::open(&args.dir, format, opts.segment_size, opts.max_caplen)?;
+    for (name, cut) in &recovery.repaired {
+        eprintln!("weir: repaired {name} after an unclean stop ({cut} bytes of partial tail cut)");
+    }
+    for name in &recovery.missing {
+        eprintln!("weir: warning: segment {name} listed in the manifest is missing");
+    }
+    let mut recorder = Recorder::new(store, opts)?;
+    let rstats = recorder.stats();
+    let stop_recorder = Arc::new(AtomicBool::new(false));
+    let mut reader = buffer.reader(0)?;
+    let rec_thread = {
+        let stop = stop_recorder.clone();
+        std::thread::Builder::new().name("recorder".into()).spawn(
+            move || -> Result<(weir_record::Summary, Recorder)> {
+                let s = recorder.run(&mut reader, &stop)?;
+                Ok((s, recorder))
+            },
+        )?
+    };
+    let meter = if args.flows {
+        let links = interfaces.iter().map(|i| i.link).collect();
+        let json = args.dir.join("flows.json");
+        Some(LiveMeter::start(
+            &args.flow,
+            buffer.reader(1)?,
+            links,
+            &json,
+        )?)
+    } else {
+        None
+    };
+
+    let started = Instant::now();
+    let deadline = args
+        .live
+        .duration
+        .map(|s| started + Duration::from_secs_f64(s));
+    let tty = std::io::stderr().is_terminal();
+    let mut last = (Instant::now(), Totals::default(), 0u64);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let done = match &source {
+            Source::Live(l) => l.failed(),
+            Source::Files(h, _, _) => h.is_finished(),
+        };
+        if stop_capture.load(Ordering::Relaxed)
+            || done
+            || deadline.is_some_and(|d| Instant::now() >= d)
+            || rec_thread.is_finished()
+        {
+            break;
+        }
+        if last.0.elapsed() >= Duration::from_secs(1) {
+            let t = counters.as_ref().map(Counters::totals).unwrap_or_default();
+            let now = Instant::now();
+            let dt = now.duration_since(last.0).as_secs_f64();
+            let written = rstats.packets.load(Ordering::Relaxed);
+            let line = status_line(&t, &last.1, written, last.2, dt, &buffer, &rstats);
+            if tty {
+                eprint!("\r\x1b[2K{line}");
+            }
+            if let Some(p) = &args.stats_json {
+                write_stats(p, started, &t, &buffer, &rstats, meter.as_ref())?;
+            }
+            last = (now, t, written);
+        }
+    }
+    if tty {
+        eprintln!();
+    }
+    // Capture first, so the buffer stops growing; then the recorder drains it.
+    let source_result = match &mut source {
+        Source::Live(l) => l.stop(),
+        Source::Files(_, _, done) => {
+            done.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+    };
+    let file_totals = match source {
+        Source::Files(h, _, _) => Some(h.join().expect("import thread panicked")?),
+        Source::Live(_) => None,
+    };
+    stop_recorder.store(true, Ordering::Release);
+    let (summary, recorder) = rec_thread.join().expect("recorder panicked")?;
+    if let Some(m) = meter {
+        m.finish()?;
+    }
+    let totals = counters
+        .as_ref()
+        .map(Counters::totals)
+        .or(file_totals)
+        .unwrap_or_default();
+    if let Some(p) = &args.stats_json {
+        write_stats(p, started, &totals, &buffer, &rstats, None)?;
+    }
+    let b = buffer.stats();
+    let elapsed = started.elapsed().as_secs_f64();
+    let segs = &recorder.store().manifest.segments;
+    let stored: u64 = segs.iter().map(|s| s.bytes).sum();
+    eprintln!(
+        "weir record: {} packets recorded in {elapsed:.1} s into {} ({} segment(s) now, {}; {} written \
+         with {}{})",
+        summary.packets,
+        args.dir.display(),
+        segs.len(),
+        human_bytes(stored),
+        human_bytes(summary.disk_bytes),
+        if summary.direct { "O_DIRECT" } else { "buffered writes (the filesystem refused O_DIRECT)" },
+        if summary.deleted > 0 {
+            format!("; retention deleted {} segment(s)", summary.deleted)
+        } else {
+            String::new()
+        }
+    );
+    eprintln!(
+        "  kernel: {} received, {} dropped; capture: {} read, {} filtered out; buffer: {} dropped \
+         (full), {} dropped (too long); writer: {} dropped",
+        totals.kernel_packets,
+        totals.kernel_drops,
+        totals.received,
+        totals.filtered,
+        b.dropped_full,
+        b.dropped_oversize,
+        summary.dropped
+    );
+    if let Some(r) = b.readers.get(1) {
+        eprintln!(
+            "  flows: the meter fell behind and skipped {} bytes of packets ({} times)",
+            r.skipped_bytes, r.skips
+        );
+    }
+    if let Some(e) = &summary.error {
+        eprintln!("weir: error: {e}");
+    }
+    source_result?;
+    Ok(if summary.error.is_some() || summary.dropped > 0 {
+        Status::Damaged
+    } else {
+        Status::Clean
+    })
+}
+
+fn status_line(
+    t: &Totals,
+    prev: &Totals,
+    written: u64,
+    prev_written: u64,
+    dt: f64,
+    buffer: &PacketBuffer,
+    r: &RecorderStats,
+) -> String {
+    let b = buffer.stats();
+    let pps = (t.received.saturating_sub(prev.received)) as f64 / dt;
+    let bps = (t.wire_bytes.saturating_sub(prev.wire_bytes)) as f64 * 8.0 / dt;
+    format!(
+        "weir: {:.3} Mpps {:.3} Gbps | written {:.3} Mpps | buffer {:.1}% | drops: kernel {}, buffer {}, writer {}",
+        pps / 1e6,
+        bps / 1e9,
+        (written.saturating_sub(prev_written)) as f64 / dt / 1e6,
+        b.fill() * 100.0,
+        t.kernel_drops,
+        b.dropped(),
+        r.dropped.load(Ordering::Relaxed)
+    )
+}
+
+fn write_stats(
+    path: &std::path::Path,
+    started: Instant,
+    t: &Totals,
+    buffer: &PacketBuffer,
+    r: &RecorderStats,
+    meter: Option<&LiveMeter>,
+) -> Result<()> {
+    let b = buffer.stats();
+    let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let json = serde_json::json!({
+        "elapsed_s": started.elapsed().as_secs_f64(),
+        "capture": t,
+        "buffer": {
+            "size": b.size,
+            "fill": b.fill(),
+            "pushed": b.pushed,
+            "dropped_full": b.dropped_full,
+            "dropped_too_long": b.dropped_oversize,
+            "pages": buffer.page_kind().name(),
+        },
+        "writer": {
+            "packets": l(&r.packets),
+            "packet_bytes": l(&r.packet_bytes),
+            "disk_bytes": l(&r.disk_bytes),
+            "writes": l(&r.writes),
+            "dropped": l(&r.dropped),
+            "segments": l(&r.segments),
+            "deleted": l(&r.deleted),
+            "direct": r.direct.load(Ordering::Relaxed),
+            "failed": r.failed.load(Ordering::Relaxed),
+        },
+        "flows": meter.map(LiveMeter::stats_json),
+    });
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("{json:#}\n"))
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Starts a thread that copies capture files into a new buffer, waiting (never dropping) when
+/// the buffer is full: importing is lossless. Returns the thread, the buffer, the interfaces of
+/// the first file and a flag to stop early.
+#[allow(clippy::type_complexity)]
+fn import(
+    inputs: &[PathBuf],
+    buffer_mib: usize,
+    readers: usize,
+    best_effort: usize,
+    interrupted: &Arc<AtomicBool>,
+) -> Result<(
+    std::thread::JoinHandle<Result<Totals>>,
+    PacketBuffer,
+    Vec<InterfaceSpec>,
+    Arc<AtomicBool>,
+)> {
+    let first = FileReader::open(&inputs[0])
+        .with_context(|| format!("cannot open {}", inputs[0].display()))?;
+    let interfaces: Vec<InterfaceSpec> = first
+        .interfaces()
+        .iter()
+        .map(|i| InterfaceSpec {
+            link: i.link,
+            snaplen: i.snaplen,
+            name: i.name.clone(),
+        })
+        .collect();
+    drop(first);
+    let buffer = weir_buffer::Config::new(buffer_mib << 20)
+        .readers(readers)
+        .best_effort_readers(best_effort)
+        .max_writers(1)
+        .build()
+        .context("cannot create the packet buffer")?;
+    let mut writer = buffer.writer()?;
+    let done = Arc::new(AtomicBool::new(false));
+    let (inputs, stop, interrupted) = (inputs.to_vec(), done.clone(), interrupted.clone());
+    let n_ifaces = interfaces.len();
+    let handle = std::thread::spawn(move || -> Result<Totals> {
+        let mut t = Totals::default();
+        for path in &inputs {
+            let mut r = FileReader::open(path)
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            while let Some(p) = r.next_packet()? {
+                if stop.load(Ordering::Relaxed) || interrupted.load(Ordering::Relaxed) {
+                    return Ok(t);
+                }
+                let iface = if (p.meta.interface as usize) < n_ifaces {
+                    p.meta.interface
+                } else {
+                    0
+                };
+                loop {
+                    match writer.push(iface, p.meta.ts_ns, p.meta.orig_len, p.data) {
+                        Ok(()) => break,
+                        Err(Dropped::Full) => std::thread::sleep(Duration::from_micros(50)),
+                        Err(Dropped::TooLong) => {
+                            t.too_long += 1;
+                            break;
+                        }
+                    }
+                }
+                t.received += 1;
+                t.pushed += 1;
+                t.pushed_bytes += p.data.len() as u64;
+                t.wire_bytes += u64::from(p.meta.orig_len);
+            }
+        }
+        Ok(t)
+    });
+    Ok((handle, buffer, interfaces, done))
+}
