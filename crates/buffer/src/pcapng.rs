@@ -232,7 +232,10 @@ mod tests {
 
     #[test]
     fn padding_runs_are_whole_blocks_of_at_least_32_bytes() {
-        for len in (32..300_000).step_by(8 * 997).chain([32, 40, 65_560, 65_568, 65_592]) {
+        for len in (32..300_000)
+            .step_by(8 * 997)
+            .chain([32, 40, 65_560, 65_568, 65_592])
+        {
             let mut buf = vec![0u8; len];
             write_padding_run(&mut buf, 7);
             let mut off = 0;
