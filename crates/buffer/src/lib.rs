@@ -107,7 +107,7 @@ mod writer;
 pub use mem::PageKind;
 pub use pcapng::Record;
 pub use reader::{Batch, Block, Blocks, Reader, Records};
-pub use writer::{Dropped, Writer};
+pub use writer::{Dropped, Pending, Writer};
 
 use sync::{fence, Arc, AtomicBool, AtomicU64, Ordering, Padded, Shadow};
 

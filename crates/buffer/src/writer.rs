@@ -35,6 +35,19 @@ pub(crate) fn pad_piece(rem: usize) -> usize {
     }
 }
 
+/// One packet of a [`Writer::push_batch`].
+#[derive(Clone, Copy, Debug)]
+pub struct Pending<'a> {
+    /// Interface id.
+    pub iface: u32,
+    /// Timestamp, ns since the epoch.
+    pub ts_ns: u64,
+    /// Length on the wire.
+    pub orig_len: u32,
+    /// Captured bytes.
+    pub data: &'a [u8],
+}
+
 /// A capture thread's handle to the buffer. `push` takes `&mut self`: one thread per writer.
 pub struct Writer {
     buf: PacketBuffer,
@@ -118,6 +131,85 @@ impl Writer {
             // The record would cross the end of the buffer: the whole reservation becomes
             // padding (contiguous in a file, straddling here), and we reserve again after it.
             write_padding(inner, a, len as usize, ts_ns);
+            self.commit();
+            bump(&self.slot().pads);
+        }
+    }
+
+    /// Copies several packets, in order, with one reservation (one fence, one `fetch_add`) per
+    /// group of consecutive packets whose records add up to at most the largest single record:
+    /// a capture thread pushes a whole ring block this way. No reservation is larger than a
+    /// single largest record, so the headroom argument of the crate docs holds unchanged.
+    ///
+    /// When a group does not fit, its packets are tried one by one; from the first packet
+    /// dropped for lack of room on, the rest of the batch is dropped too (the buffer is full;
+    /// each is counted). Packets longer than the buffer's `max_caplen` are refused and counted
+    /// on their own. Returns how many packets were pushed.
+    pub fn push_batch(&mut self, packets: &[Pending<'_>]) -> usize {
+        let max_caplen = self.buf.inner.max_caplen;
+        let max_group = record_len(max_caplen);
+        let mut pushed = 0;
+        let mut i = 0;
+        while i < packets.len() {
+            let mut j = i;
+            let mut total = 0;
+            while j < packets.len()
+                && packets[j].data.len() <= max_caplen
+                && total + record_len(packets[j].data.len()) <= max_group
+            {
+                total += record_len(packets[j].data.len());
+                j += 1;
+            }
+            if j - i > 1 && self.push_group(total, &packets[i..j]) {
+                pushed += j - i;
+                i = j;
+                continue;
+            }
+            // A lone (or oversize) packet, or a group that does not fit: one at a time.
+            for (k, p) in packets[i..j.max(i + 1)].iter().enumerate() {
+                match self.push(p.iface, p.ts_ns, p.orig_len, p.data) {
+                    Ok(()) => pushed += 1,
+                    Err(Dropped::TooLong) => {}
+                    Err(Dropped::Full) => {
+                        let rest = (packets.len() - (i + k + 1)) as u64;
+                        let c = &self.slot().dropped_full;
+                        c.store(c.load(Ordering::Relaxed) + rest, Ordering::Relaxed);
+                        return pushed;
+                    }
+                }
+            }
+            i = j.max(i + 1);
+        }
+        pushed
+    }
+
+    /// Reserves `total` bytes once and writes the records of `group` into them.
+    fn push_group(&mut self, total: usize, group: &[Pending<'_>]) -> bool {
+        loop {
+            let Some(a) = self.reserve(total as u64) else {
+                return false;
+            };
+            let inner = &*self.buf.inner;
+            let pos = (a & inner.mask) as usize;
+            if pos as u64 + total as u64 <= inner.size {
+                // SAFETY: as in `push_parts`: `[a, a + total)` is this writer's reservation,
+                // inside the buffer, not visible to readers before the commit below.
+                let dst = unsafe { inner.bytes_mut(pos, total) };
+                let mut at = 0;
+                for p in group {
+                    let l = record_len(p.data.len());
+                    pcapng::write_epb(&mut dst[at..at + l], p.iface, p.ts_ns, p.orig_len, p.data);
+                    at += l;
+                }
+                self.commit();
+                let c = &self.slot().pushed;
+                c.store(
+                    c.load(Ordering::Relaxed) + group.len() as u64,
+                    Ordering::Relaxed,
+                );
+                return true;
+            }
+            write_padding(inner, a, total, group[0].ts_ns);
             self.commit();
             bump(&self.slot().pads);
         }

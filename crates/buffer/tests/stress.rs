@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use weir_buffer::{Config, Dropped, PacketBuffer, Reader};
+use weir_buffer::{Config, Dropped, PacketBuffer, Pending, Reader};
 
 const WRITERS: usize = 4;
 const REGISTERED: usize = 2;
@@ -143,6 +143,32 @@ fn run(buffer: PacketBuffer, secs: f64) {
                     rng ^= rng << 17;
                     let len = 16 + (rng as usize % (max - 16 + 1));
                     payload(id, seq, len, &mut buf);
+                    if id % 2 == 1 && len % 3 == 0 {
+                        // Odd writers sometimes push a batch of 3 (one reservation).
+                        let mut parts = Vec::new();
+                        let mut bufs = vec![buf.clone()];
+                        for k in 1..3u64 {
+                            let mut b = Vec::new();
+                            payload(id, seq + k, len, &mut b);
+                            bufs.push(b);
+                        }
+                        for (k, b) in bufs.iter().enumerate() {
+                            parts.push(Pending {
+                                iface: id,
+                                ts_ns: seq + k as u64,
+                                orig_len: len as u32 + 100,
+                                data: b,
+                            });
+                        }
+                        // What is pushed is a prefix: sequences stay gap-free per writer.
+                        let n = w.push_batch(&parts) as u64;
+                        seq += n;
+                        if n < 3 {
+                            dropped += 3 - n;
+                            std::thread::yield_now();
+                        }
+                        continue;
+                    }
                     match w.push(id, seq, len as u32 + 100, &buf) {
                         Ok(()) => seq += 1,
                         Err(Dropped::Full) => {

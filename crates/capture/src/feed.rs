@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use weir_buffer::Dropped;
+use weir_buffer::{Dropped, Pending};
 use weir_decode::SliceLevel;
 use weir_filter::Filter;
 use weir_packet::LinkType;
@@ -61,6 +61,8 @@ pub struct Feed {
     pub user_filter: Option<Filter>,
     /// Keep only the headers up to this layer.
     pub slice: Option<SliceLevel>,
+    /// The buffer's longest packet (longer ones are refused and counted).
+    pub max_caplen: usize,
 }
 
 /// Runs one capture thread until `stop` is set: ring blocks → buffer records.
@@ -81,90 +83,111 @@ pub fn run(
         let Some(block) = ring.next_block(50)? else {
             continue;
         };
-        let (mut received, mut filtered, mut pushed, mut bytes, mut wire) = (0, 0, 0, 0, 0);
-        let (mut full, mut long) = (0, 0);
+        let (mut received, mut filtered, mut wire) = (0, 0, 0);
+        // Packets go to the buffer in groups (one reservation per group, see
+        // `Writer::push_batch`); a packet that needs a copy (a VLAN tag to put back) flushes
+        // the group first, so the order is kept.
+        let mut pending: Vec<Pending<'_>> = Vec::with_capacity(block.len());
+        let mut t = Tally::default();
         for p in block.packets() {
             received += 1;
-            let mut orig_len = p.orig_len;
-            // Put back the tag the NIC stripped, after the two MAC addresses.
-            let (head, tail): (&[u8], &[u8]) = match p.vlan {
+            match p.vlan {
+                // Put back the tag the NIC stripped, after the two MAC addresses.
                 Some((tpid, tci)) if p.data.len() >= 12 => {
                     tagged.clear();
                     tagged.extend_from_slice(&p.data[..12]);
                     tagged.extend_from_slice(&tpid.to_be_bytes());
                     tagged.extend_from_slice(&tci.to_be_bytes());
-                    orig_len += 4;
-                    (&tagged, &p.data[12..])
+                    tagged.extend_from_slice(&p.data[12..]);
+                    let orig_len = p.orig_len + 4;
+                    if feed
+                        .user_filter
+                        .as_ref()
+                        .is_some_and(|f| !f.matches(&tagged, orig_len))
+                    {
+                        filtered += 1;
+                        continue;
+                    }
+                    let keep = feed.slice.map_or(tagged.len(), |level| {
+                        weir_decode::headers_len(feed.link, &tagged, level)
+                    });
+                    flush(&mut pending, writer, feed.max_caplen, &mut t);
+                    match writer.push(feed.iface, p.ts_ns, orig_len, &tagged[..keep]) {
+                        Ok(()) => {
+                            t.pushed += 1;
+                            t.bytes += keep as u64;
+                        }
+                        Err(Dropped::Full) => t.full += 1,
+                        Err(Dropped::TooLong) => t.long += 1,
+                    }
+                    wire += u64::from(orig_len);
                 }
-                _ => (p.data, &[]),
-            };
-            if feed.user_filter.is_some() || feed.slice.is_some() {
-                let whole: std::borrow::Cow<'_, [u8]> = if tail.is_empty() {
-                    head.into()
-                } else {
-                    [head, tail].concat().into()
-                };
-                if feed
-                    .user_filter
-                    .as_ref()
-                    .is_some_and(|f| !f.matches(&whole, orig_len))
-                {
-                    filtered += 1;
-                    continue;
+                _ => {
+                    if feed
+                        .user_filter
+                        .as_ref()
+                        .is_some_and(|f| !f.matches(p.data, p.orig_len))
+                    {
+                        filtered += 1;
+                        continue;
+                    }
+                    let keep = feed.slice.map_or(p.data.len(), |level| {
+                        weir_decode::headers_len(feed.link, p.data, level)
+                    });
+                    pending.push(Pending {
+                        iface: feed.iface,
+                        ts_ns: p.ts_ns,
+                        orig_len: p.orig_len,
+                        data: &p.data[..keep],
+                    });
+                    wire += u64::from(p.orig_len);
                 }
-                let keep = match feed.slice {
-                    Some(level) => weir_decode::headers_len(feed.link, &whole, level),
-                    None => whole.len(),
-                };
-                push(
-                    writer,
-                    feed.iface,
-                    p.ts_ns,
-                    orig_len,
-                    &[&whole[..keep]],
-                    (&mut pushed, &mut bytes, &mut full, &mut long),
-                );
-            } else {
-                push(
-                    writer,
-                    feed.iface,
-                    p.ts_ns,
-                    orig_len,
-                    &[head, tail],
-                    (&mut pushed, &mut bytes, &mut full, &mut long),
-                );
             }
-            wire += u64::from(orig_len);
         }
+        flush(&mut pending, writer, feed.max_caplen, &mut t);
+        drop(pending);
         drop(block);
         add(&counters.received, received);
         add(&counters.filtered, filtered);
-        add(&counters.pushed, pushed);
-        add(&counters.pushed_bytes, bytes);
+        add(&counters.pushed, t.pushed);
+        add(&counters.pushed_bytes, t.bytes);
         add(&counters.wire_bytes, wire);
-        add(&counters.buffer_full, full);
-        add(&counters.too_long, long);
+        add(&counters.buffer_full, t.full);
+        add(&counters.too_long, t.long);
     }
     fold_kernel_stats(ring, counters);
     Ok(())
 }
 
-fn push(
+/// What happened to the packets of one block.
+#[derive(Default)]
+struct Tally {
+    pushed: u64,
+    bytes: u64,
+    full: u64,
+    long: u64,
+}
+
+/// Pushes the pending group and counts the outcome.
+fn flush(
+    pending: &mut Vec<Pending<'_>>,
     writer: &mut weir_buffer::Writer,
-    iface: u32,
-    ts_ns: u64,
-    orig_len: u32,
-    parts: &[&[u8]],
-    (pushed, bytes, full, long): (&mut u64, &mut u64, &mut u64, &mut u64),
+    max_caplen: usize,
+    t: &mut Tally,
 ) {
-    match writer.push_parts(iface, ts_ns, orig_len, parts) {
-        Ok(()) => {
-            *pushed += 1;
-            *bytes += parts.iter().map(|p| p.len() as u64).sum::<u64>();
-        }
-        Err(Dropped::Full) => *full += 1,
-        Err(Dropped::TooLong) => *long += 1,
+    if pending.is_empty() {
+        return;
     }
+    let n = writer.push_batch(pending);
+    let oversize = pending.iter().filter(|p| p.data.len() > max_caplen).count() as u64;
+    t.pushed += n as u64;
+    t.bytes += pending[..n]
+        .iter()
+        .map(|p| p.data.len() as u64)
+        .sum::<u64>();
+    t.long += oversize;
+    t.full += pending.len() as u64 - n as u64 - oversize;
+    pending.clear();
 }
 
 fn fold_kernel_stats(ring: &mut RxRing, counters: &FeedCounters) {

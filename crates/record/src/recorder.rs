@@ -678,7 +678,8 @@ impl Recorder {
                         self.newest_ns,
                         true,
                     );
-                    seg.file.write_at(n.done, &[&self.stage.bytes_mut()[..len]])?;
+                    seg.file
+                        .write_at(n.done, &[&self.stage.bytes_mut()[..len]])?;
                     writes += 1;
                     bytes += len as u64;
                 }
@@ -699,7 +700,8 @@ impl Recorder {
                         self.newest_ns,
                         false,
                     );
-                    seg.file.write_at(n.done, &[&self.stage.bytes_mut()[..len]])?;
+                    seg.file
+                        .write_at(n.done, &[&self.stage.bytes_mut()[..len]])?;
                     writes += 1;
                     bytes += len as u64;
                 }

@@ -209,6 +209,7 @@ impl Live {
                         Slice::L3 => SliceLevel::L3,
                         Slice::L4 => SliceLevel::L4,
                     }),
+                    max_caplen: buffer.max_caplen(),
                 };
                 rings.push((ring, feed));
             }
