@@ -164,9 +164,7 @@ impl<'a> Batch<'a> {
     /// The packet records of the batch, in offset order (padding skipped).
     pub fn records(&self) -> Records<'_> {
         Records {
-            inner: self.inner(),
-            pos: self.start,
-            end: self.end,
+            blocks: self.blocks(self.start),
         }
     }
 
@@ -238,37 +236,15 @@ impl std::fmt::Debug for Batch<'_> {
 
 /// Iterator over the packet records of a [`Batch`].
 pub struct Records<'a> {
-    inner: &'a Inner,
-    pos: u64,
-    end: u64,
+    blocks: Blocks<'a>,
 }
 
 impl<'a> Iterator for Records<'a> {
     type Item = Record<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<Record<'a>> {
-        while self.pos != self.end {
-            let p = (self.pos & self.inner.mask) as usize;
-            // SAFETY: `pos` is a committed record boundary below the batch end: its first 8
-            // bytes (type, length) are in the buffer (positions are 8-aligned and the size is a
-            // multiple of 8) and not written while the batch lives.
-            let head = unsafe { self.inner.bytes(p, 8) };
-            let (kind, len) = (get_u32(head, 0), get_u32(head, 4) as usize);
-            assert!(
-                len >= MIN_BLOCK_LEN && len % 8 == 0 && dist(self.end, self.pos) >= len as i64,
-                "corrupt packet buffer record at offset {}",
-                self.pos
-            );
-            let offset = self.pos;
-            self.pos = self.pos.wrapping_add(len as u64);
-            if kind == EPB_TYPE {
-                // SAFETY: packet records never straddle the end of the buffer, so `p + len ≤
-                // size`; committed and not rewritten while the batch lives, as above.
-                let block = unsafe { self.inner.bytes(p, len) };
-                return Some(Record::new(offset, block));
-            }
-        }
-        None
+        self.blocks.find_map(|b| b.packet)
     }
 }
 
@@ -293,12 +269,15 @@ pub struct Blocks<'a> {
 impl<'a> Iterator for Blocks<'a> {
     type Item = Block<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<Block<'a>> {
         if self.pos == self.end {
             return None;
         }
         let p = (self.pos & self.inner.mask) as usize;
-        // SAFETY: as in `Records::next`: a committed record boundary below the batch end.
+        // SAFETY: `pos` is a committed record boundary below the batch end: its first 8 bytes
+        // (type, length) are in the buffer (positions are 8-aligned and the size is a multiple
+        // of 8) and not written while the batch lives.
         let head = unsafe { self.inner.bytes(p, 8) };
         let (kind, len) = (get_u32(head, 0), get_u32(head, 4) as usize);
         assert!(
@@ -309,7 +288,8 @@ impl<'a> Iterator for Blocks<'a> {
         let offset = self.pos;
         self.pos = self.pos.wrapping_add(len as u64);
         let packet = (kind == EPB_TYPE).then(|| {
-            // SAFETY: as in `Records::next`: packet records never straddle the end.
+            // SAFETY: packet records never straddle the end of the buffer, so `p + len ≤ size`;
+            // committed and not rewritten while the batch lives, as above.
             Record::new(offset, unsafe { self.inner.bytes(p, len) })
         });
         Some(Block {

@@ -66,6 +66,15 @@ impl Running {
     }
 }
 
+/// Starts `weir record -i IFACES -o DIR --buffer-mib 64 EXTRA... 'udp port 9999'`.
+fn record(ifaces: &str, dir: &Path, extra: &[&str], log: &Path) -> Running {
+    let mut args = vec!["record", "-i", ifaces, "-o", dir.to_str().unwrap()];
+    args.extend_from_slice(&["--buffer-mib", "64"]);
+    args.extend_from_slice(extra);
+    args.push("udp port 9999");
+    spawn(&args, log, "recording on")
+}
+
 /// Segment files of a store, in name (= time, then sequence) order.
 fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -150,23 +159,11 @@ fn every_packet_sent_is_recorded_byte_identical_in_full_segments() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let st = tmp.path().join("stats.json");
-    let r = spawn(
-        &[
-            "record",
-            "-i",
-            &bench.host_if,
-            "-o",
-            dir.to_str().unwrap(),
-            "--segment-mib",
-            "1",
-            "--buffer-mib",
-            "64",
-            "--stats-json",
-            st.to_str().unwrap(),
-            "udp port 9999",
-        ],
+    let r = record(
+        &bench.host_if,
+        &dir,
+        &["--segment-mib", "1", "--stats-json", st.to_str().unwrap()],
         &tmp.path().join("log"),
-        "recording on",
     );
     let (n, pad) = (6000u32, 700usize);
     bench.send_udp(9999, n, pad);
@@ -220,23 +217,11 @@ fn two_threads_in_fanout_keep_every_flow_whole_and_in_order() {
     let bench = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
-    let r = spawn(
-        &[
-            "record",
-            "-i",
-            &bench.host_if,
-            "-o",
-            dir.to_str().unwrap(),
-            "--threads",
-            "2",
-            "--buffer-mib",
-            "64",
-            "--format",
-            "pcap",
-            "udp port 9999",
-        ],
+    let r = record(
+        &bench.host_if,
+        &dir,
+        &["--threads", "2", "--format", "pcap"],
         &tmp.path().join("log"),
-        "recording on",
     );
     let (n, flows) = (4000u32, 8u32);
     bench.send_udp_flows(9999, flows, n, 50);
@@ -270,21 +255,7 @@ fn two_interfaces_land_in_one_store_with_their_names() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let ifaces = format!("{},{}", a.host_if, b.host_if);
-    let r = spawn(
-        &[
-            "record",
-            "-i",
-            &ifaces,
-            "-o",
-            dir.to_str().unwrap(),
-            "--buffer-mib",
-            "64",
-            "--flows",
-            "udp port 9999",
-        ],
-        &tmp.path().join("log"),
-        "recording on",
-    );
+    let r = record(&ifaces, &dir, &["--flows"], &tmp.path().join("log"));
     a.send_udp(9999, 500, 10);
     b.send_udp(9999, 700, 10);
     let (status, log) = r.stop("-INT");
@@ -311,23 +282,11 @@ fn retention_and_slicing() {
     let bench = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
-    let r = spawn(
-        &[
-            "record",
-            "-i",
-            &bench.host_if,
-            "-o",
-            dir.to_str().unwrap(),
-            "--segment-mib",
-            "1",
-            "--max-mib",
-            "3",
-            "--buffer-mib",
-            "64",
-            "udp port 9999",
-        ],
+    let r = record(
+        &bench.host_if,
+        &dir,
+        &["--segment-mib", "1", "--max-mib", "3"],
         &tmp.path().join("log"),
-        "recording on",
     );
     let (n, pad) = (8000u32, 1000usize);
     bench.send_udp(9999, n, pad);
@@ -347,21 +306,11 @@ fn retention_and_slicing() {
 
     // --slice l4: Ethernet + IPv4 + UDP headers kept, the wire length preserved.
     let dir = tmp.path().join("sliced");
-    let r = spawn(
-        &[
-            "record",
-            "-i",
-            &bench.host_if,
-            "-o",
-            dir.to_str().unwrap(),
-            "--slice",
-            "l4",
-            "--buffer-mib",
-            "64",
-            "udp port 9999",
-        ],
+    let r = record(
+        &bench.host_if,
+        &dir,
+        &["--slice", "l4"],
         &tmp.path().join("log2"),
-        "recording on",
     );
     bench.send_udp(9999, 100, pad);
     let (status, log) = r.stop("-INT");
@@ -378,25 +327,23 @@ fn after_kill_9_a_restart_repairs_the_store() {
     let bench = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
-    let args = [
-        "record",
-        "-i",
+    let r = record(
         &bench.host_if,
-        "-o",
-        dir.to_str().unwrap(),
-        "--segment-mib",
-        "2",
-        "--buffer-mib",
-        "64",
-        "udp port 9999",
-    ];
-    let r = spawn(&args, &tmp.path().join("log"), "recording on");
+        &dir,
+        &["--segment-mib", "2"],
+        &tmp.path().join("log"),
+    );
     bench.send_udp(9999, 5000, 600);
     // Wait for the periodic flush (1 s) so the last segment holds data, then kill -9.
     std::thread::sleep(Duration::from_millis(1500));
     let (status, _) = r.stop("-KILL");
     assert!(!status.success());
-    let r = spawn(&args, &tmp.path().join("log2"), "recording on");
+    let r = record(
+        &bench.host_if,
+        &dir,
+        &["--segment-mib", "2"],
+        &tmp.path().join("log2"),
+    );
     let (status, log) = r.stop("-INT");
     assert!(status.success(), "{log}");
     assert!(log.contains("repaired"), "{log}");
@@ -433,23 +380,11 @@ fn a_full_disk_stops_writing_cleanly_and_counts_what_was_lost() {
     );
     let dir = disk.0.join("store");
     let st = tmp.path().join("stats.json");
-    let r = spawn(
-        &[
-            "record",
-            "-i",
-            &bench.host_if,
-            "-o",
-            dir.to_str().unwrap(),
-            "--segment-mib",
-            "1",
-            "--buffer-mib",
-            "64",
-            "--stats-json",
-            st.to_str().unwrap(),
-            "udp port 9999",
-        ],
+    let r = record(
+        &bench.host_if,
+        &dir,
+        &["--segment-mib", "1", "--stats-json", st.to_str().unwrap()],
         &tmp.path().join("log"),
-        "recording on",
     );
     let n = 6000u32;
     bench.send_udp(9999, n, 1000);

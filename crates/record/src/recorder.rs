@@ -636,22 +636,16 @@ impl Recorder {
         let hdr_blocks = align_up(n.hdr());
         let mut writes = 0u64;
         let mut bytes = 0u64;
+        let staged = Staged {
+            ring,
+            data_end,
+            ts: self.newest_ns,
+        };
         // 1. The first block(s): header and first records, staged.
         if n.done < hdr_blocks && data_end >= hdr_blocks {
-            let len = stage_fill(
-                self.stage.bytes_mut(),
-                n,
-                ring,
-                0,
-                hdr_blocks,
-                data_end,
-                self.newest_ns,
-                false,
-            );
-            seg.file.write_at(0, &[&self.stage.bytes_mut()[..len]])?;
-            n.done = hdr_blocks;
+            bytes += staged.write(&mut self.stage, &seg.file, n, 0, hdr_blocks, false)?;
             writes += 1;
-            bytes += len as u64;
+            n.done = hdr_blocks;
         }
         // 2. Aligned runs straight from the buffer.
         let direct_end = align_down(data_end);
@@ -663,50 +657,23 @@ impl Recorder {
             bytes += direct_end - n.done;
             n.done = direct_end;
         }
-        // 3. The tail.
+        // 3. The tail: padded (to the segment's end, or temporarily to the next aligned
+        // offset), or zero-filled and then cut at the data's end.
+        let (to, pad) = match end {
+            End::Open => (n.done, false),
+            End::Pad { to, .. } => (to, true),
+            End::Cut => (align_up(data_end), false),
+        };
+        if to > n.done {
+            bytes += staged.write(&mut self.stage, &seg.file, n, n.done, to, pad)?;
+            writes += 1;
+        }
         match end {
-            End::Open => {}
-            End::Pad { to, permanent } => {
-                if to > n.done {
-                    let len = stage_fill(
-                        self.stage.bytes_mut(),
-                        n,
-                        ring,
-                        n.done,
-                        to,
-                        data_end,
-                        self.newest_ns,
-                        true,
-                    );
-                    seg.file
-                        .write_at(n.done, &[&self.stage.bytes_mut()[..len]])?;
-                    writes += 1;
-                    bytes += len as u64;
-                }
-                if permanent {
-                    n.done = to;
-                }
-            }
-            End::Cut => {
-                let to = align_up(data_end);
-                if to > n.done {
-                    let len = stage_fill(
-                        self.stage.bytes_mut(),
-                        n,
-                        ring,
-                        n.done,
-                        to,
-                        data_end,
-                        self.newest_ns,
-                        false,
-                    );
-                    seg.file
-                        .write_at(n.done, &[&self.stage.bytes_mut()[..len]])?;
-                    writes += 1;
-                    bytes += len as u64;
-                }
-                seg.file.truncate(data_end)?;
-            }
+            End::Pad {
+                permanent: true, ..
+            } => n.done = to,
+            End::Cut => seg.file.truncate(data_end)?,
+            _ => {}
         }
         if !matches!(end, End::Open) {
             n.visible = upto;
@@ -969,45 +936,52 @@ impl Recorder {
     }
 }
 
-/// Fills `stage` with the file bytes `[from, to)` of a pcapng segment: header bytes below
-/// `hdr`, buffer bytes up to `data_end`, then padding blocks (`pad`) or zeros. Returns the
-/// length filled.
-#[allow(clippy::too_many_arguments)]
-fn stage_fill(
-    stage: &mut [u8],
-    n: &NgSegment,
-    ring: &Ring<'_>,
-    from: u64,
-    to: u64,
+/// The bytes of a pcapng segment that go through the staging buffer: header bytes below
+/// `hdr`, buffer bytes up to `data_end`, then padding blocks or zeros.
+struct Staged<'r, 'a> {
+    ring: &'r Ring<'a>,
     data_end: u64,
     ts: u64,
-    pad: bool,
-) -> usize {
-    let len = (to - from) as usize;
-    let out = &mut stage[..len];
-    let hdr = n.hdr();
-    let mut f = from;
-    let mut i = 0;
-    if f < hdr {
-        let k = (hdr.min(to) - f) as usize;
-        out[..k].copy_from_slice(&n.header[f as usize..f as usize + k]);
-        f += k as u64;
-        i += k;
-    }
-    if f < data_end.min(to) {
-        let e = data_end.min(to);
-        for part in ring.range(n.ro(f), n.ro(e)) {
-            out[i..i + part.len()].copy_from_slice(part);
-            i += part.len();
+}
+
+impl Staged<'_, '_> {
+    /// Fills the staging buffer with file bytes `[from, to)` (padding after the data when
+    /// `pad`, zeros otherwise) and writes them at `from`. Returns the bytes written.
+    fn write(
+        &self,
+        stage: &mut AlignedBuf,
+        file: &SegmentFile,
+        n: &NgSegment,
+        from: u64,
+        to: u64,
+        pad: bool,
+    ) -> io::Result<u64> {
+        let len = (to - from) as usize;
+        let out = &mut stage.bytes_mut()[..len];
+        let hdr = n.hdr();
+        let mut f = from;
+        let mut i = 0;
+        if f < hdr {
+            let k = (hdr.min(to) - f) as usize;
+            out[..k].copy_from_slice(&n.header[f as usize..f as usize + k]);
+            f += k as u64;
+            i += k;
         }
-        f = e;
-    }
-    if f < to {
-        if pad {
-            write_padding_run(&mut out[i..], ts);
-        } else {
-            out[i..].fill(0);
+        let data_end = self.data_end.min(to);
+        if f < data_end {
+            for part in self.ring.range(n.ro(f), n.ro(data_end)) {
+                out[i..i + part.len()].copy_from_slice(part);
+                i += part.len();
+            }
         }
+        if i < len {
+            if pad {
+                write_padding_run(&mut out[i..], self.ts);
+            } else {
+                out[i..].fill(0);
+            }
+        }
+        file.write_at(from, &[out])?;
+        Ok(len as u64)
     }
-    len
 }

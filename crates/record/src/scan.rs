@@ -38,6 +38,15 @@ struct Cursor {
 }
 
 impl Cursor {
+    fn new(file: File) -> io::Result<Cursor> {
+        Ok(Cursor {
+            len: file.metadata()?.len(),
+            file,
+            buf: Vec::new(),
+            buf_at: 0,
+        })
+    }
+
     /// The bytes `[off, off + n)`, or `None` past the end of the file.
     fn get(&mut self, off: u64, n: usize) -> io::Result<Option<&[u8]>> {
         if off + n as u64 > self.len {
@@ -62,15 +71,9 @@ fn u32_at(b: &[u8], i: usize) -> u32 {
 
 /// Scans a pcapng segment written by weir (native byte order, nanosecond timestamps).
 pub fn scan_pcapng(file: File) -> io::Result<Scan> {
-    let len = file.metadata()?.len();
-    let mut c = Cursor {
-        file,
-        len,
-        buf: Vec::new(),
-        buf_at: 0,
-    };
+    let mut c = Cursor::new(file)?;
     let mut s = Scan {
-        file_len: len,
+        file_len: c.len,
         ..Scan::default()
     };
     let mut off = 0u64;
@@ -103,15 +106,9 @@ pub fn scan_pcapng(file: File) -> io::Result<Scan> {
 /// Scans a pcap segment written by weir (native byte order, nanosecond magic). A record of all
 /// zeros (the zero fill of an unfinished last block) ends the file.
 pub fn scan_pcap(file: File, max_caplen: u32) -> io::Result<Scan> {
-    let len = file.metadata()?.len();
-    let mut c = Cursor {
-        file,
-        len,
-        buf: Vec::new(),
-        buf_at: 0,
-    };
+    let mut c = Cursor::new(file)?;
     let mut s = Scan {
-        file_len: len,
+        file_len: c.len,
         ..Scan::default()
     };
     match c.get(0, 24)? {

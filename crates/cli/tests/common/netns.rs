@@ -114,22 +114,7 @@ impl VethBench {
     /// Sends `count` UDP datagrams from the namespace to our side's `port`; each payload is
     /// `WEIR` + a 4-byte big-endian sequence number + `pad` filler bytes.
     pub fn send_udp(&self, port: u16, count: u32, pad: usize) {
-        let script = format!(
-            "import socket,struct\n\
-             s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
-             for i in range({count}):\n    s.sendto(b'WEIR'+struct.pack('>I',i)+b'x'*{pad},('{}',{port}))\n",
-            self.host_ip
-        );
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.ns, "python3", "-c", &script])
-            .stdout(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.send_udp_flows(port, 1, count, pad);
     }
 }
 
