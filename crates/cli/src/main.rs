@@ -35,6 +35,12 @@ enum Command {
     Flows(cmd::flows::Args),
     /// Record live traffic to a store of fixed-size segment files at disk speed.
     Record(cmd::record::Args),
+    /// Packets of a time range matching a filter, from a store, in time order (uses the index).
+    Extract(cmd::extract::Args),
+    /// What a store holds: segments, time spans, packets, drops, index state.
+    Ls(cmd::inventory::LsArgs),
+    /// Build the index of capture files, or rebuild a store's missing or damaged indexes.
+    Index(cmd::inventory::IndexArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +59,9 @@ fn main() -> ExitCode {
         Command::Capture(a) => cmd::capture::run(a),
         Command::Flows(a) => cmd::flows::run(a),
         Command::Record(a) => cmd::record::run(a),
+        Command::Extract(a) => cmd::extract::run(a),
+        Command::Ls(a) => cmd::inventory::ls(a),
+        Command::Index(a) => cmd::inventory::index(a),
     };
     match result {
         Ok(status) => status.into(),

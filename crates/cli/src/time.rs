@@ -11,6 +11,45 @@ pub fn time_of_day(ts_ns: u64) -> String {
     split(ts_ns).1
 }
 
+/// Parses a point in time given on the command line: seconds since the epoch (`1700000000.5`)
+/// or a UTC date and time (`2023-11-14T22:13:20Z`, `2023-11-14 22:13:20.25`, `2023-11-14`).
+pub fn parse(text: &str) -> Option<u64> {
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| (secs * 1e9).round() as u64);
+    }
+    let t = t.strip_suffix('Z').unwrap_or(t);
+    let (date, time) = t.split_once(['T', ' ']).unwrap_or((t, "00:00:00"));
+    let mut d = date.splitn(3, '-');
+    let (year, month, day) = (
+        d.next()?.parse().ok()?,
+        d.next()?.parse().ok()?,
+        d.next()?.parse().ok()?,
+    );
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut h = hms.splitn(3, ':');
+    let (hour, minute) = (h.next()?.parse().ok()?, h.next()?.parse().ok()?);
+    let second = h.next().map_or(Some(0), |s| s.parse().ok())?;
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let nanos = if frac.is_empty() {
+        0
+    } else {
+        format!("{frac:0<9}").parse().ok()?
+    };
+    weir_packet::Utc {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+        nanos,
+    }
+    .to_ns()
+}
+
 fn split(ts_ns: u64) -> (String, String) {
     let u = weir_packet::Utc::from_ns(ts_ns);
     (
@@ -25,6 +64,23 @@ fn split(ts_ns: u64) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_what_it_prints() {
+        for ns in [0, 1_700_000_000_000_000_123, 951_782_400_000_000_000] {
+            let text = datetime(ns).replace(' ', "T") + "Z";
+            assert_eq!(parse(&text), Some(ns), "{text}");
+        }
+        assert_eq!(parse("1700000000.5"), Some(1_700_000_000_500_000_000));
+        assert_eq!(parse("2023-11-14"), Some(1_699_920_000_000_000_000));
+        assert_eq!(
+            parse("2023-11-14 22:13:20.25"),
+            Some(1_700_000_000_250_000_000)
+        );
+        for bad in ["", "yesterday", "2023-13-01", "2023-11-14T25:00:00", "-5"] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn known_dates() {

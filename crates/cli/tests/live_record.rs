@@ -445,3 +445,38 @@ fn flows_from_a_live_interface() {
         );
     }
 }
+
+#[test]
+fn packets_are_searchable_while_recording() {
+    let bench = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let r = record(
+        &bench.host_if,
+        &dir,
+        &["--segment-mib", "64"],
+        &tmp.path().join("log"),
+    );
+    let (n, pad) = (2000u32, 100usize);
+    bench.send_udp(9999, n, pad);
+    // The recorder flushes data every second and the open segment's index every 5 s.
+    std::thread::sleep(Duration::from_secs(7));
+    let o = run(weir().arg("ls").arg(&dir).arg("--json"));
+    let ls: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let seg = &ls["segments"][0];
+    assert_eq!(seg["state"], "open", "{ls:#}");
+    assert!(seg["index"].as_str().unwrap().starts_with("ok"), "{ls:#}");
+    let out = tmp.path().join("found.pcap");
+    let o = run(weir()
+        .arg("extract")
+        .arg(&dir)
+        .arg("-w")
+        .arg(&out)
+        .arg("udp port 9999"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let found = tshark_fields(&out, &["udp.payload"]);
+    let seqs: Vec<u32> = found.iter().map(|f| seq(&f[0])).collect();
+    assert_eq!(seqs, (0..n).collect::<Vec<_>>());
+    let (status, log) = r.stop("-INT");
+    assert!(status.success(), "{log}");
+}

@@ -115,6 +115,35 @@ pub struct Utc {
 }
 
 impl Utc {
+    /// Nanoseconds since 1970-01-01 00:00:00 UTC of these fields (Howard Hinnant's
+    /// `days_from_civil`), or `None` before 1970 or for out-of-range fields.
+    pub fn to_ns(&self) -> Option<u64> {
+        if !(1..=12).contains(&self.month)
+            || !(1..=31).contains(&self.day)
+            || self.hour > 23
+            || self.minute > 59
+            || self.second > 60
+            || self.nanos >= 1_000_000_000
+        {
+            return None;
+        }
+        let y = self.year - i64::from(self.month <= 2);
+        let era = y.div_euclid(400);
+        let yoe = y.rem_euclid(400);
+        let m = i64::from(self.month);
+        let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(self.day) - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        let secs = days * 86_400
+            + i64::from(self.hour) * 3600
+            + i64::from(self.minute) * 60
+            + i64::from(self.second);
+        u64::try_from(secs)
+            .ok()?
+            .checked_mul(1_000_000_000)?
+            .checked_add(u64::from(self.nanos))
+    }
+
     /// The UTC fields of `ts_ns` nanoseconds since 1970-01-01 00:00:00 UTC.
     pub fn from_ns(ts_ns: u64) -> Utc {
         let secs = ts_ns / 1_000_000_000;
@@ -170,5 +199,13 @@ mod tests {
         let leap = Utc::from_ns(951_782_400_000_000_000);
         assert_eq!((leap.year, leap.month, leap.day), (2000, 2, 29));
         assert_eq!(Utc::from_ns(0).year, 1970);
+        for ns in [
+            0,
+            951_782_400_000_000_000,
+            1_700_000_000_000_000_123,
+            4_102_444_800_999_999_999,
+        ] {
+            assert_eq!(Utc::from_ns(ns).to_ns(), Some(ns));
+        }
     }
 }

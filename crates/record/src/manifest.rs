@@ -70,6 +70,9 @@ pub struct SegmentInfo {
     /// Packets dropped (kernel, buffer and writer together) while it was the segment being
     /// written.
     pub drops: u64,
+    /// Size of its index file (`FILE.idx`), 0 when it has none.
+    #[serde(default)]
+    pub index_bytes: u64,
 }
 
 impl Manifest {

@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 
 use weir_buffer::pcapng::{write_padding, write_padding_run, MIN_BLOCK_LEN};
 use weir_buffer::{Block, Reader};
+use weir_index::{head_hash, index_path, IndexBuilder, HEAD_LEN};
+use weir_packet::LinkType;
 use weir_store::{InterfaceSpec, PcapngWriter};
 
 use crate::disk::{align_down, align_up, AlignedBuf, SegmentFile, ALIGN};
@@ -67,6 +69,8 @@ pub struct Options {
     pub upstream_drops: Option<DropCounter>,
     /// Largest captured length a record may have (for repairing pcap segments).
     pub max_caplen: u32,
+    /// Index each segment while writing it, with chunks of this many bytes (`None`: no index).
+    pub index_chunk: Option<u32>,
 }
 
 impl std::fmt::Debug for Options {
@@ -94,6 +98,7 @@ impl Options {
             flush_interval: Duration::from_secs(1),
             upstream_drops: None,
             max_caplen: 262_144,
+            index_chunk: Some(weir_index::DEFAULT_CHUNK),
         }
     }
 }
@@ -180,6 +185,8 @@ enum End {
 /// The segment being written.
 struct Segment {
     file: SegmentFile,
+    path: std::path::PathBuf,
+    index: Option<IndexBuilder>,
     info: SegmentInfo,
     /// Upstream + recorder drops when it was opened.
     drops_at_open: u64,
@@ -470,9 +477,19 @@ impl Recorder {
                 return Ok(());
             }
         }
+        let link = |iface: u32| {
+            self.opts
+                .interfaces
+                .get(iface as usize)
+                .map_or(LinkType::ETHERNET, |i| i.link)
+        };
+        let link = blk.packet.as_ref().map(|p| link(p.iface()));
         let seg = self.seg.as_mut().expect("a segment is open");
         match (&mut seg.kind, &blk.packet) {
             (Kind::Ng(n), _) => {
+                if let (Some(ix), Some(p), Some(link)) = (&mut seg.index, &blk.packet, link) {
+                    ix.add(n.fo(blk.offset), p.ts_ns(), link, p.data());
+                }
                 let before = seg.info.packets;
                 let last_before = seg.info.last_ns;
                 if let Some(p) = &blk.packet {
@@ -490,8 +507,11 @@ impl Recorder {
                 }
             }
             (Kind::Pcap(_), None) => {}
-            (Kind::Pcap(_), Some(p)) => {
+            (Kind::Pcap(pc), Some(p)) => {
                 let (ts, data, orig) = (p.ts_ns(), p.data(), p.orig_len());
+                if let (Some(ix), Some(link)) = (&mut seg.index, link) {
+                    ix.add(pc.len(), ts, link, data);
+                }
                 if let Err(e) = self.pcap_append(ts, data, orig) {
                     self.fail_segment(e);
                     add(&self.stats.dropped, 1);
@@ -566,6 +586,7 @@ impl Recorder {
             packets: 0,
             bytes: 0,
             drops: 0,
+            index_bytes: 0,
         };
         self.store.put(info.clone());
         self.store
@@ -574,6 +595,8 @@ impl Recorder {
         add(&self.stats.segments, 1);
         self.seg = Some(Segment {
             file,
+            path,
+            index: self.opts.index_chunk.map(IndexBuilder::new),
             info,
             drops_at_open: self.upstream_drops(),
             last_write: Instant::now(),
@@ -803,6 +826,10 @@ impl Recorder {
                 seg.info.bytes
             };
         }
+        let covered = seg.info.bytes;
+        if let Err(e) = write_index(&mut seg, covered) {
+            tracing::warn!("{}: cannot write the index: {e}", seg.info.file);
+        }
         self.store.put(seg.info);
         let deleted =
             self.store
@@ -835,6 +862,9 @@ impl Recorder {
             Kind::Pcap(p) => (p.file_done, u64::MAX, None),
         };
         let path = self.store.dir().join(&seg.info.file);
+        // An index written earlier may cover what is cut now: `weir index` rebuilds it.
+        let _ = std::fs::remove_file(index_path(&path));
+        seg.info.index_bytes = 0;
         let mut lost = seg.info.packets;
         if keep_bytes == 0 {
             drop(seg.file);
@@ -889,7 +919,18 @@ impl Recorder {
 
     fn refresh_manifest(&mut self) -> Result<(), RecordError> {
         self.last_manifest = Instant::now();
-        if let Some(seg) = &self.seg {
+        if let Some(seg) = &mut self.seg {
+            // The index of the segment being written, up to what is on disk, once the file's
+            // first block (which the index's file check hashes) is final.
+            let covered = match &seg.kind {
+                Kind::Ng(n) => (n.done >= HEAD_LEN as u64).then(|| n.fo(n.visible)),
+                Kind::Pcap(p) => (p.file_done >= HEAD_LEN as u64).then_some(seg.info.bytes),
+            };
+            if let Some(covered) = covered {
+                if let Err(e) = write_index(seg, covered) {
+                    tracing::warn!("{}: cannot write the index: {e}", seg.info.file);
+                }
+            }
             self.store.put(seg.info.clone());
             self.store.save()?;
         }
@@ -934,6 +975,26 @@ impl Recorder {
             error: self.error.clone(),
         })
     }
+}
+
+/// Writes the index of `seg` covering its first `covered` bytes next to it (atomically: a
+/// temporary file renamed over the old one).
+fn write_index(seg: &mut Segment, covered: u64) -> io::Result<()> {
+    let Some(ix) = &mut seg.index else {
+        return Ok(());
+    };
+    let mut head = vec![0u8; HEAD_LEN];
+    let f = std::fs::File::open(&seg.path)?;
+    let n = std::os::unix::fs::FileExt::read_at(&f, &mut head, 0)?;
+    let bytes = ix.serialize(covered, head_hash(&head[..n]));
+    let path = index_path(&seg.path);
+    let mut tmp = path.clone().into_os_string();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, &bytes)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    seg.info.index_bytes = bytes.len() as u64;
+    Ok(())
 }
 
 /// The bytes of a pcapng segment that go through the staging buffer: header bytes below

@@ -174,6 +174,8 @@ impl Store {
                         packets: scan.packets,
                         bytes: scan.valid_len,
                         drops: known.get(&name).map_or(0, |s| s.drops),
+                        index_bytes: std::fs::metadata(weir_index::index_path(&path))
+                            .map_or(0, |m| m.len()),
                     }
                 }
             };
@@ -258,6 +260,8 @@ impl Store {
             if finished && (too_big || too_old) {
                 match std::fs::remove_file(self.dir.join(&s.file)) {
                     Ok(()) => {
+                        let _ =
+                            std::fs::remove_file(weir_index::index_path(&self.dir.join(&s.file)));
                         total -= s.bytes;
                         deleted.push(s.file);
                         continue;

@@ -2,9 +2,11 @@
 
 pub mod capture;
 pub mod decode;
+pub mod extract;
 pub mod flows;
 pub mod info;
 pub mod input;
+pub mod inventory;
 pub mod live;
 pub mod ordered;
 pub mod read;

@@ -1,0 +1,196 @@
+//! `weir ls` (what a store holds: segments, time spans, sizes, packets, drops, index state) and
+//! `weir index` (build the index of capture files recorded elsewhere, or rebuild a store's
+//! missing or damaged indexes).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use weir_index::{index_path, IndexBuilder, IndexError, DEFAULT_CHUNK};
+use weir_source::{FileReader, ReadError};
+
+use super::extract::{head_of, load_index, segments_of};
+use super::live::human_bytes;
+use crate::output::{warn_damage, Status};
+use crate::time::datetime;
+
+/// Arguments of `weir ls`.
+#[derive(clap::Args, Debug)]
+pub struct LsArgs {
+    /// Store directory.
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    /// One JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `weir index`.
+#[derive(clap::Args, Debug)]
+pub struct IndexArgs {
+    /// Capture files (each gets FILE.idx) or store directories (their segments without a valid
+    /// index get one; segments being written are left to the recorder).
+    #[arg(required = true, value_name = "FILE|DIR")]
+    inputs: Vec<PathBuf>,
+    /// Chunk size in KiB.
+    #[arg(long, value_name = "KIB", default_value_t = DEFAULT_CHUNK / 1024)]
+    chunk_kib: u32,
+    /// Rebuild indexes that look valid too.
+    #[arg(long)]
+    force: bool,
+}
+
+fn index_state(path: &std::path::Path) -> (String, u64) {
+    let size = std::fs::metadata(index_path(path)).map_or(0, |m| m.len());
+    let state = match load_index(path) {
+        Ok(ix) => format!("ok ({} keys, {} chunks)", ix.keys(), ix.chunks()),
+        Err(IndexError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => "none".into(),
+        Err(e) => e.to_string(),
+    };
+    (state, size)
+}
+
+/// Runs `weir ls`.
+pub fn ls(args: LsArgs) -> Result<Status> {
+    let manifest = weir_record::Manifest::load(&args.dir)
+        .with_context(|| format!("cannot read the manifest of {}", args.dir.display()))?
+        .with_context(|| format!("{} is not a store (no manifest.json)", args.dir.display()))?;
+    let mut rows = Vec::new();
+    for s in &manifest.segments {
+        let path = args.dir.join(&s.file);
+        let (state, index_bytes) = index_state(&path);
+        rows.push((s, state, index_bytes));
+    }
+    let data: u64 = rows.iter().map(|r| r.0.bytes).sum();
+    let index: u64 = rows.iter().map(|r| r.2).sum();
+    if args.json {
+        let json = serde_json::json!({
+            "format": manifest.format,
+            "segment_size": manifest.segment_size,
+            "interfaces": manifest.interfaces,
+            "bytes": data,
+            "index_bytes": index,
+            "packets": rows.iter().map(|r| r.0.packets).sum::<u64>(),
+            "drops": rows.iter().map(|r| r.0.drops).sum::<u64>(),
+            "segments": rows.iter().map(|(s, state, ib)| serde_json::json!({
+                "file": s.file,
+                "state": s.state,
+                "first_ns": s.first_ns,
+                "last_ns": s.last_ns,
+                "packets": s.packets,
+                "bytes": s.bytes,
+                "drops": s.drops,
+                "index_bytes": ib,
+                "index": state,
+            })).collect::<Vec<_>>(),
+        });
+        println!("{json:#}");
+        return Ok(Status::Clean);
+    }
+    println!(
+        "{:<44} {:<9} {:<29} {:<29} {:>10} {:>10} {:>7} {:>9}  index",
+        "segment",
+        "state",
+        "first packet (UTC)",
+        "last packet",
+        "packets",
+        "bytes",
+        "drops",
+        "index"
+    );
+    let t = |v: Option<u64>| v.map_or("-".into(), datetime);
+    for (s, state, ib) in &rows {
+        println!(
+            "{:<44} {:<9} {:<29} {:<29} {:>10} {:>10} {:>7} {:>9}  {}",
+            s.file,
+            format!("{:?}", s.state).to_lowercase(),
+            t(s.first_ns),
+            t(s.last_ns),
+            s.packets,
+            human_bytes(s.bytes),
+            s.drops,
+            human_bytes(*ib),
+            state
+        );
+    }
+    println!(
+        "{} segment(s), {} packets, {} of data, {} of index ({:.2} % of the data), {} drops",
+        rows.len(),
+        rows.iter().map(|r| r.0.packets).sum::<u64>(),
+        human_bytes(data),
+        human_bytes(index),
+        index as f64 * 100.0 / data.max(1) as f64,
+        rows.iter().map(|r| r.0.drops).sum::<u64>()
+    );
+    Ok(Status::Clean)
+}
+
+/// Runs `weir index`.
+pub fn index(args: IndexArgs) -> Result<Status> {
+    let chunk = args.chunk_kib.max(4) * 1024;
+    let mut status = Status::Clean;
+    for input in &args.inputs {
+        let open: Vec<String> = if input.is_dir() {
+            weir_record::Manifest::load(input)?
+                .map(|m| {
+                    m.segments
+                        .iter()
+                        .filter(|s| s.state == weir_record::SegmentState::Open)
+                        .map(|s| s.file.clone())
+                        .collect()
+                })
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        for path in segments_of(std::slice::from_ref(input))? {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            if name.as_ref().is_some_and(|n| open.contains(n)) {
+                eprintln!(
+                    "weir: {}: being written; the recorder indexes it",
+                    path.display()
+                );
+                continue;
+            }
+            if input.is_dir() && !args.force && load_index(&path).is_ok() {
+                continue;
+            }
+            let started = Instant::now();
+            let mut r = FileReader::open(&path)
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            let mut b = IndexBuilder::new(chunk);
+            let mut covered = 0;
+            loop {
+                match r.next_packet() {
+                    Ok(Some(p)) => {
+                        let link = p.link;
+                        b.add(p.record_offset, p.meta.ts_ns, link, p.data);
+                        covered = r.offset();
+                    }
+                    Ok(None) => break,
+                    Err(e @ ReadError::Damaged { .. }) => {
+                        warn_damage(&e);
+                        status = Status::Damaged;
+                        break;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let (head, len) = head_of(&path)?;
+            let bytes = b.serialize(covered.min(len), weir_index::head_hash(&head));
+            let out = index_path(&path);
+            std::fs::write(&out, &bytes)
+                .with_context(|| format!("cannot write {}", out.display()))?;
+            eprintln!(
+                "weir: {}: {} packets indexed in {:.2} s; index {} ({:.2} % of {})",
+                path.display(),
+                b.packets(),
+                started.elapsed().as_secs_f64(),
+                human_bytes(bytes.len() as u64),
+                bytes.len() as f64 * 100.0 / len.max(1) as f64,
+                human_bytes(len)
+            );
+        }
+    }
+    Ok(status)
+}

@@ -1,0 +1,393 @@
+//! The index file format, and reading it back.
+//!
+//! ```text
+//! "WEIRIDX1"                                  8 bytes
+//! covered_len, head_hash, packets,            u64 each
+//! first_ns, last_ns
+//! chunk_size, chunk count N                   u32 each
+//! N × (first record offset, min ts, max ts)   u64 each (offset u64::MAX: no record starts there)
+//! wildcard chunk list                         varint count, delta varints
+//! key count K                                 u32
+//! K × (tag u8, value, chunk list)             value: 1 (proto), 2 (port), 4 (IPv4), 16 (IPv6) bytes
+//! CRC-32 of all the above                     u32
+//! ```
+
+use crate::keys::Key;
+use crate::query::Query;
+
+const MAGIC: &[u8; 8] = b"WEIRIDX1";
+/// "No record starts in this chunk."
+pub(crate) const NONE: u64 = u64::MAX;
+/// Bytes at the start of a segment whose hash an index records (to tell its segment from
+/// another file of the same name).
+pub const HEAD_LEN: usize = 4096;
+
+/// The hash of a segment's first [`HEAD_LEN`] bytes (FNV-1a, 64 bits).
+pub fn head_hash(head: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for &b in &head[..head.len().min(HEAD_LEN)] {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// Why an index cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IndexError {
+    /// Reading it failed.
+    #[error("cannot read the index: {0}")]
+    Io(#[from] std::io::Error),
+    /// Not an index, or damaged (bad magic, bad checksum, truncated).
+    #[error("corrupt index: {0}")]
+    Corrupt(&'static str),
+    /// It was built for another file, or for more of this file than exists.
+    #[error("stale index: {0}")]
+    Stale(&'static str),
+}
+
+pub(crate) struct Header {
+    pub covered_len: u64,
+    pub head_hash: u64,
+    pub packets: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub chunk_size: u32,
+}
+
+/// What the index knows of one chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkInfo {
+    pub first: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn list(out: &mut Vec<u8>, chunks: &[u32]) {
+    varint(out, chunks.len() as u64);
+    let mut prev = 0u32;
+    for (i, &c) in chunks.iter().enumerate() {
+        varint(out, u64::from(if i == 0 { c } else { c - prev }));
+        prev = c;
+    }
+}
+
+pub(crate) fn write(
+    h: &Header,
+    chunks: &[ChunkInfo],
+    wildcard: &[u32],
+    keys: &[(&Key, &Vec<u32>)],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + chunks.len() * 24 + keys.len() * 8);
+    out.extend_from_slice(MAGIC);
+    for v in [h.covered_len, h.head_hash, h.packets, h.first_ns, h.last_ns] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&h.chunk_size.to_le_bytes());
+    out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
+    for c in chunks {
+        for v in [c.first, c.min_ns, c.max_ns] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    list(&mut out, wildcard);
+    out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+    for (k, chunks) in keys {
+        out.push(k.tag());
+        match k {
+            Key::Proto(p) => out.push(*p),
+            Key::Port(p) => out.extend_from_slice(&p.to_le_bytes()),
+            Key::V4(a) => out.extend_from_slice(&a.to_le_bytes()),
+            Key::V6(a) => out.extend_from_slice(&a.to_le_bytes()),
+        }
+        list(&mut out, chunks);
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// A parsed index file.
+#[derive(Debug, Clone)]
+pub struct Index {
+    /// Bytes of the segment the index covers (packets starting beyond are not indexed).
+    pub covered_len: u64,
+    /// Hash of the segment's first 4 KiB when the index was built.
+    pub head_hash: u64,
+    /// Packets indexed.
+    pub packets: u64,
+    /// First packet timestamp.
+    pub first_ns: u64,
+    /// Last packet timestamp.
+    pub last_ns: u64,
+    /// Chunk size in bytes.
+    pub chunk_size: u32,
+    chunks: Vec<ChunkInfo>,
+    wildcard: Vec<u32>,
+    /// Sorted by key.
+    keys: Vec<(Key, Vec<u32>)>,
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], IndexError> {
+        let s = self
+            .b
+            .get(self.at..self.at + n)
+            .ok_or(IndexError::Corrupt("truncated"))?;
+        self.at += n;
+        Ok(s)
+    }
+    fn u64(&mut self) -> Result<u64, IndexError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+    fn u32(&mut self) -> Result<u32, IndexError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+    }
+    fn varint(&mut self) -> Result<u64, IndexError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.take(1)?[0];
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(IndexError::Corrupt("varint too long"))
+    }
+    fn list(&mut self, nchunks: u32) -> Result<Vec<u32>, IndexError> {
+        let n = self.varint()?;
+        if n > u64::from(nchunks) {
+            return Err(IndexError::Corrupt("list longer than the chunk count"));
+        }
+        let mut v = Vec::with_capacity(n as usize);
+        let mut c = 0u64;
+        for i in 0..n {
+            let d = self.varint()?;
+            c = if i == 0 { d } else { c + d };
+            if (i > 0 && d == 0) || c >= u64::from(nchunks) {
+                return Err(IndexError::Corrupt("chunk list out of order or range"));
+            }
+            v.push(c as u32);
+        }
+        Ok(v)
+    }
+}
+
+impl Index {
+    /// Parses and checks an index file's bytes.
+    pub fn parse(bytes: &[u8]) -> Result<Index, IndexError> {
+        if bytes.len() < 8 + 40 + 8 + 4 || &bytes[..8] != MAGIC {
+            return Err(IndexError::Corrupt("not a weir index"));
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if crc32fast::hash(body) != u32::from_le_bytes(crc.try_into().expect("4")) {
+            return Err(IndexError::Corrupt("checksum mismatch"));
+        }
+        let mut c = Cursor { b: body, at: 8 };
+        let (covered_len, head_hash, packets, first_ns, last_ns) =
+            (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+        let chunk_size = c.u32()?;
+        let n = c.u32()?;
+        if chunk_size < 4096 || u64::from(n) * 24 > body.len() as u64 {
+            return Err(IndexError::Corrupt("bad chunk table"));
+        }
+        let mut chunks = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            chunks.push(ChunkInfo {
+                first: c.u64()?,
+                min_ns: c.u64()?,
+                max_ns: c.u64()?,
+            });
+        }
+        let wildcard = c.list(n)?;
+        let k = c.u32()?;
+        let mut keys = Vec::with_capacity((k as usize).min(body.len()));
+        for _ in 0..k {
+            let tag = c.take(1)?[0];
+            let key = match tag {
+                1 => Key::Proto(c.take(1)?[0]),
+                2 => Key::Port(u16::from_le_bytes(c.take(2)?.try_into().expect("2"))),
+                3 => Key::V4(u32::from_le_bytes(c.take(4)?.try_into().expect("4"))),
+                4 => Key::V6(u128::from_le_bytes(c.take(16)?.try_into().expect("16"))),
+                _ => return Err(IndexError::Corrupt("unknown key tag")),
+            };
+            keys.push((key, c.list(n)?));
+        }
+        if c.at != body.len() {
+            return Err(IndexError::Corrupt("trailing bytes"));
+        }
+        if !keys.windows(2).all(|w| w[0].0 < w[1].0) {
+            return Err(IndexError::Corrupt("keys out of order"));
+        }
+        Ok(Index {
+            covered_len,
+            head_hash,
+            packets,
+            first_ns,
+            last_ns,
+            chunk_size,
+            chunks,
+            wildcard,
+            keys,
+        })
+    }
+
+    /// Reads `path` and checks it against its segment: the segment's first bytes must hash as
+    /// recorded and the segment must be at least as long as what the index covers.
+    pub fn load(
+        path: &std::path::Path,
+        segment_head: &[u8],
+        segment_len: u64,
+    ) -> Result<Index, IndexError> {
+        let idx = Index::parse(&std::fs::read(path)?)?;
+        if idx.head_hash != head_hash(segment_head) {
+            return Err(IndexError::Stale("built for another file"));
+        }
+        if idx.covered_len > segment_len {
+            return Err(IndexError::Stale("covers more than the segment holds"));
+        }
+        Ok(idx)
+    }
+
+    /// Number of chunks.
+    pub fn chunks(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Number of distinct keys.
+    pub fn keys(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The chunks that may hold a packet matching `q` with a timestamp in `[from, to]`, in
+    /// file order, each as the file range of the records that start in it: `(first record
+    /// offset, end of the chunk)`.
+    pub fn candidates(&self, q: &Query, from: u64, to: u64) -> Vec<(u64, u64)> {
+        let mut set = self.eval(q);
+        if let Some(s) = &mut set {
+            // Chunks the decoder could not fully read are always candidates.
+            let mut merged = Vec::with_capacity(s.len() + self.wildcard.len());
+            merge_union(s, &self.wildcard, &mut merged);
+            *s = merged;
+        }
+        let all: Vec<u32>;
+        let ids: &[u32] = match &set {
+            Some(s) => s,
+            None => {
+                all = (0..self.chunks.len() as u32).collect();
+                &all
+            }
+        };
+        ids.iter()
+            .filter_map(|&c| {
+                let info = self.chunks[c as usize];
+                let timely = info.min_ns <= to && info.max_ns >= from;
+                (info.first != NONE && timely)
+                    .then(|| (info.first, (u64::from(c) + 1) * u64::from(self.chunk_size)))
+            })
+            .collect()
+    }
+
+    /// Chunks matching `q`, or `None` for "all of them".
+    fn eval(&self, q: &Query) -> Option<Vec<u32>> {
+        match q {
+            Query::All => None,
+            Query::Key(k) => Some(self.postings(*k).to_vec()),
+            Query::V4Net(net, mask) => {
+                let lo = Key::V4(net & mask);
+                let hi = Key::V4((net & mask) | !mask);
+                let mut acc = Vec::new();
+                let start = self.keys.partition_point(|(k, _)| *k < lo);
+                for (k, list) in &self.keys[start..] {
+                    if *k > hi {
+                        break;
+                    }
+                    let mut out = Vec::new();
+                    merge_union(&acc, list, &mut out);
+                    acc = out;
+                }
+                Some(acc)
+            }
+            Query::And(a, b) => match (self.eval(a), self.eval(b)) {
+                (None, x) | (x, None) => x,
+                (Some(x), Some(y)) => Some(intersect(&x, &y)),
+            },
+            Query::Or(a, b) => match (self.eval(a), self.eval(b)) {
+                (Some(x), Some(y)) => {
+                    let mut out = Vec::new();
+                    merge_union(&x, &y, &mut out);
+                    Some(out)
+                }
+                _ => None,
+            },
+        }
+    }
+
+    fn postings(&self, k: Key) -> &[u32] {
+        match self.keys.binary_search_by(|(x, _)| x.cmp(&k)) {
+            Ok(i) => &self.keys[i].1,
+            Err(_) => &[],
+        }
+    }
+}
+
+fn merge_union(a: &[u32], b: &[u32], out: &mut Vec<u32>) {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let next = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) if x == y => {
+                i += 1;
+                j += 1;
+                x
+            }
+            (Some(&x), Some(&y)) if x < y => {
+                i += 1;
+                x
+            }
+            (Some(_), Some(&y)) => {
+                j += 1;
+                y
+            }
+            (Some(&x), None) => {
+                i += 1;
+                x
+            }
+            (None, Some(&y)) => {
+                j += 1;
+                y
+            }
+            (None, None) => unreachable!(),
+        };
+        out.push(next);
+    }
+}
+
+fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::new();
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
