@@ -1,8 +1,10 @@
-//! Building a segment's index as its packets are written: keys are gathered per chunk, sorted
-//! and deduplicated when the chunk ends, then appended to their postings (one hash lookup per
-//! distinct key per chunk, not per packet).
+//! Building a segment's index as its packets are written: the distinct keys of the current
+//! chunk are gathered in a small set (a packet whose keys are those of the packet before it,
+//! the common case within a flow, is not even looked up), and appended to their postings when
+//! the chunk ends: one postings lookup per distinct key per chunk, not per packet. Sorting the
+//! chunk's keys instead cost 40 % of the indexing time (bench/extract_vs_tcpdump.py, perf).
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 use weir_packet::LinkType;
 
 use crate::format::{self, ChunkInfo, NONE};
@@ -14,8 +16,11 @@ pub struct IndexBuilder {
     chunks: Vec<ChunkInfo>,
     postings: HashMap<Key, Vec<u32>, foldhash::fast::FixedState>,
     wildcard: Vec<u32>,
-    /// Keys of the current chunk, not yet deduplicated.
-    pending: Vec<Key>,
+    /// Distinct keys of the current chunk.
+    pending: HashSet<Key, foldhash::fast::FixedState>,
+    /// Keys of the packet being added, and of the one before it.
+    keys: Vec<Key>,
+    last_keys: Vec<Key>,
     pending_chunk: Option<u32>,
     pending_wild: bool,
     packets: u64,
@@ -43,7 +48,12 @@ impl IndexBuilder {
             chunks: Vec::new(),
             postings: HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0x5eed)),
             wildcard: Vec::new(),
-            pending: Vec::with_capacity(4096),
+            pending: HashSet::with_capacity_and_hasher(
+                1024,
+                foldhash::fast::FixedState::with_seed(0x5eed),
+            ),
+            keys: Vec::with_capacity(16),
+            last_keys: Vec::with_capacity(16),
             pending_chunk: None,
             pending_wild: false,
             packets: 0,
@@ -78,8 +88,13 @@ impl IndexBuilder {
         }
         c.min_ns = c.min_ns.min(ts_ns);
         c.max_ns = c.max_ns.max(ts_ns);
-        if !keys_of(link, data, &mut self.pending) {
+        self.keys.clear();
+        if !keys_of(link, data, &mut self.keys) {
             self.pending_wild = true;
+        }
+        if self.keys != self.last_keys {
+            self.pending.extend(self.keys.iter().copied());
+            std::mem::swap(&mut self.keys, &mut self.last_keys);
         }
         self.packets += 1;
         self.first_ns.get_or_insert(ts_ns);
@@ -91,9 +106,9 @@ impl IndexBuilder {
         let Some(chunk) = self.pending_chunk.take() else {
             return;
         };
-        self.pending.sort_unstable();
-        self.pending.dedup();
-        for k in self.pending.drain(..) {
+        // The next chunk starts afresh: its first packet must add its keys.
+        self.last_keys.clear();
+        for k in self.pending.drain() {
             self.postings.entry(k).or_default().push(chunk);
         }
         if std::mem::take(&mut self.pending_wild) {

@@ -31,6 +31,86 @@ impl Key {
 /// (the packet may match filters on bytes the decoder did not read, so its chunk must be a
 /// candidate for every query).
 pub fn keys_of(link: LinkType, frame: &[u8], out: &mut Vec<Key>) -> bool {
+    if link == LinkType::ETHERNET {
+        let mark = out.len();
+        if let Some(ok) = fast_ethernet(frame, out) {
+            return ok;
+        }
+        out.truncate(mark);
+    }
+    keys_of_decoded(link, frame, out)
+}
+
+/// The hand-written fast path for the common case (Ethernet, at most one VLAN tag, an
+/// unfragmented IPv4 header or a bare IPv6 header, then TCP or plain UDP), reading the few
+/// fields it needs in place. Anything else, or anything unusual, returns `None` and goes to the
+/// full decoder. Why: the full decoder made indexing cost 0.19 s of CPU per GB of the corpus
+/// trace (38 % of a core at the disk's 2 GB/s, bench/extract_vs_tcpdump.py); the test
+/// `fast_path_agrees_with_the_decoder` checks both give the same keys on every corpus packet.
+fn fast_ethernet(f: &[u8], out: &mut Vec<Key>) -> Option<bool> {
+    let be16 = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    if f.len() < 14 {
+        return None;
+    }
+    let (mut et, mut off) = (be16(f, 12), 14);
+    if et == 0x8100 {
+        if f.len() < 18 {
+            return None;
+        }
+        (et, off) = (be16(f, 16), 18);
+    }
+    let ip = &f[off..];
+    let (proto, l4) = match et {
+        0x0800 => {
+            if ip.len() < 20 || ip[0] >> 4 != 4 {
+                return None;
+            }
+            let ihl = usize::from(ip[0] & 15) * 4;
+            let total = usize::from(be16(ip, 2));
+            // Fragments, options-bearing oddities and short totals go the long way.
+            if ihl != 20 || total < ihl || be16(ip, 6) & 0x3fff != 0 {
+                return None;
+            }
+            let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+            let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+            out.extend([Key::V4(src), Key::V4(dst), Key::Proto(ip[9])]);
+            (ip[9], &ip[ihl..total.min(ip.len())])
+        }
+        0x86dd => {
+            if ip.len() < 40 || ip[0] >> 4 != 6 {
+                return None;
+            }
+            let plen = usize::from(be16(ip, 4));
+            let src = u128::from_be_bytes(ip[8..24].try_into().expect("16"));
+            let dst = u128::from_be_bytes(ip[24..40].try_into().expect("16"));
+            out.extend([Key::V6(src), Key::V6(dst), Key::Proto(ip[6])]);
+            (ip[6], &ip[40..(40 + plen).min(ip.len())])
+        }
+        _ => return None,
+    };
+    match proto {
+        6 => {
+            if l4.len() < 20 {
+                return None;
+            }
+            let doff = usize::from(l4[12] >> 4) * 4;
+            if doff < 20 || doff > l4.len() {
+                return None;
+            }
+        }
+        17 => {
+            if l4.len() < 8 || be16(l4, 2) == 4789 || usize::from(be16(l4, 4)) < 8 {
+                return None;
+            }
+        }
+        _ => return None,
+    }
+    out.extend([Key::Port(be16(l4, 0)), Key::Port(be16(l4, 2))]);
+    Some(true)
+}
+
+/// The keys as the full decoder finds them (every layer, tunnels included).
+pub fn keys_of_decoded(link: LinkType, frame: &[u8], out: &mut Vec<Key>) -> bool {
     let d = decode(link, frame);
     for layer in d.layers() {
         match layer {

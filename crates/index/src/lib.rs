@@ -33,7 +33,7 @@ mod query;
 
 pub use builder::IndexBuilder;
 pub use format::{head_hash, Index, IndexError, HEAD_LEN};
-pub use keys::{keys_of, Key};
+pub use keys::{keys_of, keys_of_decoded, Key};
 pub use query::Query;
 
 /// Default chunk size: 128 KiB of segment file.

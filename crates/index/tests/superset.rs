@@ -129,6 +129,60 @@ fn candidates_cover_every_matching_packet_on_the_corpus() {
 }
 
 #[test]
+fn fast_path_agrees_with_the_decoder() {
+    let mut total = 0u64;
+    let keys = |f: fn(weir_packet::LinkType, &[u8], &mut Vec<weir_index::Key>) -> bool,
+                link,
+                data: &[u8]| {
+        let mut v = Vec::new();
+        let ok = f(link, data, &mut v);
+        v.sort_unstable();
+        v.dedup();
+        (ok, v)
+    };
+    for path in corpus() {
+        let Ok(mut r) = FileReader::open(&path) else {
+            continue;
+        };
+        while let Ok(Some(p)) = r.next_packet() {
+            // The packet, and cuts of it at and around header boundaries.
+            let n = p.data.len();
+            for cut in [
+                n,
+                13,
+                14,
+                17,
+                18,
+                33,
+                34,
+                37,
+                38,
+                41,
+                42,
+                53,
+                54,
+                57,
+                58,
+                61,
+                62,
+                n.saturating_sub(1),
+            ] {
+                let data = &p.data[..cut.min(n)];
+                assert_eq!(
+                    keys(weir_index::keys_of, p.link, data),
+                    keys(weir_index::keys_of_decoded, p.link, data),
+                    "{}: packet at {}, cut to {cut}",
+                    path.display(),
+                    p.record_offset
+                );
+            }
+            total += 1;
+        }
+    }
+    assert!(total > 50_000, "{total} packets");
+}
+
+#[test]
 fn damaged_indexes_are_refused() {
     let mut b = IndexBuilder::new(4096);
     let frame = [0u8; 60];

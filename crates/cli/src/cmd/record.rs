@@ -65,6 +65,12 @@ pub struct Args {
     /// Bytes per disk write, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 4)]
     write_mib: usize,
+    /// Do not index the segments (see `weir extract`).
+    #[arg(long)]
+    no_index: bool,
+    /// Index chunk size in KiB (smaller: finer extraction, larger index).
+    #[arg(long, value_name = "KIB", default_value_t = weir_index::DEFAULT_CHUNK / 1024)]
+    index_chunk_kib: u32,
     /// Write every counter as JSON to FILE, every second and at the end.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
@@ -134,6 +140,7 @@ pub fn run(args: Args) -> Result<Status> {
     opts.max_bytes = args.max_mib.map(|m| m << 20);
     opts.max_age_ns = args.max_age.map(|s| (s * 1e9) as u64);
     opts.max_caplen = buffer.max_caplen() as u32;
+    opts.index_chunk = (!args.no_index).then_some(args.index_chunk_kib.max(4) * 1024);
     if let Some(c) = &counters {
         let c = c.clone();
         let b = buffer.clone();
@@ -256,17 +263,24 @@ pub fn run(args: Args) -> Result<Status> {
             String::new()
         }
     );
-    eprintln!(
-        "  kernel: {} received, {} dropped; capture: {} read, {} filtered out; buffer: {} dropped \
-         (full), {} dropped (too long); writer: {} dropped",
-        totals.kernel_packets,
-        totals.kernel_drops,
-        totals.received,
-        totals.filtered,
-        b.dropped_full,
-        b.dropped_oversize,
-        summary.dropped
-    );
+    if args.inputs.is_empty() {
+        eprintln!(
+            "  kernel: {} received, {} dropped; capture: {} read, {} filtered out; buffer: {} \
+             dropped (full), {} dropped (too long); writer: {} dropped",
+            totals.kernel_packets,
+            totals.kernel_drops,
+            totals.received,
+            totals.filtered,
+            b.dropped_full,
+            b.dropped_oversize,
+            summary.dropped
+        );
+    } else {
+        eprintln!(
+            "  import: {} packets read, {} too long for the buffer; writer: {} dropped",
+            totals.received, totals.too_long, summary.dropped
+        );
+    }
     if let Some(r) = b.readers.get(1) {
         eprintln!(
             "  flows: the meter fell behind and skipped {} bytes of packets ({} times)",

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""weir extract vs tcpdump -r over a >= 10 GB store built from the corpus trace.
+
+Builds the store once (`weir record -r TRACE` with the trace repeated until >= --gb GB, 1 GiB
+pcapng segments, indexed while written), then, page cache warm, for one host's packets, one
+port's packets and a one-minute window, times `weir extract` (median of --runs) against tcpdump
+reading every segment with the same filter (and editcap -A/-B for the time window, tcpdump
+having no time filter), checks that both return the same number of packets, and prints wall
+time, CPU time, peak RSS and the ratio. Also prints the index size against the data, and the
+indexing cost: CPU of importing one trace copy with and without the index, per GB and as a
+share of one core at 2 GB/s (the disk's rate here).
+
+usage: bench/extract_vs_tcpdump.py [--gb 10] [--runs 3] [--rebuild]
+"""
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runner  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--gb", type=float, default=10.0)
+ap.add_argument("--runs", type=int, default=3)
+ap.add_argument("--rebuild", action="store_true")
+ap.add_argument("--host", default="192.168.20.100")
+ap.add_argument("--port", default="53")
+args = ap.parse_args()
+
+root = runner.repo_root()
+out = os.path.join(root, "bench", "out")
+subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
+weir = os.path.join(root, "target", "release", "weir")
+trace = os.path.join(out, "trace-3000000.pcap")
+if not os.path.exists(trace):
+    subprocess.run([os.path.join(root, "target", "release", "mktrace"), "-w", trace], check=True)
+store = os.path.join(out, "store-extract")
+copies = max(1, int(-(-args.gb * 1e9 // os.path.getsize(trace))))
+
+if args.rebuild or not os.path.exists(os.path.join(store, "manifest.json")):
+    shutil.rmtree(store, ignore_errors=True)
+    cmd = [weir, "record", "-o", store, "--segment-mib", "1024"]
+    for _ in range(copies):
+        cmd += ["-r", trace]
+    t = time.time()
+    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+    print(f"store built: {copies} copies of the trace in {time.time() - t:.1f} s")
+
+ls = json.loads(subprocess.run([weir, "ls", store, "--json"], capture_output=True, check=True).stdout)
+segs = sorted(glob.glob(os.path.join(store, "*.pcapng")))
+print(f"store: {ls['bytes'] / 1e9:.2f} GB in {len(segs)} segments, {ls['packets']} packets; "
+      f"index {ls['index_bytes'] / 1e6:.2f} MB = {ls['index_bytes'] * 100 / ls['bytes']:.3f} % of the data")
+for s in segs:  # warm the page cache
+    with open(s, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+first = min(s["first_ns"] for s in ls["segments"])
+last = max(s["last_ns"] for s in ls["segments"])
+mid = (first + last) // 2
+window = (f"{mid // 10**9}", f"{mid // 10**9 + 60}")
+tmp = os.path.join(out, "extract-tmp")
+os.makedirs(tmp, exist_ok=True)
+
+script_tcpdump = os.path.join(tmp, "tcpdump_all.sh")
+with open(script_tcpdump, "w") as f:
+    f.write('#!/bin/sh\nset -e\nexpr="$1"; shift\ni=0\nfor s in "$@"; do i=$((i+1)); tcpdump -r "$s" -w "$(dirname "$0")/t$i.pcap" "$expr" 2>/dev/null; done\n')
+script_editcap = os.path.join(tmp, "editcap_all.sh")
+with open(script_editcap, "w") as f:
+    f.write('#!/bin/sh\nset -e\na="$1"; b="$2"; shift 2\ni=0\nfor s in "$@"; do i=$((i+1)); editcap -A "$a" -B "$b" "$s" "$(dirname "$0")/w$i.pcapng"; done\n')
+os.chmod(script_tcpdump, 0o755)
+os.chmod(script_editcap, 0o755)
+
+
+def count(cmd):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def packets_of(path):
+    r = subprocess.run(["capinfos", "-c", "-M", "-T", "-r", path], capture_output=True, text=True, check=True)
+    return int(r.stdout.split()[-1])
+
+
+results = []
+cases = [
+    (f"host {args.host}", [f"host {args.host}"], ["tcpdump", f"host {args.host}"]),
+    (f"port {args.port}", [f"port {args.port}"], ["tcpdump", f"port {args.port}"]),
+    ("1-minute window", ["--from", window[0], "--to", window[1]], ["editcap"]),
+]
+for name, wargs, peer in cases:
+    wout = os.path.join(tmp, "weir.pcap")
+    wcmd = [weir, "extract", store, "-w", wout] + wargs
+    if peer[0] == "tcpdump":
+        pcmd = [script_tcpdump, peer[1]] + segs
+    else:
+        pcmd = [script_editcap, str(int(window[0])), str(int(window[1]))] + segs
+    med = runner.compare([("weir extract", wcmd), (name + ": " + peer[0], pcmd)], runs=args.runs, warmup=0)
+    got = packets_of(wout)
+    if peer[0] == "tcpdump":
+        want = sum(packets_of(p) for p in glob.glob(os.path.join(tmp, "t*.pcap")))
+    else:
+        want = sum(packets_of(p) for p in glob.glob(os.path.join(tmp, "w*.pcapng")))
+    for p in glob.glob(os.path.join(tmp, "[tw]*.pcap*")):
+        os.remove(p)
+    runner.report(f"{name}: {got} packets (peer: {want}){'' if got == want else '  MISMATCH'}", med, name + ": " + peer[0])
+
+# Indexing cost: import one copy of the trace with and without the index.
+cost = {}
+for label, extra in (("indexed", []), ("no index", ["--no-index"])):
+    cpus = []
+    for _ in range(args.runs):
+        d = os.path.join(tmp, "cost-store")
+        shutil.rmtree(d, ignore_errors=True)
+        wall, cpu, _ = runner.measure([weir, "record", "-r", trace, "-o", d, "--segment-mib", "1024"] + extra)
+        cpus.append(cpu)
+    cost[label] = statistics.median(cpus)
+gb = os.path.getsize(trace) / 1e9
+per_gb = (cost["indexed"] - cost["no index"]) / gb
+print(f"\nindexing cost: import of {gb:.2f} GB takes {cost['indexed']:.2f} s CPU indexed, {cost['no index']:.2f} s without: "
+      f"{per_gb:.3f} s of CPU per GB, i.e. {per_gb * 2.0 * 100:.0f} % of one core at 2 GB/s")
+shutil.rmtree(tmp, ignore_errors=True)
