@@ -38,7 +38,7 @@ fn main() -> Result<()> {
         // File offsets as a pcapng segment would have them (EPB of 32 bytes + data).
         packets.push((bytes, p.meta.ts_ns, p.link, all.len(), p.data.len()));
         all.extend_from_slice(p.data);
-        bytes += 32 + (p.data.len() as u64 + 7) / 8 * 8;
+        bytes += 32 + (p.data.len() as u64).div_ceil(8) * 8;
     }
     let gb = bytes as f64 / 1e9;
     let run = |fast: bool| -> (f64, usize) {
