@@ -79,7 +79,7 @@ pub fn link_type(iface: &str) -> Result<LinkType> {
 pub fn run(args: Args) -> Result<Status> {
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
-    let mut live = Live::start(&args.live, &args.expr.join(" "), 1, 0, "capturing")?;
+    let mut live = Live::start(&args.live, &args.expr.join(" "), 1, 0, "capturing", 64)?;
     let interfaces: Vec<Interface> = live
         .interfaces
         .iter()

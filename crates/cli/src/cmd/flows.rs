@@ -290,7 +290,7 @@ fn run_live(args: &Args, cfg: &Config, sinks: Vec<(String, Box<dyn FlowSink>)>) 
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
     let expr = args.expr.join(" ");
-    let mut live = Live::start(&args.live, &expr, 1, 0, "metering flows")?;
+    let mut live = Live::start(&args.live, &expr, 1, 0, "metering flows", 64)?;
     let links = live.interfaces.iter().map(|i| i.link).collect();
     let meter = LiveMeter::spawn(
         Meter::new(cfg, Sinks { sinks }),

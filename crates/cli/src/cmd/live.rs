@@ -60,9 +60,10 @@ pub struct LiveArgs {
     /// Ring blocks per thread.
     #[arg(long, default_value_t = 64)]
     pub block_count: u32,
-    /// Shared packet buffer size in MiB (a power of two).
-    #[arg(long, value_name = "MIB", default_value_t = 512)]
-    pub buffer_mib: usize,
+    /// Shared packet buffer size in MiB, a power of two (default: 512 for `record`, 64 for
+    /// `capture` and `flows`).
+    #[arg(long, value_name = "MIB")]
+    pub buffer_mib: Option<usize>,
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
@@ -135,18 +136,19 @@ impl Live {
         readers: usize,
         best_effort: usize,
         banner: &str,
+        default_buffer_mib: usize,
     ) -> Result<Live> {
+        let buffer_mib = args.buffer_mib.unwrap_or(default_buffer_mib);
         if args.interfaces.is_empty() {
             bail!("give at least one interface with -i");
         }
         if args.threads == 0 {
             bail!("--threads must be at least 1");
         }
-        let size = args
-            .buffer_mib
+        let size = buffer_mib
             .checked_mul(1 << 20)
             .filter(|s| s.is_power_of_two())
-            .with_context(|| format!("--buffer-mib {} must be a power of two", args.buffer_mib))?;
+            .with_context(|| format!("--buffer-mib {buffer_mib} must be a power of two"))?;
         let links: Vec<LinkType> = args
             .interfaces
             .iter()
@@ -164,7 +166,7 @@ impl Live {
             eprintln!(
                 "weir: packet buffer of {} MiB on {} (no huge pages reserved: \
                  echo N > /proc/sys/vm/nr_hugepages to use them)",
-                args.buffer_mib,
+                buffer_mib,
                 buffer.page_kind().name()
             );
         }

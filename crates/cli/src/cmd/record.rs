@@ -106,7 +106,7 @@ pub fn run(args: Args) -> Result<Status> {
     let readers = 1;
     let best_effort = usize::from(args.flows);
     let (mut source, interfaces, counters) = if args.inputs.is_empty() {
-        let live = Live::start(&args.live, &expr, readers, best_effort, "recording")?;
+        let live = Live::start(&args.live, &expr, readers, best_effort, "recording", 512)?;
         let interfaces = live.interfaces.clone();
         let counters = Some(live.counters());
         (Source::Live(live), interfaces, counters)
@@ -118,7 +118,7 @@ pub fn run(args: Args) -> Result<Status> {
         }
         let (handle, buffer, interfaces, done) = import(
             &args.inputs,
-            args.live.buffer_mib,
+            args.live.buffer_mib.unwrap_or(512),
             readers,
             best_effort,
             &stop_capture,
