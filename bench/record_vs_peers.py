@@ -6,7 +6,10 @@ the same generator (trafgen, one process pinned to CPU 1, top speed) sending the
 For each run: the capture tool starts on the host side of a veth pair whose other side lives in
 a namespace made here; trafgen sends N frames from the namespace; the tool is stopped with
 SIGINT; its CPU time (user + system, from /proc, the whole process with all its threads) is
-divided by the packets it captured. Drops are each tool's own count (kernel drops for tcpdump and
+divided by the packets it captured. Because tcpdump and netsniff-ng write through the page cache
+(kernel threads write their files back later, on nobody's account) while weir writes with
+O_DIRECT (on its own account), the busy time of the whole machine from the generator's start to
+the tool's exit plus a `sync` is printed too. Drops are each tool's own count (kernel drops for tcpdump and
 netsniff-ng; kernel + buffer + writer drops for weir). Everything it creates is removed at the
 end (namespace, veth, files).
 
@@ -83,6 +86,14 @@ def trafgen_conf(size, path):
         f.write("{ " + ", ".join(f"0x{b:02x}" for b in frame) + " }\n")
 
 
+def machine_busy_s():
+    """CPU seconds the whole machine spent busy so far (all CPUs, /proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]  # idle, iowait
+    return (sum(v[:8]) - idle) / TICK
+
+
 def cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -110,12 +121,16 @@ def one(name, size, tmp, conf):
         time.sleep(0.05)
     time.sleep(0.5 if ready else 1.5)
     c0 = cpu_s(p.pid)
+    m0 = machine_busy_s()
     sh("ip", "netns", "exec", NS, "taskset", "-c", "1", "trafgen", "-o", B, "-i", conf, "-n", str(args.packets), "-P", "1", "--no-sock-mem")
     time.sleep(0.5)
     # CPU until the traffic is handled; the final flush is outside the measurement for all.
     c1 = cpu_s(p.pid)
     p.send_signal(signal.SIGINT)
     p.wait(timeout=60)
+    # Page-cache writers leave their data to kernel threads: count the flush too.
+    os.sync()
+    m1 = machine_busy_s()
     text = open(log.name).read()
     if name == "weir record":
         got = int(re.search(r"(\d+) packets recorded", text)[1])
@@ -135,7 +150,7 @@ def one(name, size, tmp, conf):
     shutil.rmtree(out, ignore_errors=True)
     if os.path.isfile(out):
         os.remove(out)
-    return c1 - c0, got, drops
+    return c1 - c0, got, drops, m1 - m0
 
 
 tools = ["weir record", "tcpdump -w", "netsniff-ng"]
@@ -150,16 +165,19 @@ try:
             for t in tools:
                 samples[t].append(one(t, size, tmp, conf))
         print(f"\n{args.packets} frames of {size} bytes from trafgen (median of {args.runs} runs)")
-        print(f"{'tool':<14} {'captured':>10} {'drops':>9} {'cpu s':>7} {'ns cpu/pkt':>11} {'vs tcpdump':>11}")
+        print(f"{'tool':<14} {'captured':>10} {'drops':>9} {'cpu s':>7} {'ns cpu/pkt':>11} {'vs tcpdump':>11} {'machine s':>10}")
         per, rows = {}, []
         for t in tools:
             cpu = statistics.median(s[0] for s in samples[t])
             got = statistics.median(s[1] for s in samples[t])
             drops = statistics.median(s[2] for s in samples[t])
+            machine = statistics.median(s[3] for s in samples[t])
             per[t] = cpu / max(got, 1) * 1e9
-            rows.append((t, got, drops, cpu))
-        for t, got, drops, cpu in rows:
-            print(f"{t:<14} {got:>10.0f} {drops:>9.0f} {cpu:>7.2f} {per[t]:>11.0f} {per['tcpdump -w'] / per[t]:>10.2f}x")
+            rows.append((t, got, drops, cpu, machine))
+        for t, got, drops, cpu, machine in rows:
+            print(f"{t:<14} {got:>10.0f} {drops:>9.0f} {cpu:>7.2f} {per[t]:>11.0f} {per['tcpdump -w'] / per[t]:>10.2f}x {machine:>10.2f}")
+        print("(machine s: busy CPU of the whole machine from the generator's start to the tool's exit "
+              "and a sync: generator, softirq, the tool and its page-cache writeback)")
         print(f"(ratio column: tcpdump's CPU per packet / the tool's; weir record is "
               f"{per['tcpdump -w'] / per['weir record']:.2f}x cheaper than tcpdump -w, "
               f"{per['netsniff-ng'] / per['weir record']:.2f}x cheaper than netsniff-ng)")

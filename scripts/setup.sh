@@ -8,6 +8,8 @@ PACKAGES=(
   tcpdump tshark                           # peers: packets and filters (tshark brings capinfos)
   softflowd nfdump                         # peers: flow metering and NetFlow collection
   netsniff-ng tcpreplay iproute2           # traffic generation and lab benches
+  iperf3 stress-ng                         # lab scenarios: bulk TCP traffic, CPU stress
+  fonts-dejavu-core                        # the font weir latency's charts are drawn with
   python3 time hyperfine                   # benchmark runners
 )
 

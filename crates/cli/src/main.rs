@@ -41,6 +41,12 @@ enum Command {
     Ls(cmd::inventory::LsArgs),
     /// Build the index of capture files, or rebuild a store's missing or damaged indexes.
     Index(cmd::inventory::IndexArgs),
+    /// Generate traffic: synthetic stamped streams or a capture replayed, on an interface or to a file.
+    Gen(cmd::gen::Args),
+    /// Match the packets of two captures and report one-way latency, loss, duplicates, reordering.
+    Latency(cmd::latency::Args),
+    /// Build a namespace test bench, apply queueing setups, run measurement scenarios.
+    Lab(cmd::lab::Args),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +68,9 @@ fn main() -> ExitCode {
         Command::Extract(a) => cmd::extract::run(a),
         Command::Ls(a) => cmd::inventory::ls(a),
         Command::Index(a) => cmd::inventory::index(a),
+        Command::Gen(a) => cmd::gen::run(a),
+        Command::Latency(a) => cmd::latency::run(a),
+        Command::Lab(a) => cmd::lab::run(a),
     };
     match result {
         Ok(status) => status.into(),

@@ -1,0 +1,363 @@
+//! `weir gen`: synthetic stamped streams or the replay of a capture file, sent on an interface
+//! through an AF_PACKET TX ring or written to a file with the planned times as timestamps.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use weir_gen::drive::{self, Report, SendOptions};
+use weir_gen::{
+    FlowSpec, Proto, Rate, Replay, ReplayPace, SizeMix, Source, Synth, SynthConfig, TxConfig,
+    TxRing,
+};
+
+use super::read::Format;
+use crate::output::{self, Status};
+
+/// Arguments of `weir gen`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Send on this interface (through a PACKET_TX_RING).
+    #[arg(
+        short = 'i',
+        long = "interface",
+        value_name = "IFACE",
+        conflicts_with = "output",
+        required_unless_present = "output"
+    )]
+    interface: Option<String>,
+    /// Write the packets to this file (`-` for stdout) instead, timestamped with their planned
+    /// send times.
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Format of `-w`.
+    #[arg(long, value_enum, default_value_t = Format::Pcap)]
+    format: Format,
+    /// Replay this pcap/pcapng file instead of generating synthetic streams.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+    /// Replay at the recorded pace times this factor (2 = twice as fast). The default for
+    /// --replay when no --pps, --mbps or --top is given.
+    #[arg(long, value_name = "X", conflicts_with_all = ["pps", "mbps", "top"])]
+    multiplier: Option<f64>,
+    /// Replay the file this many times.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    loops: u64,
+    /// Rate in packets per second (all flows together).
+    #[arg(long, value_name = "PPS", conflicts_with_all = ["mbps", "top"])]
+    pps: Option<f64>,
+    /// Rate in megabits per second of frames (all flows together).
+    #[arg(long, value_name = "MBPS", conflicts_with = "top")]
+    mbps: Option<f64>,
+    /// As fast as possible (the default for synthetic streams on an interface).
+    #[arg(long)]
+    top: bool,
+    /// Stop after this many packets (synthetic streams; default: no limit with --duration,
+    /// else 1000).
+    #[arg(short = 'c', long = "count", value_name = "N")]
+    count: Option<u64>,
+    /// Stop after this many seconds (planned time for files, wall time on an interface).
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Frame size without FCS: N, `imix` (60/590/1514 in 7:4:1) or a uniform range LO-HI.
+    #[arg(long, default_value = "60", value_name = "SIZE")]
+    size: SizeMix,
+    /// Number of flows (source ports sport, sport+1, ...), each its own stream.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    flows: u16,
+    /// Stream id of the first flow.
+    #[arg(long, default_value_t = 0, value_name = "ID")]
+    stream: u16,
+    /// Source address.
+    #[arg(long, default_value = "10.0.0.1", value_name = "IP")]
+    src: IpAddr,
+    /// Destination address.
+    #[arg(long, default_value = "10.0.0.2", value_name = "IP")]
+    dst: IpAddr,
+    /// Source port (of the first flow).
+    #[arg(long, default_value_t = 40_000)]
+    sport: u16,
+    /// Destination port.
+    #[arg(long, default_value_t = 9_000)]
+    dport: u16,
+    /// Source MAC (default: the interface's, 02:00:00:00:00:01 for files).
+    #[arg(long, value_name = "MAC")]
+    src_mac: Option<String>,
+    /// Destination MAC (default: the destination's neighbour entry on the interface, else
+    /// broadcast; 02:00:00:00:00:02 for files).
+    #[arg(long, value_name = "MAC")]
+    dst_mac: Option<String>,
+    /// TOS byte / traffic class (decimal or 0x hex), e.g. 0xc0.
+    #[arg(long, value_parser = parse_u8, default_value = "0")]
+    tos: u8,
+    /// DSCP (0-63), sets the upper six bits of the TOS byte.
+    #[arg(long, conflicts_with = "tos")]
+    dscp: Option<u8>,
+    /// TTL / hop limit.
+    #[arg(long, default_value_t = 64)]
+    ttl: u8,
+    /// 802.1Q tag: VID or VID:PRIORITY.
+    #[arg(long, value_name = "VID[:PCP]")]
+    vlan: Option<String>,
+    /// TCP-shaped segments instead of UDP datagrams.
+    #[arg(long)]
+    tcp: bool,
+    /// Seed of the uniform size draws.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Timestamp of the first packet of a file, ns since the epoch (default: now).
+    #[arg(long, value_name = "NS")]
+    start: Option<u64>,
+    /// Skip the qdisc (PACKET_QDISC_BYPASS); off by default since queueing is often measured.
+    #[arg(long)]
+    qdisc_bypass: bool,
+    /// Most frames per send() call.
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// TX ring slots.
+    #[arg(long, default_value_t = 4096)]
+    ring_frames: u32,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_u8(s: &str) -> Result<u8, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u8::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("'{s}' is not a byte (0-255 or 0x00-0xff)"))
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6]> {
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    if parts.len() != 6 {
+        bail!("bad MAC address '{s}'");
+    }
+    let mut m = [0u8; 6];
+    for (d, p) in m.iter_mut().zip(parts) {
+        *d = u8::from_str_radix(p, 16).with_context(|| format!("bad MAC address '{s}'"))?;
+    }
+    Ok(m)
+}
+
+/// The interface's own MAC address.
+fn iface_mac(iface: &str) -> Result<[u8; 6]> {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{iface}/address"))
+        .with_context(|| format!("no such interface: {iface}"))?;
+    parse_mac(&s)
+}
+
+/// The neighbour entry of `ip` on `iface` (IPv4, from /proc/net/arp).
+fn neighbour_mac(iface: &str, ip: IpAddr) -> Option<[u8; 6]> {
+    let table = std::fs::read_to_string("/proc/net/arp").ok()?;
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() >= 6 && f[5] == iface && f[0].parse::<IpAddr>().ok() == Some(ip))
+            .then(|| parse_mac(f[3]).ok())
+            .flatten()
+    })
+}
+
+fn rate(args: &Args) -> Option<Rate> {
+    if let Some(p) = args.pps {
+        Some(Rate::Pps(p))
+    } else if let Some(m) = args.mbps {
+        Some(Rate::Mbps(m))
+    } else if args.top {
+        Some(Rate::Top)
+    } else {
+        None
+    }
+}
+
+fn synth(args: &Args) -> Result<Synth> {
+    let (src_mac, dst_mac) = match &args.interface {
+        Some(i) => (
+            match &args.src_mac {
+                Some(m) => parse_mac(m)?,
+                None => iface_mac(i)?,
+            },
+            match &args.dst_mac {
+                Some(m) => parse_mac(m)?,
+                None => neighbour_mac(i, args.dst).unwrap_or_else(|| {
+                    eprintln!(
+                        "weir: warning: no neighbour entry for {} on {i}: sending to the broadcast MAC (routers will not forward it; give --dst-mac)",
+                        args.dst
+                    );
+                    [0xff; 6]
+                }),
+            },
+        ),
+        None => (
+            parse_mac(args.src_mac.as_deref().unwrap_or("02:00:00:00:00:01"))?,
+            parse_mac(args.dst_mac.as_deref().unwrap_or("02:00:00:00:00:02"))?,
+        ),
+    };
+    let vlan = match &args.vlan {
+        None => None,
+        Some(v) => {
+            let (vid, pcp) = v.split_once(':').unwrap_or((v, "0"));
+            Some((
+                vid.parse()
+                    .with_context(|| format!("bad VLAN id '{vid}'"))?,
+                pcp.parse()
+                    .with_context(|| format!("bad VLAN priority '{pcp}'"))?,
+            ))
+        }
+    };
+    let tos = match args.dscp {
+        Some(d) if d > 63 => bail!("--dscp must be 0-63"),
+        Some(d) => d << 2,
+        None => args.tos,
+    };
+    if args.flows == 0 {
+        bail!("--flows must be at least 1");
+    }
+    let flows = (0..args.flows)
+        .map(|k| FlowSpec {
+            src_mac,
+            dst_mac,
+            vlan,
+            src_ip: args.src,
+            dst_ip: args.dst,
+            src_port: args.sport.wrapping_add(k),
+            dst_port: args.dport,
+            tos,
+            ttl: args.ttl,
+            proto: if args.tcp { Proto::Tcp } else { Proto::Udp },
+        })
+        .collect();
+    let duration_ns = args.duration.map(|d| (d * 1e9) as u64);
+    let count = match (args.count, duration_ns) {
+        (Some(c), _) => Some(c),
+        (None, Some(_)) => None,
+        (None, None) => Some(1000),
+    };
+    let rate = rate(args).unwrap_or(Rate::Top);
+    Ok(Synth::new(SynthConfig {
+        flows,
+        stream_base: args.stream,
+        sizes: args.size.clone(),
+        seed: args.seed,
+        rate,
+        count,
+        duration_ns,
+    })?)
+}
+
+fn replay(args: &Args, path: &std::path::Path, max_len: usize) -> Result<Replay> {
+    let pace = match (args.multiplier, rate(args)) {
+        (Some(m), _) => ReplayPace::Recorded { multiplier: m },
+        (None, Some(r)) => ReplayPace::Rate(r),
+        (None, None) => ReplayPace::Recorded { multiplier: 1.0 },
+    };
+    Replay::open(path, pace, args.loops, max_len)
+        .with_context(|| format!("cannot replay {}", path.display()))
+}
+
+/// Runs `weir gen`.
+pub fn run(args: Args) -> Result<Status> {
+    let report = if let Some(path) = &args.output {
+        let mut src: Box<dyn Source> = match &args.replay {
+            Some(r) => Box::new(replay(&args, r, usize::MAX)?),
+            None => Box::new(synth(&args)?),
+        };
+        let start = args.start.unwrap_or_else(drive::realtime_ns);
+        let out = output::create(path)?;
+        let (rep, mut out) = drive::to_file(src.as_mut(), out, args.format.output(false), start)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        out.flush()?;
+        rep
+    } else {
+        let iface = args.interface.as_deref().expect("clap requires -i or -w");
+        let mut ring = TxRing::open(
+            iface,
+            TxConfig {
+                frame_count: args.ring_frames,
+                qdisc_bypass: args.qdisc_bypass,
+                ..TxConfig::default()
+            },
+        )?;
+        let mut src: Box<dyn Source> = match &args.replay {
+            Some(r) => {
+                let s = replay(&args, r, ring.max_frame())?;
+                if s.link() != weir_packet::LinkType::ETHERNET {
+                    bail!(
+                        "{}: only Ethernet captures can be sent on an interface, this one is {}",
+                        r.display(),
+                        s.link()
+                    );
+                }
+                Box::new(s)
+            }
+            None => Box::new(synth(&args)?),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let s = stop.clone();
+            ctrlc::set_handler(move || s.store(true, Ordering::Relaxed))
+                .context("cannot install the SIGINT/SIGTERM handler")?;
+        }
+        eprintln!(
+            "weir: sending on {iface} ({}qdisc)",
+            if args.qdisc_bypass {
+                "bypassing the "
+            } else {
+                "through the "
+            }
+        );
+        drive::to_ring(
+            src.as_mut(),
+            &mut ring,
+            SendOptions {
+                batch: args.batch,
+                duration: args.duration.map(Duration::from_secs_f64),
+            },
+            &stop,
+        )?
+    };
+    print_report(&report, args.json, args.output.is_some());
+    Ok(Status::Clean)
+}
+
+fn print_report(r: &Report, json: bool, file: bool) {
+    let secs = r.elapsed_ns as f64 / 1e9;
+    if file {
+        eprintln!(
+            "weir: wrote {} packets ({} bytes) spanning {secs:.6} s of planned time",
+            r.sent, r.bytes
+        );
+    } else {
+        eprintln!(
+            "weir: sent {} packets ({} bytes) in {secs:.3} s: {:.0} pps, {:.1} Mbps; {} send() calls, {} send errors{}, {} rejected frames",
+            r.sent,
+            r.bytes,
+            r.pps(),
+            r.mbps(),
+            r.batches,
+            r.send_errors,
+            r.last_error.as_ref().map(|e| format!(" (last: {e})")).unwrap_or_default(),
+            r.rejected
+        );
+    }
+    if json {
+        let v = serde_json::json!({
+            "sent": r.sent,
+            "bytes": r.bytes,
+            "elapsed_ns": r.elapsed_ns,
+            "pps": r.pps(),
+            "mbps": r.mbps(),
+            "send_calls": r.batches,
+            "send_errors": r.send_errors,
+            "last_error": r.last_error,
+            "rejected": r.rejected,
+        });
+        println!("{v}");
+    }
+}

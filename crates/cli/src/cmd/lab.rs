@@ -1,0 +1,196 @@
+//! `weir lab`: build and tear down the namespace bench, apply queueing setups to its bottleneck,
+//! and run scenarios that measure them (see weir-lab).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use weir_lab::bench::{self, Bench, Role};
+use weir_lab::scenario::{self, Scenario};
+use weir_lab::{caps, knobs, LabError};
+
+use crate::output::Status;
+
+/// Arguments of `weir lab`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+    /// Name of the bench (its namespaces are weirlab-NAME-snd, -rtr, -rcv).
+    #[arg(long, default_value = "lab", global = true)]
+    name: String,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Action {
+    /// Build the bench: sender — router — receiver, joined by veth pairs.
+    Up,
+    /// Remove the bench and everything running in it (also what a crashed run left).
+    Down {
+        /// Remove every weir lab bench on this machine.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show the bench and what the kernel offers.
+    Status,
+    /// Probe what the kernel offers (qdiscs, BQL, TSQ, XDP) in a scratch namespace.
+    Caps,
+    /// Put a root qdisc on the bottleneck (router out0): KIND [tc arguments...].
+    Qdisc {
+        /// Qdisc kind: pfifo_fast, pfifo, tbf, htb, prio, fq_codel, hfsc...
+        kind: String,
+        /// Its arguments, as tc takes them (`rate 10mbit burst 5kb latency 20ms`).
+        args: Vec<String>,
+    },
+    /// Set the byte queue limit (bytes) of the bottleneck.
+    Bql {
+        /// limit_max in bytes.
+        limit: u64,
+    },
+    /// Set TCP small queues (net.ipv4.tcp_limit_output_bytes) on the sender.
+    Tsq {
+        /// Bytes.
+        bytes: u64,
+    },
+    /// Forward in the router with an XDP program (on) or the kernel's stack (off).
+    Xdp {
+        /// on or off.
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
+    /// Run a scenario: every setup measured, tables and charts overlaid.
+    Run {
+        /// The scenario file (TOML; see scenarios/).
+        scenario: PathBuf,
+        /// Output folder (default lab-results/NAME-TIME).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Keep the bench up afterwards.
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+fn unsupported(e: LabError) -> anyhow::Error {
+    match e {
+        LabError::Unsupported(why) => anyhow::anyhow!("cannot apply: {why}"),
+        other => other.into(),
+    }
+}
+
+fn require_up(b: &Bench) -> Result<()> {
+    if !b.exists() {
+        bail!(
+            "no bench '{}': run `weir lab up --name {}` first",
+            b.name(),
+            b.name()
+        );
+    }
+    Ok(())
+}
+
+/// Runs `weir lab`.
+pub fn run(args: Args) -> Result<Status> {
+    let b = Bench::new(&args.name)?;
+    match args.action {
+        Action::Up => {
+            let st = b.up().context("cannot build the bench")?;
+            println!(
+                "bench '{}' up: {} (eth0 {}) — {} (in0 {}, out0 {}) — {} (eth0 {})",
+                b.name(),
+                b.ns(Role::Sender),
+                bench::SENDER_IP,
+                b.ns(Role::Router),
+                bench::ROUTER_IN_IP,
+                bench::ROUTER_OUT_IP,
+                b.ns(Role::Receiver),
+                bench::RECEIVER_IP
+            );
+            println!(
+                "bottleneck: {} out0; MACs {}",
+                b.ns(Role::Router),
+                st.macs.join(" ")
+            );
+        }
+        Action::Down { all } => {
+            let removed = if all { bench::down_all()? } else { b.down()? };
+            if removed.is_empty() {
+                println!("nothing to remove");
+            } else {
+                println!("removed {}", removed.join(", "));
+            }
+        }
+        Action::Status => {
+            if b.exists() {
+                let st = b.state().unwrap_or_default();
+                println!("bench '{}' is up: {}", b.name(), st.namespaces.join(", "));
+                let q = b.exec(
+                    Role::Router,
+                    &["tc", "qdisc", "show", "dev", knobs::BOTTLENECK],
+                )?;
+                print!("bottleneck qdisc: {}", String::from_utf8_lossy(&q.stdout));
+            } else {
+                println!("bench '{}' is down", b.name());
+            }
+            let others = bench::benches()?;
+            if !others.is_empty() {
+                println!("benches present: {}", others.join(", "));
+            }
+        }
+        Action::Caps => print!("{}", caps::probe()?.describe()),
+        Action::Qdisc { kind, args: a } => {
+            require_up(&b)?;
+            let c = caps::probe()?;
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            knobs::qdisc(&b, Some(&c), &kind, &a).map_err(unsupported)?;
+            println!("{kind} on {}", knobs::BOTTLENECK);
+        }
+        Action::Bql { limit } => {
+            require_up(&b)?;
+            knobs::bql(&b, limit).map_err(unsupported)?;
+            println!("byte queue limit {limit} on {}", knobs::BOTTLENECK);
+        }
+        Action::Tsq { bytes } => {
+            require_up(&b)?;
+            knobs::tsq(&b, bytes).map_err(unsupported)?;
+            println!("tcp_limit_output_bytes = {bytes} on the sender");
+        }
+        Action::Xdp { state } => {
+            require_up(&b)?;
+            knobs::xdp(&b, state == "on").map_err(unsupported)?;
+            println!("XDP forwarding {state}");
+        }
+        Action::Run {
+            scenario: path,
+            out,
+            keep,
+        } => {
+            let sc = Scenario::load(&path)?;
+            let c = caps::probe()?;
+            let out = out.unwrap_or_else(|| scenario::default_out(&sc));
+            let was_up = b.exists();
+            if !was_up {
+                b.up().context("cannot build the bench")?;
+            }
+            let weir = std::env::current_exe().context("cannot find the weir binary")?;
+            let r = scenario::run(&weir, &b, &c, &sc, &out, &mut |m| eprintln!("weir: {m}"));
+            if !keep && !was_up {
+                b.down()?;
+            }
+            let results = r?;
+            print!("{}", std::fs::read_to_string(out.join("table.txt"))?);
+            let measured = results.iter().filter(|r| r.run.is_some()).count();
+            eprintln!(
+                "weir: {measured} of {} setups measured; results, captures and charts in {}",
+                results.len(),
+                out.display()
+            );
+            if measured == 0 {
+                bail!(
+                    "no setup of {} could be applied on this machine",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(Status::Clean)
+}

@@ -1,0 +1,184 @@
+//! `weir latency A B`: matches the packets of two captures of the same traffic (before and after
+//! a queue, a link, a router) and reports per-stream one-way latency, loss, duplicates,
+//! reordering and jitter, as a table, JSON, CSV (one row per matched packet) and charts.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use weir_latency::plot::Series;
+use weir_latency::report::{self, Labelled};
+use weir_latency::{analyze, Config, Run, Unstamped};
+
+use crate::output::{self, Status};
+
+/// How unstamped packets are grouped.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grouping {
+    /// Do not match them.
+    Skip,
+    /// One stream for all of them.
+    One,
+    /// One stream per 5-tuple.
+    Flow,
+}
+
+/// Arguments of `weir latency`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Capture at the first point (sender side) and at the second point (receiver side).
+    #[arg(value_names = ["A", "B"], num_args = 2)]
+    files: Vec<PathBuf>,
+    /// A labelled run, LABEL=A,B (repeat to overlay several runs in the table and charts).
+    #[arg(long = "run", value_name = "LABEL=A,B")]
+    runs: Vec<String>,
+    /// Longest latency a match may have, in seconds (memory holds two windows of packets).
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    window: f64,
+    /// Clock offset of B relative to A in ns, subtracted from B's timestamps.
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_hyphen_values = true,
+        value_name = "NS"
+    )]
+    offset: i64,
+    /// Ignore weir gen stamps: match every packet by its invariant bytes.
+    #[arg(long)]
+    no_stamps: bool,
+    /// How packets without a stamp are grouped into streams.
+    #[arg(long, value_enum, default_value_t = Grouping::One)]
+    unstamped: Grouping,
+    /// Write the results as JSON to this file (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write one CSV row per matched packet to this file (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Draw CDF, box-plot and latency-over-time charts (SVG and PNG) into this directory.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+}
+
+fn runs(args: &Args) -> Result<Vec<(String, PathBuf, PathBuf)>> {
+    let mut v = Vec::new();
+    if let [a, b] = &args.files[..] {
+        v.push(("run".to_string(), a.clone(), b.clone()));
+    }
+    for r in &args.runs {
+        let (label, files) = r
+            .split_once('=')
+            .with_context(|| format!("--run {r}: expected LABEL=A,B"))?;
+        let (a, b) = files
+            .split_once(',')
+            .with_context(|| format!("--run {r}: expected LABEL=A,B"))?;
+        v.push((label.to_string(), a.into(), b.into()));
+    }
+    if v.is_empty() {
+        bail!("give two capture files A B, or --run LABEL=A,B");
+    }
+    Ok(v)
+}
+
+/// Runs `weir latency`.
+pub fn run(args: Args) -> Result<Status> {
+    if args.window.is_nan() || args.window <= 0.0 {
+        bail!("--window must be positive");
+    }
+    let cfg = Config {
+        window_ns: (args.window * 1e9) as u64,
+        offset_ns: args.offset,
+        stamps: !args.no_stamps,
+        unstamped: match args.unstamped {
+            Grouping::Skip => Unstamped::Skip,
+            Grouping::One => Unstamped::One,
+            Grouping::Flow => Unstamped::ByFlow,
+        },
+    };
+
+    let mut csv = match &args.csv {
+        Some(p) => {
+            let mut w = BufWriter::with_capacity(1 << 20, output::create(p)?);
+            writeln!(w, "run,stream,seq,a_ns,b_ns,latency_ns,len")?;
+            Some(w)
+        }
+        None => None,
+    };
+    let mut results: Vec<(String, Run)> = Vec::new();
+    let mut status = Status::Clean;
+    for (label, a, b) in runs(&args)? {
+        let mut csv_err = None;
+        let run = analyze(&a, &b, &cfg, &mut |m| {
+            if let Some(w) = &mut csv {
+                if let Err(e) = writeln!(
+                    w,
+                    "{label},{},{},{},{},{},{}",
+                    m.stream, m.seq, m.a_ns, m.b_ns, m.latency_ns, m.len
+                ) {
+                    csv_err.get_or_insert(e);
+                }
+            }
+        })
+        .with_context(|| format!("cannot analyse {} against {}", a.display(), b.display()))?;
+        if let Some(e) = csv_err {
+            return Err(e).context("cannot write the CSV output");
+        }
+        for d in &run.damage {
+            eprintln!("weir: warning: {d}");
+            status = Status::Damaged;
+        }
+        let negative: u64 = run.streams.iter().map(|(_, s)| s.negative).sum();
+        if negative > 0 {
+            eprintln!(
+                "weir: warning: {label}: {negative} packets have a negative latency: the two clocks are not in step (correct a constant offset with --offset NS)"
+            );
+        }
+        if run.collisions > 0 {
+            eprintln!(
+                "weir: {label}: {} hash matches refused on the bytes (collisions)",
+                run.collisions
+            );
+        }
+        results.push((label, run));
+    }
+    if let Some(mut w) = csv {
+        w.flush()?;
+    }
+    let labelled: Vec<Labelled<'_>> = results
+        .iter()
+        .map(|(l, r)| Labelled { label: l, run: r })
+        .collect();
+    if let Some(p) = &args.json {
+        let mut out = output::create(p)?;
+        serde_json::to_writer_pretty(&mut out, &report::json(&labelled))?;
+        writeln!(out)?;
+        out.flush()?;
+    }
+    let to_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let table = report::table(&labelled);
+    if to_stdout(&args.json) || to_stdout(&args.csv) {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+    }
+    if let Some(dir) = &args.plot {
+        let series: Vec<Series<'_>> = results
+            .iter()
+            .flat_map(|(label, run)| {
+                let one = results.len() == 1;
+                run.streams.iter().map(move |(name, st)| Series {
+                    label: if one {
+                        name.clone()
+                    } else {
+                        format!("{label}: {name}")
+                    },
+                    stats: st,
+                    start_ns: run.start_ns,
+                })
+            })
+            .collect();
+        let files = weir_latency::plot::plot_all(dir, &series)?;
+        eprintln!("weir: {} charts written to {}", files.len(), dir.display());
+    }
+    Ok(status)
+}

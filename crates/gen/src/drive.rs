@@ -1,0 +1,222 @@
+//! The two drivers: [`to_file`] writes a source's packets with their planned times as
+//! timestamps; [`to_ring`] sends them through a [`TxRing`] when their time comes, in batches
+//! (every packet already due, up to `batch`, goes out with one `send()`).
+//!
+//! Pacing: the driver sleeps until shortly before a packet is due, then spins; packets that are
+//! late (the sender could not keep up) are sent at once, all in one batch, so the average rate
+//! holds even when single packets cannot be placed exactly.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use weir_packet::PacketMeta;
+use weir_store::{InterfaceSpec, OutputFormat, PacketWriter};
+
+use crate::source::Source;
+use crate::tx::TxRing;
+use crate::GenError;
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// Packets handed to the kernel (or written).
+    pub sent: u64,
+    /// Their bytes (frames as captured, no FCS).
+    pub bytes: u64,
+    /// Frames the kernel refused as malformed.
+    pub rejected: u64,
+    /// `send()` calls that failed (each loses at least one packet).
+    pub send_errors: u64,
+    /// The last send error, if any.
+    pub last_error: Option<String>,
+    /// `send()` calls (batches).
+    pub batches: u64,
+    /// Time from the first packet to the last, ns.
+    pub elapsed_ns: u64,
+}
+
+impl Report {
+    /// Packets per second achieved.
+    pub fn pps(&self) -> f64 {
+        if self.elapsed_ns == 0 {
+            return 0.0;
+        }
+        self.sent as f64 * 1e9 / self.elapsed_ns as f64
+    }
+
+    /// Megabits per second achieved (frames as captured).
+    pub fn mbps(&self) -> f64 {
+        if self.elapsed_ns == 0 {
+            return 0.0;
+        }
+        self.bytes as f64 * 8e3 / self.elapsed_ns as f64
+    }
+}
+
+/// Wall-clock time, ns since the Unix epoch.
+#[inline]
+pub fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Writes every packet of `src` to `out` in `format`, timestamped `start_ns` + its planned time.
+/// The source must be paced (top speed has no planned times).
+pub fn to_file<W: Write>(
+    src: &mut dyn Source,
+    out: W,
+    format: OutputFormat,
+    start_ns: u64,
+) -> Result<(Report, W), GenError> {
+    if !src.paced() {
+        return Err(GenError::Config(
+            "a file needs planned times: give a rate (pps, Mbps) or replay at the recorded pace"
+                .into(),
+        ));
+    }
+    let spec = InterfaceSpec {
+        link: src.link(),
+        snaplen: 0,
+        name: None,
+    };
+    let mut w = PacketWriter::new(out, format, &[spec])?;
+    let mut buf = vec![0u8; src.max_len()];
+    let mut rep = Report::default();
+    let mut last = 0;
+    while let Some(due) = src.next_due()? {
+        let ts = start_ns + due;
+        let len = src.fill(&mut buf, ts)?;
+        let meta = PacketMeta {
+            ts_ns: ts,
+            orig_len: len as u32,
+            interface: 0,
+        };
+        w.write(&meta, &buf[..len])?;
+        rep.sent += 1;
+        rep.bytes += len as u64;
+        last = due;
+    }
+    rep.elapsed_ns = last;
+    Ok((rep, w.finish()?))
+}
+
+/// Settings of [`to_ring`].
+#[derive(Clone, Copy, Debug)]
+pub struct SendOptions {
+    /// Most frames per `send()`.
+    pub batch: usize,
+    /// Stop after this long (wall clock), whatever the source plans.
+    pub duration: Option<Duration>,
+}
+
+impl Default for SendOptions {
+    fn default() -> Self {
+        SendOptions {
+            batch: 256,
+            duration: None,
+        }
+    }
+}
+
+/// Sleeps then spins until `deadline`, unless `stop` is raised; returns false when stopped.
+fn wait_until(deadline: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        let left = deadline - now;
+        if left > Duration::from_micros(300) {
+            std::thread::sleep((left - Duration::from_micros(200)).min(Duration::from_millis(50)));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Sends every packet of `src` through `ring`, each when its planned time comes (at once for an
+/// unpaced source), until the source ends, the duration passes or `stop` is raised.
+pub fn to_ring(
+    src: &mut dyn Source,
+    ring: &mut TxRing,
+    opts: SendOptions,
+    stop: &AtomicBool,
+) -> Result<Report, GenError> {
+    if src.max_len() > ring.max_frame() {
+        return Err(GenError::Config(format!(
+            "frames of up to {} bytes do not fit the interface (MTU) or the ring slots ({} bytes)",
+            src.max_len(),
+            ring.max_frame()
+        )));
+    }
+    let paced = src.paced();
+    let batch = opts.batch.clamp(1, ring.slots());
+    let start = Instant::now();
+    let end = opts.duration.map(|d| start + d);
+    let mut rep = Report::default();
+    let mut first: Option<Instant> = None;
+    let mut done = false;
+    while !done {
+        let Some(due) = src.next_due()? else { break };
+        let due_at = start + Duration::from_nanos(due);
+        if paced && !wait_until(due_at, stop) {
+            break;
+        }
+        // One batch: this packet and every further one already due. Paced packets are stamped
+        // one by one; at top speed a batch (a few µs) shares its start time, which saves a clock
+        // read per packet.
+        let mut n = 0;
+        let batch_ns = realtime_ns();
+        loop {
+            let now = if paced { realtime_ns() } else { batch_ns };
+            let filled = ring.push(|buf| src.fill(buf, now))?;
+            match filled {
+                Some(len) => {
+                    first.get_or_insert_with(Instant::now);
+                    rep.sent += 1;
+                    rep.bytes += len as u64;
+                    n += 1;
+                }
+                None => {
+                    ring.wait(100);
+                    continue;
+                }
+            }
+            if n >= batch {
+                break;
+            }
+            if (rep.sent & 63) == 0
+                && (stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e))
+            {
+                done = true;
+                break;
+            }
+            match src.next_due()? {
+                None => {
+                    done = true;
+                    break;
+                }
+                Some(d) if paced && start + Duration::from_nanos(d) > Instant::now() => break,
+                Some(_) => {}
+            }
+        }
+        ring.flush();
+        if stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
+            break;
+        }
+    }
+    ring.drain();
+    let st = ring.stats();
+    rep.rejected = st.rejected;
+    rep.send_errors = st.send_errors;
+    rep.batches = st.sends;
+    rep.last_error = ring.last_error().map(|e| e.to_string());
+    rep.sent -= st.rejected.min(rep.sent);
+    rep.elapsed_ns = first.map_or(0, |f| f.elapsed().as_nanos() as u64);
+    Ok(rep)
+}
