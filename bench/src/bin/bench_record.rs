@@ -5,7 +5,9 @@
 //! then times a recorder draining it into a fresh store (pcapng segments of 1 GiB, O_DIRECT
 //! writes straight from the buffer, the final `fdatasync` included), then times `dd
 //! if=/dev/zero oflag=direct bs=1M` for the same bytes (its `conv=fdatasync` too). The median
-//! round of each is reported with the ratio, and the CPU time of the recorder thread.
+//! round of each is reported with the ratio, and the CPU time of the recorder thread. Each round
+//! also drains a second full buffer with the index turned off: the difference in the recorder
+//! thread's CPU time is the indexing cost, measured where it is paid.
 //!
 //! `cargo run --release -p weir-bench --bin bench_record -- [--rounds 5] [--buffer-mib 4096]`
 
@@ -57,51 +59,65 @@ fn main() -> Result<()> {
     let mut weir = Vec::new();
     let mut dd = Vec::new();
     let mut cpu = Vec::new();
+    let mut cpu_plain = Vec::new();
+    let mut gbs = 0.0;
     for round in 0..args.rounds {
         let _ = std::fs::remove_dir_all(&args.dir);
         std::fs::create_dir_all(&args.dir)?;
-        // Fill the buffer (untimed) by replaying the trace until it is full.
-        let buffer = Config::new(size).readers(1).max_writers(1).build()?;
-        let mut reader = buffer.reader(0)?;
-        let mut writer = buffer.writer()?;
-        let mut links = None;
-        'fill: loop {
-            let mut r = FileReader::open(&args.trace)
-                .with_context(|| format!("{} (run mktrace first)", args.trace.display()))?;
-            links.get_or_insert_with(|| r.interfaces()[0].link);
-            while let Some(p) = r.next_packet()? {
-                match writer.push(0, p.meta.ts_ns, p.meta.orig_len, p.data) {
-                    Ok(()) => {}
-                    Err(Dropped::Full) => break 'fill,
-                    Err(e) => bail!("{e}"),
+        let mut bytes = 0;
+        for indexed in [true, false] {
+            // Fill the buffer (untimed) by replaying the trace until it is full.
+            let buffer = Config::new(size).readers(1).max_writers(1).build()?;
+            let mut reader = buffer.reader(0)?;
+            let mut writer = buffer.writer()?;
+            let mut links = None;
+            'fill: loop {
+                let mut r = FileReader::open(&args.trace)
+                    .with_context(|| format!("{} (run mktrace first)", args.trace.display()))?;
+                links.get_or_insert_with(|| r.interfaces()[0].link);
+                while let Some(p) = r.next_packet()? {
+                    match writer.push(0, p.meta.ts_ns, p.meta.orig_len, p.data) {
+                        Ok(()) => {}
+                        Err(Dropped::Full) => break 'fill,
+                        Err(e) => bail!("{e}"),
+                    }
                 }
             }
+            bytes = buffer.stats().reserved;
+            gbs = bytes as f64 / 1e9;
+            let iface = InterfaceSpec {
+                link: links.expect("a packet"),
+                snaplen: 262_144,
+                name: Some("bench".into()),
+            };
+            let store_dir = args.dir.join("store");
+            let mut opts = Options::new(vec![iface]);
+            opts.segment_size = 1 << 30;
+            if !indexed {
+                opts.index_chunk = None;
+            }
+            let (store, _) = Store::open(&store_dir, opts.format, opts.segment_size, 262_144)?;
+            let mut rec = Recorder::new(store, opts)?;
+            let stop = AtomicBool::new(true);
+            let t = Instant::now();
+            let c = thread_cpu_s();
+            let summary = rec.run(&mut reader, &stop)?;
+            let secs = t.elapsed().as_secs_f64();
+            if indexed {
+                cpu.push(thread_cpu_s() - c);
+            } else {
+                cpu_plain.push(thread_cpu_s() - c);
+            }
+            if !summary.direct || summary.dropped != 0 {
+                bail!("recorder: {summary:?}");
+            }
+            if indexed {
+                weir.push(bytes as f64 / secs / 1e9);
+            }
+            drop(rec);
+            drop(buffer);
+            std::fs::remove_dir_all(&store_dir)?;
         }
-        let bytes = buffer.stats().reserved;
-        let iface = InterfaceSpec {
-            link: links.expect("a packet"),
-            snaplen: 262_144,
-            name: Some("bench".into()),
-        };
-        let store_dir = args.dir.join("store");
-        let mut opts = Options::new(vec![iface]);
-        opts.segment_size = 1 << 30;
-        let (store, _) = Store::open(&store_dir, opts.format, opts.segment_size, 262_144)?;
-        let mut rec = Recorder::new(store, opts)?;
-        let stop = AtomicBool::new(true);
-        let t = Instant::now();
-        let c = thread_cpu_s();
-        let summary = rec.run(&mut reader, &stop)?;
-        let secs = t.elapsed().as_secs_f64();
-        cpu.push(thread_cpu_s() - c);
-        if !summary.direct || summary.dropped != 0 {
-            bail!("recorder: {summary:?}");
-        }
-        weir.push(bytes as f64 / secs / 1e9);
-        drop(rec);
-        drop(buffer);
-        std::fs::remove_dir_all(&store_dir)?;
-
         let out = args.dir.join("dd.out");
         let t = Instant::now();
         let st = Command::new("dd")
@@ -129,7 +145,12 @@ fn main() -> Result<()> {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (w, d, c) = (med(&mut weir), med(&mut dd), med(&mut cpu));
+    let (w, d, c, p) = (
+        med(&mut weir),
+        med(&mut dd),
+        med(&mut cpu),
+        med(&mut cpu_plain),
+    );
     println!(
         "\nrecorder draining a full {} MiB packet buffer to disk (median of {} rounds)",
         args.buffer_mib, args.rounds
@@ -142,6 +163,14 @@ fn main() -> Result<()> {
         w,
         w / d * 100.0,
         c
+    );
+    println!(
+        "recorder thread CPU per GB: {:.3} s indexed, {:.3} s without the index: indexing costs \
+         {:.3} s per GB = {:.1} % of one core at 2 GB/s",
+        c / gbs,
+        p / gbs,
+        (c - p) / gbs,
+        (c - p) / gbs * 2.0 * 100.0
     );
     Ok(())
 }
