@@ -15,7 +15,7 @@ use crate::output::{self, Status};
 /// Output file format.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    /// Classic pcap (nanosecond timestamps unless --micro).
+    /// Classic pcap, nanosecond timestamps (microsecond ones with --micro where a command has it).
     Pcap,
     /// pcapng with one interface block per input interface, nanosecond timestamps.
     Pcapng,
