@@ -11,7 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
-use common::{run, tshark_fields, weir};
+use common::{run, segments, tshark_fields, weir};
 
 /// A `weir record` (or `weir flows -i`) running in the background, its stderr in a file.
 struct Running {
@@ -73,17 +73,6 @@ fn record(ifaces: &str, dir: &Path, extra: &[&str], log: &Path) -> Running {
     args.extend_from_slice(extra);
     args.push("udp port 9999");
     spawn(&args, log, "recording on")
-}
-
-/// Segment files of a store, in name (= time, then sequence) order.
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcapng" || e == "pcap"))
-        .collect();
-    v.sort();
-    v
 }
 
 /// tcpdump reads the file with no complaint.

@@ -5,13 +5,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
 
 use common::netns::VethBench;
-use common::{run, tshark_fields, weir};
+use common::{run, start, tshark_fields, tshark_fields_with, wait, weir};
 
 #[test]
 fn file_fields_read_back_in_tshark() {
@@ -114,67 +112,11 @@ fn file_fields_read_back_in_tshark() {
 
 /// tshark fields with IP and UDP checksum checking turned on.
 fn tshark_fields_checked(file: &Path, fields: &[&str]) -> Vec<Vec<String>> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r")
-        .arg(file)
-        .args([
-            "-o",
-            "ip.check_checksum:TRUE",
-            "-o",
-            "udp.check_checksum:TRUE",
-        ])
-        .args(["-T", "fields"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = run(&mut cmd);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split('\t').map(String::from).collect())
-        .collect()
-}
-
-/// Starts a command and returns once its stderr shows `banner`.
-fn start(mut cmd: Command, banner: &str) -> Child {
-    let mut child = cmd
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "exited before '{banner}'"
-        );
-        if line.contains(banner) {
-            break;
-        }
-    }
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    child
-}
-
-/// Waits for a child to end by itself (kills it and fails after 60 s).
-fn wait(mut child: Child) {
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(60) {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{status}");
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    panic!("did not finish");
+    tshark_fields_with(
+        file,
+        &["ip.check_checksum:TRUE", "udp.check_checksum:TRUE"],
+        fields,
+    )
 }
 
 /// The namespace side of the bench: its interface name and MAC.

@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{corpus, run, weir};
+use common::{corpus, run, segments, weir};
 use weir_source::FileReader;
 
 const FILES: [&str; 5] = [
@@ -46,16 +46,6 @@ fn build_store(dir: &Path) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcapng"))
-        .collect();
-    v.sort();
-    v
 }
 
 type Pkt = (u64, u32, Vec<u8>);

@@ -156,7 +156,7 @@ pub fn run(args: Args) -> Result<Status> {
         let mut per_iface = if filters.is_empty() {
             Vec::new()
         } else {
-            compile_all(&mut filters, &reader)?
+            filters.for_interfaces(reader.interfaces())?
         };
         for (start, end) in ranges {
             let Some(first) = first else { break };
@@ -195,7 +195,7 @@ pub fn run(args: Args) -> Result<Status> {
                     } else {
                         // A new interface block: the packet borrows the reader, so copy it out.
                         let (data, orig_len) = (p.data.to_vec(), p.meta.orig_len);
-                        per_iface = compile_all(&mut filters, &reader)?;
+                        per_iface = filters.for_interfaces(reader.interfaces())?;
                         per_iface
                             .get(iface)
                             .is_some_and(|f| f.matches(&data, orig_len))
@@ -221,15 +221,6 @@ pub fn run(args: Args) -> Result<Status> {
         );
     }
     Ok(status)
-}
-
-/// The filter of each interface of a file, in interface-id order.
-fn compile_all(filters: &mut Filters, reader: &FileReader) -> Result<Vec<weir_filter::Filter>> {
-    reader
-        .interfaces()
-        .iter()
-        .map(|i| filters.for_interface(i).cloned())
-        .collect()
 }
 
 /// Second pass: reads each selected packet again (segments are memory-mapped, so this is

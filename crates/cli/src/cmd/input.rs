@@ -52,6 +52,14 @@ impl Filters {
         self.expr.trim().is_empty()
     }
 
+    /// The filters of a file's interfaces, in interface-id order.
+    pub fn for_interfaces(&mut self, interfaces: &[Interface]) -> Result<Vec<Filter>> {
+        interfaces
+            .iter()
+            .map(|i| self.for_interface(i).cloned())
+            .collect()
+    }
+
     /// The filter for an interface, compiling it on first use.
     pub fn for_interface(&mut self, i: &Interface) -> Result<&Filter> {
         let key = (i.link, effective_snaplen(i), i.swapped);
@@ -157,10 +165,7 @@ fn one_file<V: Visitor>(
             );
             interfaces = reader.interfaces().to_vec();
             if !match_all {
-                per_iface.clear();
-                for i in &interfaces {
-                    per_iface.push(filters.for_interface(i)?.clone());
-                }
+                per_iface = filters.for_interfaces(&interfaces)?;
             }
             let packet = Packet {
                 meta: p.0,

@@ -48,8 +48,17 @@ pub fn expressions() -> Vec<String> {
 
 /// The values of `fields` for every frame of a file, as `tshark -T fields` prints them.
 pub fn tshark_fields(file: &Path, fields: &[&str]) -> Vec<Vec<String>> {
+    tshark_fields_with(file, &[], fields)
+}
+
+/// Like [`tshark_fields`], with tshark preferences (`-o NAME:VALUE`) set first.
+pub fn tshark_fields_with(file: &Path, prefs: &[&str], fields: &[&str]) -> Vec<Vec<String>> {
     let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(file).args(["-T", "fields"]);
+    cmd.arg("-r").arg(file);
+    for p in prefs {
+        cmd.args(["-o", p]);
+    }
+    cmd.args(["-T", "fields"]);
     for f in fields {
         cmd.args(["-e", f]);
     }
@@ -76,7 +85,7 @@ pub fn tshark_frames(file: &Path) -> Vec<(String, u64, u64)> {
 }
 
 /// Starts a capture and returns once it says it is listening (`banner` on stderr); the rest of
-/// its stderr is kept and handed back by [`wait`]/[`stop`].
+/// its stderr is drained (so the child never blocks on it) and dropped.
 pub fn start(mut cmd: Command, banner: &str) -> Child {
     let mut child = cmd
         .stderr(Stdio::piped())
@@ -112,4 +121,16 @@ pub fn wait(mut child: Child) {
     }
     let _ = child.kill();
     panic!("capture did not finish");
+}
+
+/// The segment files (pcap or pcapng) of a store directory, in name (= time, then sequence)
+/// order.
+pub fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcapng" || e == "pcap"))
+        .collect();
+    v.sort();
+    v
 }
