@@ -73,22 +73,9 @@ pub(crate) fn get_u32(src: &[u8], off: usize) -> u32 {
 /// Writes one EPB into `dst`, whose length must be `record_len(data.len())`.
 #[inline]
 pub fn write_epb(dst: &mut [u8], iface: u32, ts_ns: u64, orig_len: u32, data: &[u8]) {
-    write_epb_parts(dst, iface, ts_ns, orig_len, data.len(), &[data]);
-}
-
-/// Writes one EPB whose captured bytes are the concatenation of `parts` (`caplen` bytes in
-/// all) into `dst`, whose length must be `record_len(caplen)`.
-#[inline]
-pub fn write_epb_parts(
-    dst: &mut [u8],
-    iface: u32,
-    ts_ns: u64,
-    orig_len: u32,
-    caplen: usize,
-    parts: &[&[u8]],
-) {
     let len = dst.len();
-    debug_assert_eq!(len, record_len(caplen));
+    debug_assert_eq!(len, record_len(data.len()));
+    let caplen = data.len();
     put_u32(dst, 0, EPB_TYPE);
     put_u32(dst, 4, len as u32);
     put_u32(dst, 8, iface);
@@ -96,14 +83,9 @@ pub fn write_epb_parts(
     put_u32(dst, 16, ts_ns as u32);
     put_u32(dst, 20, caplen as u32);
     put_u32(dst, 24, orig_len);
-    let mut at = EPB_HEADER_LEN;
-    for p in parts {
-        dst[at..at + p.len()].copy_from_slice(p);
-        at += p.len();
-    }
-    debug_assert_eq!(at, EPB_HEADER_LEN + caplen);
+    dst[EPB_HEADER_LEN..EPB_HEADER_LEN + caplen].copy_from_slice(data);
     // Data padding to 4 and, when needed, the opt_endofopt that brings the block to 8: zeros.
-    dst[at..len - 4].fill(0);
+    dst[EPB_HEADER_LEN + caplen..len - 4].fill(0);
     put_u32(dst, len - 4, len as u32);
 }
 

@@ -92,24 +92,11 @@ impl Writer {
         orig_len: u32,
         data: &[u8],
     ) -> Result<(), Dropped> {
-        self.push_parts(iface, ts_ns, orig_len, &[data])
-    }
-
-    /// Like [`push`](Self::push), with the captured bytes given as consecutive pieces (a
-    /// capture loop putting back a VLAN tag the NIC stripped, for example).
-    pub fn push_parts(
-        &mut self,
-        iface: u32,
-        ts_ns: u64,
-        orig_len: u32,
-        parts: &[&[u8]],
-    ) -> Result<(), Dropped> {
-        let caplen: usize = parts.iter().map(|p| p.len()).sum();
-        if caplen > self.buf.inner.max_caplen {
+        if data.len() > self.buf.inner.max_caplen {
             bump(&self.slot().dropped_oversize);
             return Err(Dropped::TooLong);
         }
-        let len = record_len(caplen) as u64;
+        let len = record_len(data.len()) as u64;
         loop {
             let Some(a) = self.reserve(len) else {
                 bump(&self.slot().dropped_full);
@@ -123,7 +110,7 @@ impl Writer {
                 // reading it (the room check), and readers will not read it before the Release
                 // store below makes it visible (the frontier stops at our announcement).
                 let dst = unsafe { inner.bytes_mut(pos, len as usize) };
-                pcapng::write_epb_parts(dst, iface, ts_ns, orig_len, caplen, parts);
+                pcapng::write_epb(dst, iface, ts_ns, orig_len, data);
                 self.commit();
                 bump(&self.slot().pushed);
                 return Ok(());
@@ -192,7 +179,7 @@ impl Writer {
             let inner = &*self.buf.inner;
             let pos = (a & inner.mask) as usize;
             if pos as u64 + total as u64 <= inner.size {
-                // SAFETY: as in `push_parts`: `[a, a + total)` is this writer's reservation,
+                // SAFETY: as in `push`: `[a, a + total)` is this writer's reservation,
                 // inside the buffer, not visible to readers before the commit below.
                 let dst = unsafe { inner.bytes_mut(pos, total) };
                 let mut at = 0;
