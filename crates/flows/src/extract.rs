@@ -5,12 +5,10 @@
 //! on its own. The [`FragTable`] remembers, for each first fragment `(src, dst, proto, IP ID)`,
 //! the ports (or ICMP type/code) of its transport header, for
 //! [`Config::frag_timeout_ns`](crate::Config::frag_timeout_ns) of packet time; the meter's
-//! in-order step ([`Meter::packet_prepared`](crate::Meter::packet_prepared)) consults it.
+//! in-order step of each shard consults it (each shard has its own: fragments are routed by
+//! address, [`KeyHasher::route`](crate::KeyHasher::route)).
 
-use hashbrown::HashMap;
 use weir_decode::tcp;
-
-use crate::key::Key;
 
 /// What became of a frame handed to the meter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,105 +27,195 @@ pub enum Outcome {
     NoTransport,
 }
 
-/// Key of the fragment table: (src, dst, proto, identification) as RFC 791 / 8200 define a
-/// datagram; addresses as the flow key's words (IPv4 `[0, address]`), then `proto | v6 << 8 |
-/// id << 32`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FragKey {
-    pub w: [u64; 5],
+/// Ways per set: four 16-byte slots fill one cache line.
+const WAYS: usize = 4;
+/// Fragment times are kept in units of 2^20 ns (≈ 1.05 ms).
+const UNIT_SHIFT: u32 = 20;
+
+/// One remembered first fragment.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    /// The datagram's hash ([`KeyHasher::fragment`](crate::KeyHasher::fragment)); 0 = empty.
+    tag: u64,
+    /// Source port in the high half, destination port (or ICMP type/code) in the low half.
+    ports: u32,
+    /// Packet time of the first fragment, in units of 2^20 ns, wrapping.
+    stamp: u32,
 }
 
-impl std::hash::Hash for FragKey {
-    /// Word by word: the derived impl hashes the array as a byte slice, foldhash's slow path.
-    #[inline]
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        for w in self.w {
-            state.write_u64(w);
-        }
-    }
-}
-
-impl FragKey {
-    /// The datagram of a packet with canonical key `key`, direction `from_b` and IP ID `id`.
-    #[inline]
-    pub fn of(key: &Key, from_b: bool, id: u32) -> FragKey {
-        let (s, d, _, _) = key.endpoints(from_b);
-        let meta = u64::from(key.proto()) | u64::from(key.is_v6()) << 8 | u64::from(id) << 32;
-        FragKey {
-            w: [s[0], s[1], d[0], d[1], meta],
-        }
-    }
-}
+/// The slots a datagram hash can occupy: one cache line.
+#[derive(Clone, Copy, Default)]
+#[repr(align(64))]
+struct Set([Slot; WAYS]);
 
 /// Ports of fragmented datagrams, learnt from their first fragment.
 ///
-/// Entries are keyed by a 64-bit hash of the datagram's (src, dst, proto, ID) under a key drawn
-/// at random per run, not by the 40-byte tuple itself: 24-byte entries keep a table of tens of
-/// thousands of datagrams (a fragment flood) inside the L2 cache. `bench/flows_vs_peers.py`: the
-/// tuple-keyed table cost 12 % of the run on the corpus trace (46 % IPv6 first fragments). Two
-/// datagrams can only share an entry if their keyed hashes collide (about n²/2⁶⁵ for n live
-/// datagrams); foldhash is not a cryptographic MAC, but without the per-run key a sender cannot
-/// aim for a collision cheaply.
+/// A set-associative cache keyed by the datagram's 64-bit hash, computed under the run's secret
+/// seed by [`Preparer`](crate::Preparer) on the reading threads: a datagram can only sit in the
+/// four slots of one cache line, so remembering or finding one touches one line, and the table
+/// never grows, rehashes or scans (a fragment flood cannot make it slow). A first fragment
+/// whose set holds four live datagrams replaces the oldest of them, which is counted in
+/// [`overflow`](Self::overflow). Two datagrams can only be confused if their keyed 64-bit
+/// hashes are equal.
+///
+/// `bench/flows_vs_peers.py` (46 % of the trace are IPv6 first fragments of a flood): the
+/// hashbrown map this replaces, keyed by a hash computed in the in-order step, cost 13.6 % of the
+/// run's CPU samples.
 pub struct FragTable {
-    keyer: foldhash::quality::RandomState,
-    map: HashMap<u64, (u16, u16, u64), foldhash::fast::RandomState>,
-    timeout_ns: u64,
-    capacity: usize,
-    last_purge: u64,
-    /// First fragments not remembered because the table was full.
+    sets: Box<[Set]>,
+    /// The timeout in units of 2^20 ns (at least 1, below 2^31).
+    timeout: u32,
+    /// First fragments forgotten before their timeout because their set was full.
     pub overflow: u64,
 }
 
+#[inline]
+fn units(ns: u64) -> u32 {
+    (ns >> UNIT_SHIFT) as u32
+}
+
 impl FragTable {
-    /// A table holding at most `capacity` datagrams for `timeout_ns` each.
+    /// A table holding about `capacity` datagrams (rounded up to whole sets of four) for
+    /// `timeout_ns` each (to the millisecond, at most 24 days).
     pub fn new(capacity: usize, timeout_ns: u64) -> FragTable {
+        let sets = capacity.div_ceil(WAYS).max(1);
         FragTable {
-            keyer: Default::default(),
-            map: HashMap::with_capacity_and_hasher(capacity.min(4096), Default::default()),
-            timeout_ns,
-            capacity,
-            last_purge: 0,
+            sets: vec![Set::default(); sets].into_boxed_slice(),
+            timeout: units(timeout_ns.div_ceil(1 << UNIT_SHIFT) << UNIT_SHIFT).clamp(1, 1 << 30),
             overflow: 0,
         }
     }
 
-    fn purge(&mut self, now: u64) {
-        let t = self.timeout_ns;
-        self.map.retain(|_, v| v.2.saturating_add(t) > now);
-        self.last_purge = now;
+    /// Datagrams the table can hold.
+    pub fn capacity(&self) -> usize {
+        self.sets.len() * WAYS
     }
 
-    pub(crate) fn remember(&mut self, k: FragKey, ports: (u16, u16), now: u64) {
-        let k = std::hash::BuildHasher::hash_one(&self.keyer, k);
-        if now >= self.last_purge.saturating_add(self.timeout_ns) {
-            self.purge(now);
-        }
-        if self.map.len() >= self.capacity && !self.map.contains_key(&k) {
-            self.purge(now);
-            if self.map.len() >= self.capacity {
-                self.overflow += 1;
-                return;
+    #[inline]
+    fn set(&self, hash: u64) -> usize {
+        (((hash >> 32) * self.sets.len() as u64) >> 32) as usize
+    }
+
+    /// Still remembered at `now` (a time before the stamp, from input whose clock went back,
+    /// counts as live).
+    #[inline]
+    fn live(&self, s: &Slot, now: u32) -> bool {
+        s.tag != 0 && (now.wrapping_sub(s.stamp) as i32) < self.timeout as i32
+    }
+
+    /// Remembers the ports of the datagram `hash` (from its first fragment, seen at `now`).
+    #[inline]
+    pub fn remember(&mut self, hash: u64, ports: (u16, u16), now_ns: u64) {
+        let now = units(now_ns);
+        let i = self.set(hash);
+        let slot = Slot {
+            tag: hash,
+            ports: u32::from(ports.0) << 16 | u32::from(ports.1),
+            stamp: now,
+        };
+        let set = &self.sets[i].0;
+        let mut victim = 0;
+        let mut oldest = i32::MIN;
+        let mut evicts = true;
+        for (w, s) in set.iter().enumerate() {
+            if s.tag == hash || !self.live(s, now) {
+                victim = w;
+                evicts = false;
+                break;
+            }
+            let age = now.wrapping_sub(s.stamp) as i32;
+            if age > oldest {
+                oldest = age;
+                victim = w;
             }
         }
-        self.map.insert(k, (ports.0, ports.1, now));
+        if evicts {
+            self.overflow += 1;
+        }
+        self.sets[i].0[victim] = slot;
     }
 
-    pub(crate) fn lookup(&self, k: &FragKey, now: u64) -> Option<(u16, u16)> {
-        let k = std::hash::BuildHasher::hash_one(&self.keyer, k);
-        self.map
-            .get(&k)
-            .filter(|v| v.2.saturating_add(self.timeout_ns) > now)
-            .map(|v| (v.0, v.1))
+    /// The ports remembered for the datagram `hash`, if its first fragment was seen less than
+    /// the timeout before `now`.
+    #[inline]
+    pub fn lookup(&self, hash: u64, now_ns: u64) -> Option<(u16, u16)> {
+        let now = units(now_ns);
+        self.sets[self.set(hash)]
+            .0
+            .iter()
+            .find(|s| s.tag == hash && self.live(s, now))
+            .map(|s| ((s.ports >> 16) as u16, s.ports as u16))
     }
 
-    /// Datagrams remembered now.
+    /// Datagrams held now (live or expired but not yet replaced).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.sets
+            .iter()
+            .flat_map(|s| s.0.iter())
+            .filter(|s| s.tag != 0)
+            .count()
     }
 
-    /// True when no datagram is remembered.
+    /// True when no datagram is held.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn remembers_until_the_timeout() {
+        let mut t = FragTable::new(64, 30 * S);
+        t.remember(0x1234_5678_9abc_def0, (5000, 53), 10 * S);
+        assert_eq!(t.lookup(0x1234_5678_9abc_def0, 10 * S), Some((5000, 53)));
+        assert_eq!(t.lookup(0x1234_5678_9abc_def0, 39 * S), Some((5000, 53)));
+        assert_eq!(t.lookup(0x1234_5678_9abc_def0, 41 * S), None);
+        assert_eq!(t.lookup(0x1234_5678_9abc_def1, 10 * S), None);
+        // a clock that went back still finds it
+        assert_eq!(t.lookup(0x1234_5678_9abc_def0, 5 * S), Some((5000, 53)));
+        assert_eq!(t.overflow, 0);
+    }
+
+    #[test]
+    fn a_full_set_forgets_its_oldest_and_counts_it() {
+        let mut t = FragTable::new(4, 30 * S);
+        assert_eq!(t.capacity(), 4);
+        for k in 1..=4u64 {
+            t.remember(k, (k as u16, 0), k * S);
+        }
+        assert_eq!(t.overflow, 0);
+        t.remember(5, (5, 0), 6 * S);
+        assert_eq!(t.overflow, 1);
+        assert_eq!(t.lookup(1, 6 * S), None, "the oldest went");
+        for k in 2..=5u64 {
+            assert_eq!(t.lookup(k, 6 * S), Some((k as u16, 0)));
+        }
+        // the same datagram again replaces itself; an expired slot is reused without a count
+        t.remember(5, (55, 0), 7 * S);
+        assert_eq!(t.overflow, 1);
+        assert_eq!(t.lookup(5, 7 * S), Some((55, 0)));
+        t.remember(6, (6, 0), 33 * S);
+        assert_eq!(t.overflow, 1);
+        assert_eq!(t.len(), 4);
+    }
+
+    #[test]
+    fn a_flood_keeps_the_table_bounded() {
+        let mut t = FragTable::new(1000, 30 * S);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..100_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            t.remember(x | 1, (1, 2), i * 1000);
+        }
+        assert_eq!(t.len(), t.capacity());
+        assert_eq!(t.overflow, 100_000 - t.capacity() as u64);
     }
 }
 

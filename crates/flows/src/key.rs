@@ -297,7 +297,34 @@ impl KeyHasher {
         let h2 = fold_mul(w[4] ^ s[4], h0 ^ s[5]);
         fold_mul(h1 ^ h2, s[6])
     }
+
+    /// The hash that picks a packet's shard: the canonical key's addresses, VLAN and family only
+    /// (so symmetric), not its ports or protocol. A later IP fragment, whose ports are only known
+    /// once its first fragment is found, therefore lands in the same shard as its first fragment
+    /// and as the rest of its flow, and each shard can keep its own fragment table.
+    #[inline]
+    pub fn route(&self, k: &Key) -> u64 {
+        let (w, s) = (&k.w, &self.s);
+        let h0 = fold_mul(w[0] ^ s[1], w[1] ^ s[2]);
+        let h1 = fold_mul(w[2] ^ s[3], w[3] ^ s[4]);
+        fold_mul(h0 ^ h1 ^ (w[4] & ROUTE_META), s[5])
+    }
+
+    /// The hash of an IP datagram (source, destination, protocol, identification, in the
+    /// packet's own direction), under which the fragment table remembers its first fragment's
+    /// ports. Never 0 (the table's empty mark).
+    #[inline]
+    pub fn fragment(&self, src: [u64; 2], dst: [u64; 2], proto: u8, v6: bool, id: u32) -> u64 {
+        let meta = u64::from(proto) | u64::from(v6) << 8 | u64::from(id) << 32;
+        self.hash(&Key {
+            w: [src[0], src[1], dst[0], dst[1], meta],
+        })
+        .max(1)
+    }
 }
+
+/// The meta word's VLAN and family bits, which [`KeyHasher::route`] includes.
+const ROUTE_META: u64 = 0x0fff << 32 | V6_BIT;
 
 /// The shard of `n` a hash belongs to: multiply-shift on the low 32 bits, so the shard choice
 /// does not constrain the top bits hashbrown uses for its tags.
@@ -395,5 +422,38 @@ mod tests {
             counts[shard_of(h.hash(&k), 3)] += 1;
         }
         assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+    }
+
+    #[test]
+    fn route_follows_addresses_and_vlan_only() {
+        let h = KeyHasher::with_seed(9);
+        let route = |r: &RawKey| h.route(&Key::canonical(r).0);
+        let a = raw("10.0.0.1", "10.0.0.2", 6, 1234, 80);
+        let b = raw("10.0.0.2", "10.0.0.1", 17, 53, 0);
+        assert_eq!(
+            route(&a),
+            route(&b),
+            "direction, protocol and ports do not count"
+        );
+        assert_ne!(route(&a), route(&RawKey { vlan: 8, ..a }));
+        assert_ne!(route(&a), route(&raw("10.0.0.1", "10.0.0.3", 6, 1234, 80)));
+        let mut counts = [0u32; 3];
+        for x in 0..3000u32 {
+            let src = std::net::Ipv4Addr::from(0x0a00_0000 + x).to_string();
+            counts[shard_of(route(&raw(&src, "10.1.0.1", 6, 1, 80)), 3)] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+    }
+
+    #[test]
+    fn fragment_hash_keeps_direction_and_id() {
+        let h = KeyHasher::with_seed(9);
+        let (s, d) = ([0, 1], [0, 2]);
+        let x = h.fragment(s, d, 17, false, 7);
+        assert_ne!(x, h.fragment(d, s, 17, false, 7));
+        assert_ne!(x, h.fragment(s, d, 17, false, 8));
+        assert_ne!(x, h.fragment(s, d, 6, false, 7));
+        assert_ne!(x, h.fragment(s, d, 17, true, 7));
+        assert_ne!(x, 0);
     }
 }

@@ -12,7 +12,8 @@
 //! * [`Preparer`] turns a frame into a [`Prepared`] packet (key, hash, counters' inputs) with no
 //!   shared state, on any thread: a hand-written parser for the common shapes, the decoder for
 //!   the rest. [`Meter::packet_prepared`] is the in-order, stateful step (fragment attribution
-//!   through a [`FragTable`], counters, table, expiry); [`Meter::packet`] does both.
+//!   through a [`FragTable`], counters, table, expiry); [`Meter::packet`] does both. A
+//!   [`Router`] sorts prepared packets by shard on any thread, for [`Meter::feed`].
 //!
 //! ```
 //! use weir_flows::{Config, Meter};
@@ -43,7 +44,9 @@ pub mod key;
 pub mod meter;
 pub mod prepare;
 pub mod record;
+pub mod route;
 pub mod shard;
+mod step;
 
 #[cfg(test)]
 mod tests;
@@ -53,4 +56,5 @@ pub use key::{Key, KeyHasher, RawKey};
 pub use meter::{Config, Finished, Meter, MeterStats, RecordSink};
 pub use prepare::{Prepared, Preparer};
 pub use record::{Direction, EndReason, FlowKey, FlowRecord};
+pub use route::{Routed, Router};
 pub use shard::{Shard, ShardConfig, ShardStats};

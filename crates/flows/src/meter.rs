@@ -1,12 +1,19 @@
-//! The metering pipeline, ffProbe's design: the caller's thread reads (and decodes) packets, N
-//! worker threads each own one [`Shard`] of the flow table, one exporter thread owns the
-//! [`RecordSink`].
+//! The metering pipeline, ffProbe's design: a reader stage prepares packets and routes them to N
+//! worker threads that each own one shard of the flow table ([`Step`]: counters, fragment
+//! table, [`Shard`]), and one exporter thread owns the [`RecordSink`].
 //!
 //! ```text
-//!  reader (caller) ──batches of 256 Prepared───▶ worker k (Shard k) ──batches of records──┐
-//!        │  prepare, fragments, route             ▲ empty batches recycled ◀──┘            ▼
-//!        └── every second of packet time: flush + Tick to every worker         exporter (sink)
+//!  reader ──prepare, route (Router)──batches of Prepared──▶ worker k (Step k) ──records──┐
+//!                ▲                    + a clock mark per second        │                 ▼
+//!                └────────── empty batches recycled ◀──────────────────┘     exporter (sink)
 //! ```
+//!
+//! The reader stage is either the caller's thread, one packet at a time
+//! ([`Meter::packet`], [`Meter::packet_prepared`]), or several threads that each prepare and
+//! route a whole range of a file ([`Meter::router`]) whose results the caller hands over in file
+//! order ([`Meter::feed`]). Packets go to shards by their addresses ([`KeyHasher::route`]), so
+//! both directions of a flow and every fragment of a datagram meet in one shard and each shard
+//! keeps its own fragment table: everything stateful is per shard.
 //!
 //! Handoff is by bounded crossbeam channels carrying whole batches, so a channel operation costs
 //! a fraction of a nanosecond per packet, and no lock is taken on the packet path (each shard is
@@ -14,20 +21,22 @@
 //! dropped. With one worker the whole pipeline runs inline on the caller's thread, with no
 //! channel at all.
 //!
-//! Time is packet time: each worker's clock is the latest packet time it saw, and the reader
-//! sends a tick with its own clock to every worker once per second of packet time, so a shard
-//! that receives no packets still expires its flows (at most one second late).
+//! Time is packet time: each worker's clock is the latest packet time it saw, and the router
+//! puts a clock mark into every shard's batch once per second of packet time, so a shard that
+//! receives no packets still expires its flows (at most one second late).
 
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use weir_decode::LinkType;
 
-use crate::extract::{FragKey, FragTable};
-use crate::key::{shard_of, KeyHasher};
-use crate::prepare::{Kind, Prepared, Preparer};
+use crate::extract::FragTable;
+use crate::key::KeyHasher;
+use crate::prepare::{Prepared, Preparer};
 use crate::record::{EndReason, FlowRecord};
-use crate::shard::{Shard, ShardConfig, ShardStats};
+use crate::route::{Routed, Router};
+use crate::shard::{Shard, ShardConfig};
+use crate::step::Step;
 
 /// Packets per batch handed to a worker.
 pub const BATCH: usize = 256;
@@ -35,8 +44,6 @@ pub const BATCH: usize = 256;
 const RECORD_BATCH: usize = 128;
 /// Batches in flight per worker.
 const QUEUE: usize = 16;
-/// Packet time between ticks (threaded) or sweeps (inline).
-const TICK_NS: u64 = 1_000_000_000;
 /// Packet time between expiry sweeps inline.
 const SWEEP_NS: u64 = 100_000_000;
 
@@ -62,7 +69,7 @@ pub struct Config {
     pub min_tcp_bytes: u64,
     /// Hash seed; `None` draws a random one per run.
     pub seed: Option<u64>,
-    /// Most fragmented datagrams remembered at once.
+    /// Most fragmented datagrams remembered at once (split over the workers).
     pub frag_capacity: usize,
     /// How long a first fragment's ports are remembered (default 30 s, Linux's `ipfrag_time`).
     pub frag_timeout_ns: u64,
@@ -122,7 +129,8 @@ pub struct MeterStats {
     pub frag_attributed: u64,
     /// Metered with ports 0: later fragments whose first fragment was not seen.
     pub frag_unattributed: u64,
-    /// First fragments not remembered because the fragment table was full.
+    /// First fragments forgotten before their timeout because the fragment table was full
+    /// (their later fragments are metered with ports 0).
     pub frag_table_full: u64,
     /// Metered with ports 0: IP packets whose transport header was cut short.
     pub no_transport: u64,
@@ -155,7 +163,16 @@ pub struct MeterStats {
 }
 
 impl MeterStats {
-    fn add_shard(&mut self, s: &ShardStats) {
+    fn add_step(&mut self, st: &Step) {
+        let (c, s) = (&st.counts, &st.shard.stats());
+        self.packets += c.packets;
+        self.metered += c.metered;
+        self.non_ip += c.non_ip;
+        self.decode_errors += c.decode_errors;
+        self.frag_attributed += c.frag_attributed;
+        self.frag_unattributed += c.frag_unattributed;
+        self.no_transport += c.no_transport;
+        self.frag_table_full += st.frags.overflow;
         self.flows += s.created;
         self.peak_flows += s.peak;
         self.idle_ended += s.ended[EndReason::IdleTimeout as usize];
@@ -164,6 +181,8 @@ impl MeterStats {
         self.forced_ended += s.ended[EndReason::ForcedEnd as usize];
         self.evicted += s.ended[EndReason::LackOfResources as usize];
         self.below_min_bytes += s.below_min_bytes;
+        self.capacity += u64::from(st.shard.capacity());
+        self.bytes_per_flow = st.shard.bytes_per_flow();
     }
 }
 
@@ -180,9 +199,9 @@ pub struct Finished<S: RecordSink> {
 /// The flow meter: feed it packets in time order, then [`finish`](Meter::finish) it.
 pub struct Meter<S: RecordSink> {
     preparer: Preparer,
-    frags: FragTable,
-    stats: MeterStats,
     stage: Stage<S>,
+    /// Empty batch vectors, for routers.
+    pool: (Sender<Vec<Prepared>>, Receiver<Vec<Prepared>>),
     /// Latest packet time seen.
     clock: u64,
 }
@@ -193,7 +212,7 @@ enum Stage<S: RecordSink> {
 }
 
 struct Inline<S: RecordSink> {
-    shard: Shard,
+    step: Step,
     out: Vec<FlowRecord>,
     sink: S,
     error: Option<S::Error>,
@@ -220,20 +239,27 @@ impl<S: RecordSink> Inline<S> {
     }
 
     fn sweep(&mut self, now: u64) {
-        self.shard.expire(now, &mut self.out);
+        let shard = &mut self.step.shard;
+        shard.expire(now, &mut self.out);
         self.drain();
         if self.error.is_none() {
-            if let Err(e) = self.sink.tick(self.shard.now()) {
+            if let Err(e) = self.sink.tick(self.step.shard.now()) {
                 self.error = Some(e);
             }
         }
-        self.next_sweep = self.shard.now().saturating_add(SWEEP_NS);
+        self.next_sweep = self.step.shard.now().saturating_add(SWEEP_NS);
     }
-}
 
-enum ToWorker {
-    Batch(Vec<Prepared>),
-    Tick(u64),
+    #[inline(always)]
+    fn packet(&mut self, p: &Prepared) {
+        if let Some(t) = self.step.packet(p, &mut self.out) {
+            self.sweep(t);
+        } else if p.ts_ns >= self.next_sweep {
+            self.sweep(p.ts_ns);
+        } else if !self.out.is_empty() {
+            self.drain();
+        }
+    }
 }
 
 struct ToExporter {
@@ -249,75 +275,61 @@ struct ExporterDone<S: RecordSink> {
 }
 
 struct Threaded<S: RecordSink> {
-    txs: Vec<Sender<ToWorker>>,
-    pending: Vec<Vec<Prepared>>,
-    recycled: Receiver<Vec<Prepared>>,
-    workers: Vec<JoinHandle<(ShardStats, f64, u64)>>,
+    txs: Vec<Sender<Vec<Prepared>>>,
+    router: Router,
+    workers: Vec<JoinHandle<Step>>,
     exporter: JoinHandle<ExporterDone<S>>,
-    next_tick: u64,
 }
 
 impl<S: RecordSink> Threaded<S> {
     #[inline]
     fn send(&mut self, s: usize) {
-        let fresh = self
-            .recycled
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
-        let batch = std::mem::replace(&mut self.pending[s], fresh);
+        let batch = self.router.take_one(s);
         // a worker only hangs up by panicking, which `finish` reports
-        let _ = self.txs[s].send(ToWorker::Batch(batch));
+        let _ = self.txs[s].send(batch);
     }
 
-    fn tick(&mut self, now: u64) {
+    fn send_all(&mut self) {
         for s in 0..self.txs.len() {
-            if !self.pending[s].is_empty() {
+            if self.router.batch_len(s) > 0 {
                 self.send(s);
             }
-            let _ = self.txs[s].send(ToWorker::Tick(now));
         }
-        self.next_tick = now.saturating_add(TICK_NS);
     }
 }
 
 fn worker(
-    mut shard: Shard,
-    rx: Receiver<ToWorker>,
+    mut step: Step,
+    rx: Receiver<Vec<Prepared>>,
     recycle: Sender<Vec<Prepared>>,
     exp: Sender<ToExporter>,
-) -> (ShardStats, f64, u64) {
+) -> Step {
     let mut out = Vec::with_capacity(RECORD_BATCH);
-    for msg in rx {
-        let tick = match msg {
-            ToWorker::Batch(mut v) => {
-                for p in &v {
-                    shard.packet(p, &mut out);
-                }
-                shard.expire(shard.now(), &mut out);
-                v.clear();
-                let _ = recycle.send(v);
-                false
+    for mut batch in rx {
+        let mut ticked = false;
+        for p in &batch {
+            if let Some(t) = step.packet(p, &mut out) {
+                step.shard.expire(t, &mut out);
+                ticked = true;
             }
-            ToWorker::Tick(t) => {
-                shard.expire(t, &mut out);
-                true
-            }
-        };
-        if out.len() >= RECORD_BATCH || tick {
+        }
+        step.shard.expire(step.shard.now(), &mut out);
+        batch.clear();
+        let _ = recycle.send(batch);
+        if out.len() >= RECORD_BATCH || ticked {
             let records = std::mem::replace(&mut out, Vec::with_capacity(RECORD_BATCH));
             let _ = exp.send(ToExporter {
                 records,
-                now: shard.now(),
+                now: step.shard.now(),
             });
         }
     }
-    shard.flush(EndReason::ForcedEnd, &mut out);
+    step.shard.flush(EndReason::ForcedEnd, &mut out);
     let _ = exp.send(ToExporter {
         records: out,
-        now: shard.now(),
+        now: step.shard.now(),
     });
-    let cap = u64::from(shard.capacity());
-    (shard.stats(), shard.bytes_per_flow(), cap)
+    step
 }
 
 fn exporter<S: RecordSink>(mut sink: S, rx: Receiver<ToExporter>) -> ExporterDone<S> {
@@ -373,12 +385,19 @@ impl<S: RecordSink> Meter<S> {
             None => KeyHasher::random(),
         };
         let preparer = Preparer::new(hasher.clone(), cfg.tos_key);
-        let frags = FragTable::new(cfg.frag_capacity, cfg.frag_timeout_ns);
         let scfg = shard_config(cfg);
         let workers = cfg.workers.max(1);
+        let step = || {
+            Step::new(
+                Shard::new(scfg.clone(), hasher.clone()),
+                FragTable::new(cfg.frag_capacity.div_ceil(workers), cfg.frag_timeout_ns),
+                hasher.clone(),
+            )
+        };
+        let pool = unbounded();
         let stage = if workers == 1 {
             Stage::Inline(Box::new(Inline {
-                shard: Shard::new(scfg, hasher),
+                step: step(),
                 out: Vec::with_capacity(RECORD_BATCH),
                 sink,
                 error: None,
@@ -392,46 +411,57 @@ impl<S: RecordSink> Meter<S> {
                 .name("weir-export".into())
                 .spawn(move || exporter(sink, erx))
                 .expect("spawn the exporter thread");
-            let (rtx, rrx) = unbounded();
             let mut txs = Vec::new();
             let mut handles = Vec::new();
             for k in 0..workers {
                 let (tx, rx) = bounded(QUEUE);
-                let shard = Shard::new(scfg.clone(), hasher.clone());
-                let (rtx, etx) = (rtx.clone(), etx.clone());
+                let (st, rtx, etx) = (step(), pool.0.clone(), etx.clone());
                 handles.push(
                     std::thread::Builder::new()
                         .name(format!("weir-flows-{k}"))
-                        .spawn(move || worker(shard, rx, rtx, etx))
+                        .spawn(move || worker(st, rx, rtx, etx))
                         .expect("spawn a flow worker thread"),
                 );
                 txs.push(tx);
             }
             Stage::Threaded(Threaded {
                 txs,
-                pending: (0..workers).map(|_| Vec::with_capacity(BATCH)).collect(),
-                recycled: rrx,
+                router: Router::new(hasher.clone(), workers, pool.1.clone()),
                 workers: handles,
                 exporter,
-                next_tick: 0,
             })
         };
         Meter {
             preparer,
-            frags,
-            stats: MeterStats {
-                workers,
-                ..MeterStats::default()
-            },
             stage,
+            pool,
             clock: 0,
         }
     }
 
     /// The stateless step's settings (hasher, keying), to run [`Preparer::prepare`] on other
-    /// threads and feed the results, in packet order, to [`packet_prepared`](Self::packet_prepared).
+    /// threads and feed the results, in packet order, to [`packet_prepared`](Self::packet_prepared)
+    /// (or routed, to [`feed`](Self::feed)).
     pub fn preparer(&self) -> &Preparer {
         &self.preparer
+    }
+
+    /// Shards (workers).
+    pub fn shards(&self) -> usize {
+        match &self.stage {
+            Stage::Inline(_) => 1,
+            Stage::Threaded(t) => t.txs.len(),
+        }
+    }
+
+    /// A router for this meter's shards, for a thread that prepares a range of packets and hands
+    /// them to [`feed`](Self::feed). `Send`: make one per range, on any thread.
+    pub fn router(&self) -> Router {
+        Router::new(
+            self.preparer.hasher().clone(),
+            self.shards(),
+            self.pool.1.clone(),
+        )
     }
 
     /// Meters one frame of link type `link` captured at `ts_ns`: [`Preparer::prepare`] then
@@ -448,88 +478,44 @@ impl<S: RecordSink> Meter<S> {
     /// expiry depend on it.
     #[inline]
     pub fn packet_prepared(&mut self, p: &Prepared) {
-        self.stats.packets += 1;
         self.clock = self.clock.max(p.ts_ns);
-        match p.kind() {
-            Kind::Metered => {}
-            Kind::NoTransport => self.stats.no_transport += 1,
-            Kind::NonIp => {
-                self.stats.non_ip += 1;
-                return;
-            }
-            Kind::DecodeError => {
-                self.stats.decode_errors += 1;
-                return;
-            }
-            Kind::FirstFrag | Kind::FirstFragNoTransport | Kind::LaterFrag => {
-                let q = self.attribute(p);
-                self.stats.metered += 1;
-                self.table(&q);
-                return;
+        match &mut self.stage {
+            Stage::Inline(s) => s.packet(p),
+            Stage::Threaded(t) => {
+                let (s, ticked) = t.router.push(*p);
+                if ticked {
+                    t.send_all();
+                } else if t.router.batch_len(s) >= BATCH {
+                    t.send(s);
+                }
             }
         }
-        self.stats.metered += 1;
-        self.table(p);
     }
 
-    /// Fragments: remembers a first fragment's ports, or gives a later fragment the ports of its
-    /// first one; returns the packet with its final key and hash.
-    #[cold]
-    #[inline(never)]
-    fn attribute(&mut self, p: &Prepared) -> Prepared {
-        let mut q = *p;
-        let from_b = p.from_b();
-        let fk = FragKey::of(&p.key, from_b, p.hash as u32);
-        let kind = match p.kind() {
-            Kind::LaterFrag => match self.frags.lookup(&fk, p.ts_ns) {
-                Some((src_port, dst_port)) => {
-                    self.stats.frag_attributed += 1;
-                    let (key, from_b) = p.key.with_ports(from_b, src_port, dst_port);
-                    q.key = key;
-                    q.set_from_b(from_b);
-                    Kind::Metered
-                }
-                None => {
-                    self.stats.frag_unattributed += 1;
-                    Kind::Metered
-                }
-            },
-            k => {
-                let (_, _, sport, dport) = p.key.endpoints(from_b);
-                self.frags.remember(fk, (sport, dport), p.ts_ns);
-                if k == Kind::FirstFragNoTransport {
-                    self.stats.no_transport += 1;
-                    Kind::NoTransport
-                } else {
-                    Kind::Metered
-                }
-            }
-        };
-        q.set_kind(kind);
-        q.hash = self.preparer.hasher().hash(&q.key);
-        q
-    }
-
-    /// The flow-table step of a metered packet with its final key.
-    #[inline(always)]
-    fn table(&mut self, p: &Prepared) {
+    /// Meters a range of packets routed by a [`router`](Self::router) of this meter. Ranges
+    /// must come in packet order (each range's packets are in order inside it); the result is
+    /// the same as [`packet_prepared`](Self::packet_prepared) on every packet.
+    pub fn feed(&mut self, routed: Routed) {
+        self.clock = self.clock.max(routed.clock);
         match &mut self.stage {
             Stage::Inline(s) => {
-                s.shard.packet(p, &mut s.out);
-                if p.ts_ns >= s.next_sweep {
-                    s.sweep(p.ts_ns);
-                } else if !s.out.is_empty() {
-                    s.drain();
+                for mut batch in routed.batches {
+                    for p in &batch {
+                        s.packet(p);
+                    }
+                    batch.clear();
+                    let _ = self.pool.0.send(batch);
                 }
             }
             Stage::Threaded(t) => {
-                if p.ts_ns >= t.next_tick {
-                    t.tick(p.ts_ns);
-                }
-                let s = shard_of(p.hash, t.txs.len());
-                t.pending[s].push(*p);
-                if t.pending[s].len() >= BATCH {
-                    t.send(s);
+                // what this meter routed itself comes first
+                t.send_all();
+                for (s, batch) in routed.batches.into_iter().enumerate() {
+                    if batch.is_empty() {
+                        let _ = self.pool.0.send(batch);
+                    } else {
+                        let _ = t.txs[s].send(batch);
+                    }
                 }
             }
         }
@@ -541,13 +527,11 @@ impl<S: RecordSink> Meter<S> {
         self.clock = self.clock.max(now_ns);
         match &mut self.stage {
             Stage::Inline(s) => s.sweep(now_ns),
-            Stage::Threaded(t) => t.tick(now_ns),
+            Stage::Threaded(t) => {
+                t.router.mark(now_ns);
+                t.send_all();
+            }
         }
-    }
-
-    /// Counters so far (shard counters only appear after [`finish`](Self::finish)).
-    pub fn stats(&self) -> &MeterStats {
-        &self.stats
     }
 
     /// Expires what is due at the last packet's time, ends every other flow
@@ -555,15 +539,13 @@ impl<S: RecordSink> Meter<S> {
     pub fn finish(mut self) -> Finished<S> {
         // every shard sweeps at the same final time, so the result does not depend on sharding
         self.tick(self.clock);
-        let mut stats = self.stats;
-        stats.frag_table_full = self.frags.overflow;
+        let mut stats = MeterStats::default();
         match self.stage {
             Stage::Inline(mut s) => {
-                s.shard.flush(EndReason::ForcedEnd, &mut s.out);
+                s.step.shard.flush(EndReason::ForcedEnd, &mut s.out);
                 s.drain();
-                stats.add_shard(&s.shard.stats());
-                stats.bytes_per_flow = s.shard.bytes_per_flow();
-                stats.capacity = u64::from(s.shard.capacity());
+                stats.add_step(&s.step);
+                stats.workers = 1;
                 stats.records = s.records;
                 stats.sink_failed = s.sink_failed;
                 Finished {
@@ -572,21 +554,13 @@ impl<S: RecordSink> Meter<S> {
                     error: s.error,
                 }
             }
-            Stage::Threaded(mut t) => {
-                for s in 0..t.txs.len() {
-                    if !t.pending[s].is_empty() {
-                        t.send(s);
-                    }
-                }
+            Stage::Threaded(t) => {
+                stats.workers = t.txs.len();
                 drop(t.txs);
-                let mut bpf = 0.0;
                 for h in t.workers {
-                    let (s, b, cap) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                    stats.add_shard(&s);
-                    bpf = b;
-                    stats.capacity += cap;
+                    let step = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                    stats.add_step(&step);
                 }
-                stats.bytes_per_flow = bpf;
                 let done = t
                     .exporter
                     .join()

@@ -40,6 +40,9 @@ pub(crate) enum Kind {
     FirstFragNoTransport = 5,
     /// A later fragment: its ports come from the fragment table.
     LaterFrag = 6,
+    /// Not a packet: the packet clock reached `ts_ns` (a shard with no packets of its own still
+    /// expires its flows).
+    Tick = 7,
 }
 
 const FROM_B: u8 = 0x80;
@@ -49,13 +52,17 @@ const FROM_B: u8 = 0x80;
 /// [`Meter::packet_prepared`](crate::Meter::packet_prepared).
 ///
 /// For IP fragments (first fragments with more to come, and later fragments) the `hash` slot
-/// holds the IP identification instead of the key's hash, and the key of a later fragment has
-/// ports 0: the in-order step attributes the fragment, then rehashes.
+/// holds the datagram's hash ([`KeyHasher::fragment`]) instead of the key's hash, and the key of a
+/// later fragment has ports 0: the in-order step attributes the fragment, then rehashes.
+///
+/// Aligned to a cache line, so each one is read by the metering thread with one line fill
+/// (batches of them move between threads).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(align(64))]
 pub struct Prepared {
     /// Canonical key (zero when the packet is not metered).
     pub(crate) key: Key,
-    /// Seeded hash of `key`; for fragments, the IP identification.
+    /// Seeded hash of `key`; for fragments, the datagram's hash.
     pub(crate) hash: u64,
     /// Capture time, ns since the epoch.
     pub(crate) ts_ns: u64,
@@ -81,7 +88,8 @@ impl Prepared {
             3 => Kind::DecodeError,
             4 => Kind::FirstFrag,
             5 => Kind::FirstFragNoTransport,
-            _ => Kind::LaterFrag,
+            6 => Kind::LaterFrag,
+            _ => Kind::Tick,
         }
     }
 
@@ -102,6 +110,11 @@ impl Prepared {
             bits: kind as u8,
             ..Prepared::default()
         }
+    }
+
+    /// The clock mark a [`Router`](crate::Router) puts into every shard's batch.
+    pub(crate) fn tick(ts_ns: u64) -> Prepared {
+        Prepared::dropped(ts_ns, Kind::Tick)
     }
 
     /// Canonical key (ports 0 for a later fragment, until attributed).
@@ -156,7 +169,7 @@ impl Prepared {
     /// False for packets the meter drops (no IP header, or decoding failed before it).
     #[inline]
     pub fn is_metered(&self) -> bool {
-        !matches!(self.kind(), Kind::NonIp | Kind::DecodeError)
+        !matches!(self.kind(), Kind::NonIp | Kind::DecodeError | Kind::Tick)
     }
 
     /// True for IP fragments whose handling needs the fragment table (first fragments with more
@@ -445,7 +458,8 @@ impl Preparer {
                     hash: if p.kind == Kind::Metered {
                         self.hasher.hash(&key)
                     } else {
-                        u64::from(p.frag_id)
+                        let e = &p.e;
+                        self.hasher.fragment(p.src, p.dst, e.proto, e.v6, p.frag_id)
                     },
                     ts_ns,
                     bytes: p.bytes,
@@ -504,18 +518,18 @@ impl Preparer {
                 (0, 0)
             }
         };
-        let mut hash_slot = None;
+        let mut frag_id = None;
         if let Some(f) = ip.fragment {
             if f.offset != 0 {
                 kind = Kind::LaterFrag;
-                hash_slot = Some(u64::from(f.id));
+                frag_id = Some(f.id);
             } else if f.more {
                 kind = if kind == Kind::NoTransport {
                     Kind::FirstFragNoTransport
                 } else {
                     Kind::FirstFrag
                 };
-                hash_slot = Some(u64::from(f.id));
+                frag_id = Some(f.id);
             }
         }
         let raw = RawKey {
@@ -528,9 +542,16 @@ impl Preparer {
             tos: if self.tos_key { ip.tos } else { 0 },
         };
         let (key, from_b) = Key::canonical(&raw);
+        let hash = match frag_id {
+            Some(id) => {
+                let (src, dst, _, _) = key.endpoints(from_b);
+                self.hasher.fragment(src, dst, key.proto(), key.is_v6(), id)
+            }
+            None => self.hasher.hash(&key),
+        };
         Prepared {
             key,
-            hash: hash_slot.unwrap_or_else(|| self.hasher.hash(&key)),
+            hash,
             ts_ns,
             bytes: ip.len,
             tcp_flags: if ip.proto == ip_proto::TCP { flags } else { 0 },

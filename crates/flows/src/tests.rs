@@ -686,6 +686,79 @@ fn prepared_on_threads_equals_packet() {
     }
 }
 
+/// Ranges prepared and routed on several threads (`Meter::router`), fed in order
+/// (`Meter::feed`), with 1 to 3 workers: the same records (as sets) and counters as `packet`
+/// on one worker, fragments included (they are routed to their flow's shard).
+#[test]
+fn routed_ranges_equal_packet() {
+    let traffic = traffic_with_fragments(20_000);
+    let frames: Vec<(u64, Vec<u8>)> = traffic.iter().map(|(t, p)| (*t, p.frame())).collect();
+    let c = Config {
+        idle_timeout_ns: 2 * S,
+        ..cfg()
+    };
+    let mut whole = Meter::new(&c, Vec::new());
+    for (t, f) in &frames {
+        whole.packet(LinkType::ETHERNET, *t, f);
+    }
+    let whole = whole.finish();
+    assert!(whole.stats.frag_attributed > 100 && whole.stats.frag_unattributed > 10);
+    for workers in [1, 2, 3] {
+        let mut m = Meter::new(
+            &Config {
+                workers,
+                ..c.clone()
+            },
+            Vec::new(),
+        );
+        let ranges: Vec<&[(u64, Vec<u8>)]> = frames.chunks(1009).collect();
+        let mut done: Vec<Option<crate::Routed>> = (0..ranges.len()).map(|_| None).collect();
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|k| {
+                    let (m, ranges) = (&m, &ranges);
+                    let preparer = m.preparer().clone();
+                    let routers: Vec<_> = (0..ranges.len()).map(|_| m.router()).collect();
+                    s.spawn(move || {
+                        let mut out = Vec::new();
+                        for (i, mut r) in routers.into_iter().enumerate().rev() {
+                            if i % 3 != k {
+                                continue;
+                            }
+                            for (t, f) in ranges[i] {
+                                r.push(preparer.prepare(LinkType::ETHERNET, *t, f));
+                            }
+                            out.push((i, r.into_routed()));
+                        }
+                        out
+                    })
+                })
+                .collect();
+            for h in hs {
+                for (i, r) in h.join().unwrap() {
+                    done[i] = Some(r);
+                }
+            }
+        });
+        for r in done {
+            m.feed(r.unwrap());
+        }
+        let split = m.finish();
+        let mut st = split.stats.clone();
+        // per shard: the sum of the shards' peaks, and their capacities
+        st.peak_flows = whole.stats.peak_flows;
+        st.capacity = whole.stats.capacity;
+        st.bytes_per_flow = whole.stats.bytes_per_flow;
+        st.workers = 1;
+        assert_eq!(st, whole.stats, "{workers} workers");
+        assert_eq!(
+            normalised(split.sink),
+            normalised(whole.sink.clone()),
+            "{workers} workers"
+        );
+    }
+}
+
 #[test]
 fn prepared_is_64_bytes_and_send() {
     fn send<T: Send + Sync>() {}

@@ -454,10 +454,11 @@ impl LiveMeter {
     }
 }
 
-/// Meters one large classic pcap file with every core: range threads read, filter and prepare
-/// packets ([`Preparer`](weir_flows::Preparer), stateless), and this thread feeds the prepared
-/// packets to the meter in file order ([`ordered`]), so the records are exactly those of the
-/// sequential path. Returns `None` when the file does not qualify.
+/// Meters one large classic pcap file with every core: range threads read, filter, prepare
+/// ([`Preparer`](weir_flows::Preparer), stateless) and route packets to the meter's shards
+/// ([`Router`](weir_flows::Router)), and this thread feeds each range's batches to the meter in
+/// file order ([`ordered`]), so the records are exactly those of the sequential path. Returns
+/// `None` when the file does not qualify.
 fn meter_in_parallel(
     path: &std::path::Path,
     filters: &mut Filters,
@@ -472,12 +473,17 @@ fn meter_in_parallel(
         Some(filters.for_interface(&plan.interfaces[0])?.clone())
     };
     let preparer = m.meter.preparer().clone();
-    let outcome = ordered::run(
+    let template = m.meter.router();
+    let outcome = ordered::run_batches(
         plan,
         filter.as_ref(),
-        |p| preparer.prepare(p.link, p.meta.ts_ns, p.data),
-        |prepared, _| {
-            m.meter.packet_prepared(&prepared);
+        4096,
+        || template.empty_like(),
+        |r, p| {
+            r.push(preparer.prepare(p.link, p.meta.ts_ns, p.data));
+        },
+        |r, _| {
+            m.meter.feed(r.into_routed());
             Ok(Flow::Continue)
         },
     )?;

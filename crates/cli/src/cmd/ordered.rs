@@ -100,9 +100,9 @@ struct Shared {
 }
 
 /// A range's results.
-struct Done<T> {
+struct Done<B> {
     index: usize,
-    items: Vec<T>,
+    batch: B,
     packets: u64,
     end: Option<ReadError>,
 }
@@ -118,14 +118,15 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-fn worker<T, P>(
+fn worker<B, N, P>(
     s: &Shared,
-    tx: crossbeam_channel::Sender<Done<T>>,
+    tx: crossbeam_channel::Sender<Done<B>>,
     filter: Option<&Filter>,
-    produce: &P,
+    (new, produce): (&N, &P),
     lookahead: usize,
 ) where
-    P: Fn(&Packet<'_>) -> T,
+    N: Fn() -> B,
+    P: Fn(&mut B, &Packet<'_>),
 {
     loop {
         let i = s.next.fetch_add(1, Ordering::Relaxed);
@@ -146,13 +147,13 @@ fn worker<T, P>(
             .expect("lock")
             .take()
             .expect("each range once");
-        let (mut items, mut packets, mut end) = (Vec::new(), 0, None);
+        let (mut batch, mut packets, mut end) = (new(), 0, None);
         loop {
             match r.next_packet() {
                 Ok(Some(p)) => {
                     packets += 1;
                     if filter.is_none_or(|f| f.matches(p.data, p.meta.orig_len)) {
-                        items.push(produce(&p));
+                        produce(&mut batch, &p);
                     }
                 }
                 Ok(None) => break,
@@ -164,7 +165,7 @@ fn worker<T, P>(
         }
         let done = Done {
             index: i,
-            items,
+            batch,
             packets,
             end,
         };
@@ -187,6 +188,40 @@ where
     P: Fn(&Packet<'_>) -> T + Sync,
     C: FnMut(T, &mut FileReader) -> Result<Flow>,
 {
+    run_batches(
+        plan,
+        filter,
+        1,
+        Vec::new,
+        |items: &mut Vec<T>, p| items.push(produce(p)),
+        |items, reader| {
+            for item in items {
+                if consume(item, reader)? == Flow::Stop {
+                    return Ok(Flow::Stop);
+                }
+            }
+            Ok(Flow::Continue)
+        },
+    )
+}
+
+/// [`run`] a batch at a time: each worker collects a whole range into a `B` made by `new`
+/// (`produce` adds one packet), and `consume` gets the ranges' batches in file order. After a
+/// wrong split guess the rest of the file is read here, in batches of `fallback` packets.
+pub fn run_batches<B, N, P, C>(
+    plan: Plan,
+    filter: Option<&Filter>,
+    fallback: usize,
+    new: N,
+    produce: P,
+    mut consume: C,
+) -> Result<Outcome>
+where
+    B: Send,
+    N: Fn() -> B + Sync,
+    P: Fn(&mut B, &Packet<'_>) + Sync,
+    C: FnMut(B, &mut FileReader) -> Result<Flow>,
+{
     let Plan {
         mut reader,
         ranges,
@@ -207,8 +242,8 @@ where
     let (stopped, early) = std::thread::scope(|scope| -> Result<(Option<ReadError>, bool)> {
         for _ in 0..threads {
             let tx = tx.clone();
-            let (shared, produce) = (&shared, &produce);
-            scope.spawn(move || worker(shared, tx, filter, produce, lookahead));
+            let (shared, steps) = (&shared, (&new, &produce));
+            scope.spawn(move || worker(shared, tx, filter, steps, lookahead));
         }
         // The channel closes when every worker is gone (even by a panic), so `recv` cannot hang.
         drop(tx);
@@ -222,10 +257,8 @@ where
             pending.insert(done.index, done);
             while let Some(done) = pending.remove(&expect) {
                 packets += done.packets;
-                for item in done.items {
-                    if consume(item, &mut reader)? == Flow::Stop {
-                        return Ok((None, true));
-                    }
+                if consume(done.batch, &mut reader)? == Flow::Stop {
+                    return Ok((None, true));
                 }
                 expect += 1;
                 *shared.consumed.lock().expect("lock") = expect;
@@ -245,15 +278,16 @@ where
         Some(ReadError::Damaged { offset, .. }) => {
             tracing::debug!("a range stopped at byte {offset}; reading on sequentially from there");
             reader.seek(offset)?;
+            let (mut batch, mut held) = (new(), 0);
             let mut damage = None;
             loop {
-                let item = match reader.next_packet() {
+                match reader.next_packet() {
                     Ok(Some(p)) => {
                         packets += 1;
-                        if !filter.is_none_or(|f| f.matches(p.data, p.meta.orig_len)) {
-                            continue;
+                        if filter.is_none_or(|f| f.matches(p.data, p.meta.orig_len)) {
+                            produce(&mut batch, &p);
+                            held += 1;
                         }
-                        produce(&p)
                     }
                     Ok(None) => break,
                     Err(e) => {
@@ -261,9 +295,19 @@ where
                         break;
                     }
                 };
-                if consume(item, &mut reader)? == Flow::Stop {
-                    break;
+                if held >= fallback {
+                    held = 0;
+                    if consume(std::mem::replace(&mut batch, new()), &mut reader)? == Flow::Stop {
+                        return Ok(Outcome {
+                            reader,
+                            packets,
+                            damage: None,
+                        });
+                    }
                 }
+            }
+            if held > 0 {
+                consume(batch, &mut reader)?;
             }
             damage
         }

@@ -1,0 +1,142 @@
+//! Routing prepared packets to the shards of the flow table.
+//!
+//! A [`Router`] sorts [`Prepared`] packets into one batch per shard, by
+//! [`KeyHasher::route`] (addresses and VLAN only, so both directions of a flow, and every
+//! fragment of a datagram, go to the same shard), keeping packet order within each batch. Every
+//! second of packet time it also puts a clock mark into every batch, so a shard that receives no
+//! packets of its own still expires its flows at most a second late.
+//!
+//! The meter routes packets itself when it is fed one packet at a time
+//! ([`Meter::packet_prepared`](crate::Meter::packet_prepared)); reading threads that prepare whole
+//! ranges of a file route their range with their own router ([`Meter::router`](crate::Meter::router))
+//! and hand the meter the [`Routed`] batches, in file order ([`Meter::feed`](crate::Meter::feed)).
+//! Batch vectors come from, and go back to, a pool shared with the meter, so a long run does
+//! not allocate (or fault in fresh pages) per batch.
+
+use crossbeam_channel::Receiver;
+
+use crate::key::{shard_of, KeyHasher};
+use crate::prepare::Prepared;
+
+/// Packet time between clock marks.
+pub(crate) const TICK_NS: u64 = 1_000_000_000;
+
+/// Sorts prepared packets into per-shard batches (see the module documentation).
+pub struct Router {
+    hasher: KeyHasher,
+    batches: Vec<Vec<Prepared>>,
+    pool: Receiver<Vec<Prepared>>,
+    next_tick: u64,
+    clock: u64,
+}
+
+/// One range of packets sorted by shard, ready for [`Meter::feed`](crate::Meter::feed).
+pub struct Routed {
+    pub(crate) batches: Vec<Vec<Prepared>>,
+    pub(crate) clock: u64,
+}
+
+impl Routed {
+    /// Packets and clock marks in all batches.
+    pub fn len(&self) -> usize {
+        self.batches.iter().map(Vec::len).sum()
+    }
+
+    /// True when no batch holds anything.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Router {
+    pub(crate) fn new(hasher: KeyHasher, shards: usize, pool: Receiver<Vec<Prepared>>) -> Router {
+        let mut r = Router {
+            hasher,
+            batches: Vec::with_capacity(shards),
+            pool,
+            next_tick: 0,
+            clock: 0,
+        };
+        for _ in 0..shards {
+            let v = r.fresh();
+            r.batches.push(v);
+        }
+        r
+    }
+
+    fn fresh(&self) -> Vec<Prepared> {
+        self.pool.try_recv().unwrap_or_default()
+    }
+
+    /// A new, empty router for the same meter (batch vectors from the same pool).
+    pub fn empty_like(&self) -> Router {
+        Router::new(self.hasher.clone(), self.batches.len(), self.pool.clone())
+    }
+
+    /// Shards routed to.
+    pub fn shards(&self) -> usize {
+        self.batches.len()
+    }
+
+    /// The latest packet time seen.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// Adds one packet to its shard's batch; returns the shard and whether a clock mark went
+    /// into every batch just before it.
+    #[inline]
+    pub fn push(&mut self, p: Prepared) -> (usize, bool) {
+        let t = p.ts_ns;
+        let ticked = t >= self.next_tick;
+        if ticked {
+            self.mark(t);
+        }
+        self.clock = self.clock.max(t);
+        let s = if self.batches.len() == 1 {
+            0
+        } else {
+            shard_of(self.hasher.route(&p.key), self.batches.len())
+        };
+        self.batches[s].push(p);
+        (s, ticked)
+    }
+
+    /// Packets and marks in batch `s`.
+    #[inline]
+    pub(crate) fn batch_len(&self, s: usize) -> usize {
+        self.batches[s].len()
+    }
+
+    /// Puts a clock mark for `now` into every batch (no packet came, but time went on).
+    pub(crate) fn mark(&mut self, now: u64) {
+        for b in &mut self.batches {
+            b.push(Prepared::tick(now));
+        }
+        self.clock = self.clock.max(now);
+        self.next_tick = now.saturating_add(TICK_NS);
+    }
+
+    /// Batch `s` so far (left empty).
+    pub(crate) fn take_one(&mut self, s: usize) -> Vec<Prepared> {
+        let fresh = self.fresh();
+        std::mem::replace(&mut self.batches[s], fresh)
+    }
+
+    /// Every batch (the end of a range).
+    pub fn into_routed(self) -> Routed {
+        Routed {
+            batches: self.batches,
+            clock: self.clock,
+        }
+    }
+
+    /// Every batch so far (leaving empty ones).
+    pub fn take(&mut self) -> Routed {
+        let batches = (0..self.batches.len()).map(|s| self.take_one(s)).collect();
+        Routed {
+            batches,
+            clock: self.clock,
+        }
+    }
+}
