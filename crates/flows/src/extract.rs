@@ -103,6 +103,12 @@ impl FragTable {
         s.tag != 0 && (now.wrapping_sub(s.stamp) as i32) < self.timeout as i32
     }
 
+    /// Starts loading the set of the datagram `hash` (see [`weir_packet::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        weir_packet::prefetch(&self.sets[self.set(hash)]);
+    }
+
     /// Remembers the ports of the datagram `hash` (from its first fragment, seen at `now`).
     #[inline]
     pub fn remember(&mut self, hash: u64, ports: (u16, u16), now_ns: u64) {

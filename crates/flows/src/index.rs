@@ -41,6 +41,12 @@ impl Index {
         (((hash >> 32) * self.buckets.len() as u64) >> 32) as usize
     }
 
+    /// Starts loading the home bucket of `hash` into the cache (see [`weir_packet::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        weir_packet::prefetch(&self.buckets[self.home(hash)]);
+    }
+
     #[inline]
     fn tag(hash: u64) -> u32 {
         (hash as u32) << 24

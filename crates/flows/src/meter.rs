@@ -43,7 +43,7 @@ pub const BATCH: usize = 256;
 /// Records per batch handed to the exporter.
 const RECORD_BATCH: usize = 128;
 /// Batches in flight per worker.
-const QUEUE: usize = 16;
+const QUEUE: usize = 4;
 /// Packet time between expiry sweeps inline.
 const SWEEP_NS: u64 = 100_000_000;
 
@@ -307,7 +307,8 @@ fn worker(
     let mut out = Vec::with_capacity(RECORD_BATCH);
     for mut batch in rx {
         let mut ticked = false;
-        for p in &batch {
+        for (i, p) in batch.iter().enumerate() {
+            step.prefetch_ahead(&batch, i);
             if let Some(t) = step.packet(p, &mut out) {
                 step.shard.expire(t, &mut out);
                 ticked = true;
@@ -426,7 +427,7 @@ impl<S: RecordSink> Meter<S> {
             }
             Stage::Threaded(Threaded {
                 txs,
-                router: Router::new(hasher.clone(), workers, pool.1.clone()),
+                router: Router::new(hasher.clone(), workers, pool.1.clone(), BATCH),
                 workers: handles,
                 exporter,
             })
@@ -461,6 +462,7 @@ impl<S: RecordSink> Meter<S> {
             self.preparer.hasher().clone(),
             self.shards(),
             self.pool.1.clone(),
+            0,
         )
     }
 
@@ -500,7 +502,8 @@ impl<S: RecordSink> Meter<S> {
         match &mut self.stage {
             Stage::Inline(s) => {
                 for mut batch in routed.batches {
-                    for p in &batch {
+                    for (i, p) in batch.iter().enumerate() {
+                        s.step.prefetch_ahead(&batch, i);
                         s.packet(p);
                     }
                     batch.clear();

@@ -26,6 +26,8 @@ pub struct Router {
     hasher: KeyHasher,
     batches: Vec<Vec<Prepared>>,
     pool: Receiver<Vec<Prepared>>,
+    /// Capacity of a batch vector made when the pool is empty.
+    reserve: usize,
     next_tick: u64,
     clock: u64,
 }
@@ -49,11 +51,17 @@ impl Routed {
 }
 
 impl Router {
-    pub(crate) fn new(hasher: KeyHasher, shards: usize, pool: Receiver<Vec<Prepared>>) -> Router {
+    pub(crate) fn new(
+        hasher: KeyHasher,
+        shards: usize,
+        pool: Receiver<Vec<Prepared>>,
+        reserve: usize,
+    ) -> Router {
         let mut r = Router {
             hasher,
             batches: Vec::with_capacity(shards),
             pool,
+            reserve,
             next_tick: 0,
             clock: 0,
         };
@@ -65,12 +73,26 @@ impl Router {
     }
 
     fn fresh(&self) -> Vec<Prepared> {
-        self.pool.try_recv().unwrap_or_default()
+        self.pool
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(self.reserve))
+    }
+
+    /// A new, empty router for the same meter whose new batch vectors have room for `packets`
+    /// (only touched memory costs anything, so a generous guess avoids regrowing a batch while
+    /// it fills).
+    pub fn reserving(&self, packets: usize) -> Router {
+        Router::new(
+            self.hasher.clone(),
+            self.batches.len(),
+            self.pool.clone(),
+            packets,
+        )
     }
 
     /// A new, empty router for the same meter (batch vectors from the same pool).
     pub fn empty_like(&self) -> Router {
-        Router::new(self.hasher.clone(), self.batches.len(), self.pool.clone())
+        self.reserving(self.reserve)
     }
 
     /// Shards routed to.

@@ -268,6 +268,12 @@ impl Shard {
         (best.0 <= t).then_some(best.1)
     }
 
+    /// Starts loading the index bucket a packet with flow hash `hash` will look at.
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        self.table.prefetch(hash);
+    }
+
     /// Accounts one packet; records of flows that end go to `out`.
     #[inline]
     pub fn packet(&mut self, p: &Prepared, out: &mut Vec<FlowRecord>) {

@@ -17,6 +17,11 @@ pub(crate) const MAX_STREAM_RECORD: usize = 256 << 20;
 /// `madvise` per step; releasing keeps the resident set small on files larger than memory.
 /// Measured by `bench/read_vs_tcpdump.py` (the mapped reader was 1.6x tcpdump without it).
 const MAP_STEP: usize = 8 << 20;
+/// The granule of `madvise`.
+const PAGE: usize = 4096;
+/// How far ahead of the cursor [`Backing::advance`] asks the CPU to fetch a mapped file.
+const PREFETCH_AHEAD: usize = 2048;
+
 /// How often (in bytes of cursor movement) the map is managed.
 const MANAGE_STEP: usize = 1 << 20;
 
@@ -183,9 +188,17 @@ impl Backing {
     pub(crate) fn advance(&mut self, n: usize) {
         match self {
             Backing::Whole {
-                pos, next_manage, ..
+                bytes,
+                pos,
+                end,
+                next_manage,
+                ..
             } => {
                 *pos += n;
+                let ahead = *pos + PREFETCH_AHEAD;
+                if ahead < *end {
+                    weir_packet::prefetch(&bytes.as_slice()[ahead]);
+                }
                 if *pos >= *next_manage {
                     self.manage_map();
                 }
@@ -208,8 +221,8 @@ impl Backing {
             pos: start,
             end,
             next_manage: 0,
-            ahead: start / MAP_STEP * MAP_STEP,
-            released: start / MAP_STEP * MAP_STEP,
+            ahead: start / PAGE * PAGE,
+            released: start / PAGE * PAGE,
         };
         // Nothing is populated before the range is read (next_manage = 0 manages on the first
         // advance): ranges are created long before a worker reaches them.
@@ -242,6 +255,23 @@ impl Backing {
         }
     }
 
+    /// Unmaps every page of a mapped file (a hint, as in `release_read`: the next access faults
+    /// the same bytes back in from the page cache).
+    pub(crate) fn release_all(&self) {
+        if let Backing::Whole {
+            bytes: Whole::Map(map),
+            ..
+        } = self
+        {
+            // SAFETY: as in `manage_map`: a read-only shared file mapping; MADV_DONTNEED only
+            // drops page table entries and any later access faults the same file bytes back in,
+            // so no data can change or be lost.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, map.len())
+            };
+        }
+    }
+
     /// At the end of a mapped file or range: releases every page read since the last release, so
     /// a finished range leaves nothing resident (ranges of one map are read by several threads).
     pub(crate) fn release_read(&mut self) {
@@ -254,7 +284,6 @@ impl Backing {
         else {
             return;
         };
-        const PAGE: usize = 4096;
         let upto = *pos / PAGE * PAGE;
         if upto > *released {
             // SAFETY: as in `manage_map`: a read-only shared file mapping, whose dropped pages fault
@@ -279,7 +308,7 @@ impl Backing {
         let Backing::Whole {
             bytes: Whole::Map(map),
             pos,
-            end: _,
+            end,
             next_manage,
             ahead,
             released,
@@ -288,7 +317,9 @@ impl Backing {
             return;
         };
         *next_manage = *pos + MANAGE_STEP;
-        let len = map.len();
+        // A range reader populates its own range only: pages it mapped beyond its end would
+        // stay mapped (the next range's reader may be done with them already).
+        let len = (*end).min(map.len());
         // After a seek the cursor may be far from the populated range: restart there.
         let here = *pos / MAP_STEP * MAP_STEP;
         if *ahead < here {

@@ -323,6 +323,9 @@ impl FileReader {
             }
         }
         cuts.push(len);
+        // Probing the cut points faulted in whole page-cache folios (up to 2 MiB each on recent
+        // kernels) around every cut; unmap them now rather than when a range reader gets there.
+        self.backing.release_all();
         let mut out = Vec::with_capacity(cuts.len() - 1);
         for w in cuts.windows(2) {
             out.push(FileReader {

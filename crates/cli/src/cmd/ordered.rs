@@ -61,6 +61,12 @@ pub struct Outcome {
 /// file, one core, no split point found). `WEIR_PARALLEL_MIN_BYTES` lowers the size threshold,
 /// so tests can exercise this path on small files.
 pub fn plan(path: &Path) -> Option<Plan> {
+    plan_ranges(path, RANGE_BYTES)
+}
+
+/// [`plan`] with ranges of about `range_bytes` (smaller ranges: less memory in flight, so
+/// buffers are reused sooner; larger: fewer hand-offs).
+pub fn plan_ranges(path: &Path, range_bytes: u64) -> Option<Plan> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let min = std::env::var("WEIR_PARALLEL_MIN_BYTES")
         .ok()
@@ -74,7 +80,7 @@ pub fn plan(path: &Path) -> Option<Plan> {
         return None;
     }
     let reader = FileReader::open(path).ok()?;
-    let n = (len / RANGE_BYTES).max(threads as u64) as usize;
+    let n = (len / range_bytes.max(1)).max(threads as u64) as usize;
     let ranges = reader.split(n)?;
     tracing::debug!(
         "reading {} in {} ranges with {threads} threads",
