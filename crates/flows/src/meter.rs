@@ -27,14 +27,14 @@
 
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use weir_decode::LinkType;
 
 use crate::extract::FragTable;
 use crate::key::KeyHasher;
 use crate::prepare::{Prepared, Preparer};
 use crate::record::{EndReason, FlowRecord};
-use crate::route::{Routed, Router};
+use crate::route::{Pool, Routed, Router};
 use crate::shard::{Shard, ShardConfig};
 use crate::step::Step;
 
@@ -201,7 +201,7 @@ pub struct Meter<S: RecordSink> {
     preparer: Preparer,
     stage: Stage<S>,
     /// Empty batch vectors, for routers.
-    pool: (Sender<Vec<Prepared>>, Receiver<Vec<Prepared>>),
+    pool: Pool,
     /// Latest packet time seen.
     clock: u64,
 }
@@ -301,11 +301,11 @@ impl<S: RecordSink> Threaded<S> {
 fn worker(
     mut step: Step,
     rx: Receiver<Vec<Prepared>>,
-    recycle: Sender<Vec<Prepared>>,
+    recycle: Pool,
     exp: Sender<ToExporter>,
 ) -> Step {
     let mut out = Vec::with_capacity(RECORD_BATCH);
-    for mut batch in rx {
+    for batch in rx {
         let mut ticked = false;
         for (i, p) in batch.iter().enumerate() {
             step.prefetch_ahead(&batch, i);
@@ -315,8 +315,7 @@ fn worker(
             }
         }
         step.shard.expire(step.shard.now(), &mut out);
-        batch.clear();
-        let _ = recycle.send(batch);
+        recycle.put(batch);
         if out.len() >= RECORD_BATCH || ticked {
             let records = std::mem::replace(&mut out, Vec::with_capacity(RECORD_BATCH));
             let _ = exp.send(ToExporter {
@@ -395,7 +394,7 @@ impl<S: RecordSink> Meter<S> {
                 hasher.clone(),
             )
         };
-        let pool = unbounded();
+        let pool = Pool::default();
         let stage = if workers == 1 {
             Stage::Inline(Box::new(Inline {
                 step: step(),
@@ -416,7 +415,7 @@ impl<S: RecordSink> Meter<S> {
             let mut handles = Vec::new();
             for k in 0..workers {
                 let (tx, rx) = bounded(QUEUE);
-                let (st, rtx, etx) = (step(), pool.0.clone(), etx.clone());
+                let (st, rtx, etx) = (step(), pool.clone(), etx.clone());
                 handles.push(
                     std::thread::Builder::new()
                         .name(format!("weir-flows-{k}"))
@@ -427,7 +426,7 @@ impl<S: RecordSink> Meter<S> {
             }
             Stage::Threaded(Threaded {
                 txs,
-                router: Router::new(hasher.clone(), workers, pool.1.clone(), BATCH),
+                router: Router::new(hasher.clone(), workers, pool.clone(), BATCH),
                 workers: handles,
                 exporter,
             })
@@ -461,7 +460,7 @@ impl<S: RecordSink> Meter<S> {
         Router::new(
             self.preparer.hasher().clone(),
             self.shards(),
-            self.pool.1.clone(),
+            self.pool.clone(),
             0,
         )
     }
@@ -501,13 +500,12 @@ impl<S: RecordSink> Meter<S> {
         self.clock = self.clock.max(routed.clock);
         match &mut self.stage {
             Stage::Inline(s) => {
-                for mut batch in routed.batches {
+                for batch in routed.batches {
                     for (i, p) in batch.iter().enumerate() {
                         s.step.prefetch_ahead(&batch, i);
                         s.packet(p);
                     }
-                    batch.clear();
-                    let _ = self.pool.0.send(batch);
+                    self.pool.put(batch);
                 }
             }
             Stage::Threaded(t) => {
@@ -515,7 +513,7 @@ impl<S: RecordSink> Meter<S> {
                 t.send_all();
                 for (s, batch) in routed.batches.into_iter().enumerate() {
                     if batch.is_empty() {
-                        let _ = self.pool.0.send(batch);
+                        self.pool.put(batch);
                     } else {
                         let _ = t.txs[s].send(batch);
                     }

@@ -13,10 +13,28 @@
 //! Batch vectors come from, and go back to, a pool shared with the meter, so a long run does
 //! not allocate (or fault in fresh pages) per batch.
 
-use crossbeam_channel::Receiver;
+use std::sync::{Arc, Mutex};
 
 use crate::key::{shard_of, KeyHasher};
 use crate::prepare::Prepared;
+
+/// Empty batch vectors for reuse, most recently returned first: that one is the likeliest to
+/// still be in a cache. A lock per batch (thousands of packets), never per packet.
+#[derive(Clone, Default)]
+pub(crate) struct Pool(Arc<Mutex<Vec<Vec<Prepared>>>>);
+
+impl Pool {
+    /// Gives back a batch vector (emptied here).
+    pub fn put(&self, mut v: Vec<Prepared>) {
+        v.clear();
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(v);
+    }
+
+    /// The most recently returned vector, if any.
+    pub fn take(&self) -> Option<Vec<Prepared>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+}
 
 /// Packet time between clock marks.
 pub(crate) const TICK_NS: u64 = 1_000_000_000;
@@ -25,7 +43,7 @@ pub(crate) const TICK_NS: u64 = 1_000_000_000;
 pub struct Router {
     hasher: KeyHasher,
     batches: Vec<Vec<Prepared>>,
-    pool: Receiver<Vec<Prepared>>,
+    pool: Pool,
     /// Capacity of a batch vector made when the pool is empty.
     reserve: usize,
     next_tick: u64,
@@ -54,7 +72,7 @@ impl Router {
     pub(crate) fn new(
         hasher: KeyHasher,
         shards: usize,
-        pool: Receiver<Vec<Prepared>>,
+        pool: Pool,
         reserve: usize,
     ) -> Router {
         let mut r = Router {
@@ -74,8 +92,8 @@ impl Router {
 
     fn fresh(&self) -> Vec<Prepared> {
         self.pool
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(self.reserve))
+            .take()
+            .unwrap_or_else(|| Vec::with_capacity(self.reserve))
     }
 
     /// A new, empty router for the same meter whose new batch vectors have room for `packets`

@@ -412,6 +412,10 @@ impl FileReader {
                 have - hl
             )));
         }
+        // the next record's header and the first bytes of its packet
+        if let Some(next) = self.backing.current().get(total + hl + 32) {
+            weir_packet::prefetch(next);
+        }
         let record_offset = self.backing.offset();
         self.backing.advance(total);
         self.packets += 1;
