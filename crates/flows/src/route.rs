@@ -36,6 +36,9 @@ impl Pool {
     }
 }
 
+/// How many slots ahead of the next one [`Router::push`] prefetches in a batch.
+const PUSH_AHEAD: usize = 8;
+
 /// Packet time between clock marks.
 pub(crate) const TICK_NS: u64 = 1_000_000_000;
 
@@ -138,7 +141,13 @@ impl Router {
         } else {
             shard_of(self.hasher.route(&p.key), self.batches.len())
         };
-        self.batches[s].push(p);
+        let b = &mut self.batches[s];
+        // the slot a few packets on: its line is fetched while these are prepared, so the
+        // store does not wait for it (the vectors are recycled, last touched by another core)
+        if let Some(ahead) = b.spare_capacity_mut().get(PUSH_AHEAD) {
+            weir_packet::prefetch(ahead);
+        }
+        b.push(p);
         (s, ticked)
     }
 
