@@ -45,6 +45,17 @@ pub struct Plan {
     pub interfaces: Vec<Interface>,
     /// Worker threads to use.
     threads: usize,
+    /// Ranges the workers may read ahead of the consumer.
+    lookahead: usize,
+}
+
+impl Plan {
+    /// Lets the workers run at most `ranges` ranges ahead of the consumer (at least one per
+    /// thread; the default is two per thread plus one).
+    pub fn lookahead(mut self, ranges: usize) -> Plan {
+        self.lookahead = ranges.max(self.threads);
+        self
+    }
 }
 
 /// What a parallel read found.
@@ -92,6 +103,7 @@ pub fn plan_ranges(path: &Path, range_bytes: u64) -> Option<Plan> {
         reader,
         ranges,
         threads,
+        lookahead: 2 * threads + 1,
     })
 }
 
@@ -232,10 +244,10 @@ where
         mut reader,
         ranges,
         threads,
+        lookahead,
         ..
     } = plan;
     let n = ranges.len();
-    let lookahead = 2 * threads + 1;
     let (tx, rx) = crossbeam_channel::unbounded();
     let shared = Shared {
         next: AtomicUsize::new(0),
