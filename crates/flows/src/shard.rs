@@ -314,9 +314,12 @@ impl Shard {
         // 32-bit packet counters (and NetFlow v5's 32-bit fields) must never wrap: end the
         // record early, as an active timeout would, well before they could.
         let full = e.packets[d] >= u32::MAX - 1 || e.bytes[d] >= u64::from(u32::MAX) << 16;
-        // move to the tail of its list (the most recently seen)
-        self.unlink(i, was);
-        self.push_back(i, now_in);
+        // move to the tail of its list (the most recently seen), unless it is there already
+        // (a burst of one flow: no list work at all)
+        if was != now_in || self.lists[was].tail != i {
+            self.unlink(i, was);
+            self.push_back(i, now_in);
+        }
         self.stats.packets += 1;
         if full {
             self.end(i, EndReason::ActiveTimeout, out);
