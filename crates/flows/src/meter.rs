@@ -252,9 +252,13 @@ impl<S: RecordSink> Inline<S> {
 
     #[inline(always)]
     fn packet(&mut self, p: &Prepared) {
-        if let Some(t) = self.step.packet(p, &mut self.out) {
-            self.sweep(t);
-        } else if p.ts_ns >= self.next_sweep {
+        // A clock mark changes nothing here: the one shard sees every packet and sweeps on its
+        // own clock, at the same packet times whatever the batching (so the records come out in
+        // the same order).
+        if self.step.packet(p, &mut self.out).is_some() {
+            return;
+        }
+        if p.ts_ns >= self.next_sweep {
             self.sweep(p.ts_ns);
         } else if !self.out.is_empty() {
             self.drain();

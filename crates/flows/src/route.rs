@@ -72,12 +72,7 @@ impl Routed {
 }
 
 impl Router {
-    pub(crate) fn new(
-        hasher: KeyHasher,
-        shards: usize,
-        pool: Pool,
-        reserve: usize,
-    ) -> Router {
+    pub(crate) fn new(hasher: KeyHasher, shards: usize, pool: Pool, reserve: usize) -> Router {
         let mut r = Router {
             hasher,
             batches: Vec::with_capacity(shards),
@@ -131,7 +126,8 @@ impl Router {
     #[inline]
     pub fn push(&mut self, p: Prepared) -> (usize, bool) {
         let t = p.ts_ns;
-        let ticked = t >= self.next_tick;
+        // one shard sees every packet: it needs no marks
+        let ticked = t >= self.next_tick && self.batches.len() > 1;
         if ticked {
             self.mark(t);
         }
