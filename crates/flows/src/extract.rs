@@ -168,6 +168,12 @@ impl FragTable {
     }
 }
 
+/// True when the TCP flags end a connection (FIN or RST).
+#[inline]
+pub fn ends_tcp(flags: u8) -> bool {
+    flags & (tcp::FIN | tcp::RST) != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,10 +229,4 @@ mod tests {
         assert_eq!(t.len(), t.capacity());
         assert_eq!(t.overflow, 100_000 - t.capacity() as u64);
     }
-}
-
-/// True when the TCP flags end a connection (FIN or RST).
-#[inline]
-pub fn ends_tcp(flags: u8) -> bool {
-    flags & (tcp::FIN | tcp::RST) != 0
 }

@@ -36,6 +36,25 @@ impl Pool {
     }
 }
 
+/// Asks the kernel to back the 2 MiB-aligned part of a large batch vector with transparent huge
+/// pages: a batch vector is written once through (a range of the file), so its first use costs one
+/// page fault per 2 MiB instead of one per 4 KiB (the faults were ≈ 7 % of the CPU time of
+/// `bench/flows_vs_peers.py`). A hint: failure or a system without THP changes nothing.
+fn advise_huge_pages(v: &Vec<Prepared>) {
+    const HUGE: usize = 2 << 20;
+    let bytes = v.capacity() * std::mem::size_of::<Prepared>();
+    let start = (v.as_ptr() as usize).next_multiple_of(HUGE);
+    let end = (v.as_ptr() as usize + bytes) / HUGE * HUGE;
+    #[cfg(target_os = "linux")]
+    if end > start {
+        // SAFETY: madvise(MADV_HUGEPAGE) changes how the kernel backs pages of memory this
+        // vector owns (inside its allocation, page-aligned), never their contents or validity.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
 /// How many slots ahead of the next one [`Router::push`] prefetches in a batch.
 const PUSH_AHEAD: usize = 8;
 
@@ -89,9 +108,11 @@ impl Router {
     }
 
     fn fresh(&self) -> Vec<Prepared> {
-        self.pool
-            .take()
-            .unwrap_or_else(|| Vec::with_capacity(self.reserve))
+        self.pool.take().unwrap_or_else(|| {
+            let v = Vec::with_capacity(self.reserve);
+            advise_huge_pages(&v);
+            v
+        })
     }
 
     /// A new, empty router for the same meter whose new batch vectors have room for `packets`
