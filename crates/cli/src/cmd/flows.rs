@@ -458,9 +458,10 @@ impl LiveMeter {
 /// trace, so the batch buffers in flight are few and recycled soon (32 MiB ranges cost
 /// ≈ 10 % more CPU in page faults on fresh buffers, `bench/flows_vs_peers.py`).
 const RANGE_BYTES: u64 = 8 << 20;
-/// Ranges read ahead of the meter (with the workers' queues, what bounds the batches in
-/// flight, each of which faults in fresh pages the first time it fills).
-const LOOKAHEAD: usize = 3;
+/// Ranges read ahead of the meter: with the workers' queues, what bounds the batches in flight
+/// (each faults in fresh pages the first time it fills); 3 left the second reader idle behind a
+/// slow first range, 8 gained nothing over 5 (`bench/flows_vs_peers.py`, A/B medians).
+const LOOKAHEAD: usize = 5;
 
 /// Meters one large classic pcap file with every core: range threads read, filter, prepare
 /// ([`Preparer`](weir_flows::Preparer), stateless) and route packets to the meter's shards
