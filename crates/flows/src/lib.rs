@@ -1,8 +1,9 @@
 //! weir's flow meter: a flow cache sharded over worker threads, with idle, active, TCP FIN/RST
 //! and eviction expiry in packet time, producing [`FlowRecord`]s for the exporters.
 //!
-//! * [`Meter`] is the whole pipeline (reader stage on the caller's thread, one worker per shard,
-//!   one exporter thread owning the [`RecordSink`]); [`Config`] its settings.
+//! * [`Meter`] is the whole pipeline (a reader stage on the caller's thread or on range
+//!   threads, one worker per shard, one exporter thread owning the [`RecordSink`]); [`Config`]
+//!   its settings.
 //! * [`Shard`] is one shard of the table: a preallocated slab of 120-byte entries (both
 //!   directions of a flow in one entry), a 4/3-sized hash index of `u32` buckets, and intrusive
 //!   lists that make every expiry O(1). At full capacity a flow costs 125.3 bytes
@@ -11,9 +12,10 @@
 //!   seeded hash, which is symmetric because it hashes the canonical key.
 //! * [`Preparer`] turns a frame into a [`Prepared`] packet (key, hash, counters' inputs) with no
 //!   shared state, on any thread: a hand-written parser for the common shapes, the decoder for
-//!   the rest. [`Meter::packet_prepared`] is the in-order, stateful step (fragment attribution
-//!   through a [`FragTable`], counters, table, expiry); [`Meter::packet`] does both. A
-//!   [`Router`] sorts prepared packets by shard on any thread, for [`Meter::feed`].
+//!   the rest. [`Meter::packet_prepared`] is the in-order, stateful step, done per shard
+//!   (fragment attribution through the shard's [`FragTable`], counters, table, expiry);
+//!   [`Meter::packet`] does both. A [`Router`] sorts prepared packets by shard (by addresses, so
+//!   fragments meet their flow) on any thread, for [`Meter::feed`].
 //!
 //! ```
 //! use weir_flows::{Config, Meter};

@@ -516,7 +516,7 @@ fn summary(read: u64, s: &MeterStats, exports: &[(String, ExportStats)]) {
         s.metered, s.non_ip, s.decode_errors
     );
     eprintln!(
-        "  fragments: {} attributed to their flow, {} unattributed (ports 0), {} not remembered \
+        "  fragments: {} attributed to their flow, {} unattributed (ports 0), {} forgotten early \
          (table full); {} packets without a transport header (ports 0)",
         s.frag_attributed, s.frag_unattributed, s.frag_table_full, s.no_transport
     );

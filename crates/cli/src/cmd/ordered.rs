@@ -2,10 +2,11 @@
 //!
 //! The file is cut into byte ranges at guessed record boundaries ([`FileReader::split`]). Worker
 //! threads take ranges in turn, read and filter them and turn each packet into a `T` (`produce`,
-//! stateless: a record offset for `weir read`, a prepared flow-table update for `weir flows`);
-//! the calling thread receives the ranges' results and hands them to `consume` strictly in file
-//! order. Workers run at most `lookahead` ranges ahead of the consumer, so memory is bounded by
-//! the range size, not the file size.
+//! stateless: a record offset for `weir read`; [`run_batches`] lets a range collect its packets
+//! its own way, e.g. `weir flows` prepares them and sorts them by shard); the calling thread
+//! receives the ranges' results and hands them to `consume` strictly in file order. Workers run
+//! at most `lookahead` ranges ahead of the consumer, so memory is bounded by the range size, not
+//! the file size.
 //!
 //! Exactness does not depend on the guesses: range `k + 1` is consumed only if range `k` ended
 //! cleanly exactly at its end (then the split point was a real record boundary). Otherwise, from
