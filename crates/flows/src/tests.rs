@@ -624,6 +624,32 @@ fn traffic_with_fragments(n: usize) -> Vec<(u64, Pkt)> {
     v
 }
 
+/// `work(i)` for `i` in `0..n` on `threads` threads (each takes every `threads`-th item, last
+/// first, so items finish out of order); the results in item order.
+fn on_threads<T: Send>(n: usize, threads: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let mut done: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|k| {
+                let work = &work;
+                s.spawn(move || {
+                    (0..n)
+                        .filter(|i| i % threads == k)
+                        .rev()
+                        .map(|i| (i, work(i)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in hs {
+            for (i, x) in h.join().unwrap() {
+                done[i] = Some(x);
+            }
+        }
+    });
+    done.into_iter().map(Option::unwrap).collect()
+}
+
 /// `prepare` on several threads, batches finished in any order, then `packet_prepared` in packet
 /// order: the same records and counters as `packet`.
 #[test]
@@ -648,34 +674,14 @@ fn prepared_on_threads_equals_packet() {
         let mut m = Meter::new(&c, Vec::new());
         let preparer = m.preparer().clone();
         let batches: Vec<&[(u64, Vec<u8>)]> = frames.chunks(97).collect();
-        let mut done: Vec<Option<Vec<crate::Prepared>>> = vec![None; batches.len()];
-        let threads = 4;
-        std::thread::scope(|s| {
-            let hs: Vec<_> = (0..threads)
-                .map(|k| {
-                    let (preparer, batches) = (preparer.clone(), &batches);
-                    s.spawn(move || {
-                        // each thread takes every `threads`-th batch, last first
-                        let mut out = Vec::new();
-                        for i in (0..batches.len()).filter(|i| i % threads == k).rev() {
-                            let b: Vec<_> = batches[i]
-                                .iter()
-                                .map(|(t, f)| preparer.prepare(LinkType::ETHERNET, *t, f))
-                                .collect();
-                            out.push((i, b));
-                        }
-                        out
-                    })
-                })
-                .collect();
-            for h in hs {
-                for (i, b) in h.join().unwrap() {
-                    done[i] = Some(b);
-                }
-            }
+        let done = on_threads(batches.len(), 4, |i| -> Vec<crate::Prepared> {
+            batches[i]
+                .iter()
+                .map(|(t, f)| preparer.prepare(LinkType::ETHERNET, *t, f))
+                .collect()
         });
         for b in done {
-            for p in b.unwrap() {
+            for p in b {
                 m.packet_prepared(&p);
             }
         }
@@ -712,36 +718,16 @@ fn routed_ranges_equal_packet() {
             Vec::new(),
         );
         let ranges: Vec<&[(u64, Vec<u8>)]> = frames.chunks(1009).collect();
-        let mut done: Vec<Option<crate::Routed>> = (0..ranges.len()).map(|_| None).collect();
-        std::thread::scope(|s| {
-            let hs: Vec<_> = (0..3)
-                .map(|k| {
-                    let (m, ranges) = (&m, &ranges);
-                    let preparer = m.preparer().clone();
-                    let routers: Vec<_> = (0..ranges.len()).map(|_| m.router()).collect();
-                    s.spawn(move || {
-                        let mut out = Vec::new();
-                        for (i, mut r) in routers.into_iter().enumerate().rev() {
-                            if i % 3 != k {
-                                continue;
-                            }
-                            for (t, f) in ranges[i] {
-                                r.push(preparer.prepare(LinkType::ETHERNET, *t, f));
-                            }
-                            out.push((i, r.into_routed()));
-                        }
-                        out
-                    })
-                })
-                .collect();
-            for h in hs {
-                for (i, r) in h.join().unwrap() {
-                    done[i] = Some(r);
-                }
+        let (preparer, template) = (m.preparer().clone(), m.router());
+        let done = on_threads(ranges.len(), 3, |i| {
+            let mut r = template.empty_like();
+            for (t, f) in ranges[i] {
+                r.push(preparer.prepare(LinkType::ETHERNET, *t, f));
             }
+            r.into_routed()
         });
         for r in done {
-            m.feed(r.unwrap());
+            m.feed(r);
         }
         let split = m.finish();
         let mut st = split.stats.clone();
