@@ -255,23 +255,6 @@ impl Backing {
         }
     }
 
-    /// Unmaps every page of a mapped file (a hint, as in `release_read`: the next access faults
-    /// the same bytes back in from the page cache).
-    pub(crate) fn release_all(&self) {
-        if let Backing::Whole {
-            bytes: Whole::Map(map),
-            ..
-        } = self
-        {
-            // SAFETY: as in `manage_map`: a read-only shared file mapping; MADV_DONTNEED only
-            // drops page table entries and any later access faults the same file bytes back in,
-            // so no data can change or be lost.
-            let _ = unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, map.len())
-            };
-        }
-    }
-
     /// At the end of a mapped file or range: releases every page read since the last release, so
     /// a finished range leaves nothing resident (ranges of one map are read by several threads).
     pub(crate) fn release_read(&mut self) {
