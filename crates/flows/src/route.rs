@@ -196,13 +196,4 @@ impl Router {
             clock: self.clock,
         }
     }
-
-    /// Every batch so far (leaving empty ones).
-    pub fn take(&mut self) -> Routed {
-        let batches = (0..self.batches.len()).map(|s| self.take_one(s)).collect();
-        Routed {
-            batches,
-            clock: self.clock,
-        }
-    }
 }
