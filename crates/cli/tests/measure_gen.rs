@@ -131,7 +131,9 @@ fn peer(bench: &VethBench) -> (String, String) {
     )
 }
 
-/// tcpdump in the namespace, on the peer, for `n` packets to UDP port 9000.
+/// tcpdump in the namespace, on the peer, for `n` packets to UDP port 9000, with nanosecond
+/// timestamps (a microsecond file truncates the capture time, which can then read earlier than
+/// the nanosecond send stamp of the same packet).
 fn witness(bench: &VethBench, peer_if: &str, n: u64, file: &Path) -> Child {
     let mut c = Command::new("ip");
     c.args([
@@ -139,6 +141,7 @@ fn witness(bench: &VethBench, peer_if: &str, n: u64, file: &Path) -> Child {
         "exec",
         &bench.ns,
         "tcpdump",
+        "--time-stamp-precision=nano",
         "-n",
         "-i",
         peer_if,
