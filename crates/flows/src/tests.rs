@@ -665,11 +665,7 @@ fn prepared_on_threads_equals_packet() {
             ..cfg()
         },
     ] {
-        let mut whole = Meter::new(&c, Vec::new());
-        for (t, f) in &frames {
-            whole.packet(LinkType::ETHERNET, *t, f);
-        }
-        let whole = whole.finish();
+        let (whole_recs, whole_stats) = run(&c, &traffic);
 
         let mut m = Meter::new(&c, Vec::new());
         let preparer = m.preparer().clone();
@@ -686,9 +682,9 @@ fn prepared_on_threads_equals_packet() {
             }
         }
         let split = m.finish();
-        assert!(whole.stats.frag_attributed > 100 && whole.stats.frag_unattributed > 10);
-        assert_eq!(split.stats, whole.stats);
-        assert_eq!(split.sink, whole.sink);
+        assert!(whole_stats.frag_attributed > 100 && whole_stats.frag_unattributed > 10);
+        assert_eq!(split.stats, whole_stats);
+        assert_eq!(split.sink, whole_recs);
     }
 }
 
@@ -703,12 +699,8 @@ fn routed_ranges_equal_packet() {
         idle_timeout_ns: 2 * S,
         ..cfg()
     };
-    let mut whole = Meter::new(&c, Vec::new());
-    for (t, f) in &frames {
-        whole.packet(LinkType::ETHERNET, *t, f);
-    }
-    let whole = whole.finish();
-    assert!(whole.stats.frag_attributed > 100 && whole.stats.frag_unattributed > 10);
+    let (whole_recs, whole_stats) = run(&c, &traffic);
+    assert!(whole_stats.frag_attributed > 100 && whole_stats.frag_unattributed > 10);
     for workers in [1, 2, 3] {
         let mut m = Meter::new(
             &Config {
@@ -732,14 +724,14 @@ fn routed_ranges_equal_packet() {
         let split = m.finish();
         let mut st = split.stats.clone();
         // per shard: the sum of the shards' peaks, and their capacities
-        st.peak_flows = whole.stats.peak_flows;
-        st.capacity = whole.stats.capacity;
-        st.bytes_per_flow = whole.stats.bytes_per_flow;
+        st.peak_flows = whole_stats.peak_flows;
+        st.capacity = whole_stats.capacity;
+        st.bytes_per_flow = whole_stats.bytes_per_flow;
         st.workers = 1;
-        assert_eq!(st, whole.stats, "{workers} workers");
+        assert_eq!(st, whole_stats, "{workers} workers");
         assert_eq!(
             normalised(split.sink),
-            normalised(whole.sink.clone()),
+            normalised(whole_recs.clone()),
             "{workers} workers"
         );
     }
