@@ -50,3 +50,20 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 pub fn warn_damage(err: &weir_source::ReadError) {
     eprintln!("weir: warning: {err}");
 }
+
+/// The reader's next packet. Damage ends this input like its end (`None`), with a warning and
+/// `status` set to [`Status::Damaged`]; other read errors are returned.
+pub fn next_or_damaged<'r>(
+    r: &'r mut weir_source::FileReader,
+    status: &mut Status,
+) -> Result<Option<weir_source::Packet<'r>>> {
+    match r.next_packet() {
+        Ok(p) => Ok(p),
+        Err(e @ weir_source::ReadError::Damaged { .. }) => {
+            warn_damage(&e);
+            *status = Status::Damaged;
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use weir_index::{index_path, Index, IndexError, Query, HEAD_LEN};
 use weir_packet::PacketMeta;
-use weir_source::{FileReader, ReadError};
+use weir_source::FileReader;
 use weir_store::{InterfaceSpec, PacketWriter};
 
 use super::input::Filters;
 use super::read::Format;
-use crate::output::{self, warn_damage, Status};
+use crate::output::{self, Status};
 
 /// Arguments of `weir extract`.
 #[derive(clap::Args, Debug)]
@@ -165,17 +165,7 @@ pub fn run(args: Args) -> Result<Status> {
                 continue;
             }
             reader.seek(start)?;
-            loop {
-                let p = match reader.next_packet() {
-                    Ok(Some(p)) => p,
-                    Ok(None) => break,
-                    Err(e @ ReadError::Damaged { .. }) => {
-                        warn_damage(&e);
-                        status = Status::Damaged;
-                        break;
-                    }
-                    Err(e) => return Err(e.into()),
-                };
+            while let Some(p) = output::next_or_damaged(&mut reader, &mut status)? {
                 if p.record_offset >= end {
                     break;
                 }

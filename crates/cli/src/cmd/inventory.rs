@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use weir_index::{index_path, IndexBuilder, IndexError, DEFAULT_CHUNK};
-use weir_source::{FileReader, ReadError};
+use weir_source::FileReader;
 
 use super::extract::{head_of, load_index, segments_of};
 use super::live::human_bytes;
-use crate::output::{warn_damage, Status};
+use crate::output::{next_or_damaged, Status};
 use crate::time::datetime;
 
 /// Arguments of `weir ls`.
@@ -160,21 +160,9 @@ pub fn index(args: IndexArgs) -> Result<Status> {
                 .with_context(|| format!("cannot open {}", path.display()))?;
             let mut b = IndexBuilder::new(chunk);
             let mut covered = 0;
-            loop {
-                match r.next_packet() {
-                    Ok(Some(p)) => {
-                        let link = p.link;
-                        b.add(p.record_offset, p.meta.ts_ns, link, p.data);
-                        covered = r.offset();
-                    }
-                    Ok(None) => break,
-                    Err(e @ ReadError::Damaged { .. }) => {
-                        warn_damage(&e);
-                        status = Status::Damaged;
-                        break;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
+            while let Some(p) = next_or_damaged(&mut r, &mut status)? {
+                b.add(p.record_offset, p.meta.ts_ns, p.link, p.data);
+                covered = r.offset();
             }
             let (head, len) = head_of(&path)?;
             let bytes = b.serialize(covered.min(len), weir_index::head_hash(&head));
