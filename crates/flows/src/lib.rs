@@ -43,6 +43,7 @@
 pub mod extract;
 pub mod index;
 pub mod key;
+mod lane;
 pub mod meter;
 pub mod prepare;
 pub mod record;
@@ -55,7 +56,7 @@ mod tests;
 
 pub use extract::{FragTable, Outcome};
 pub use key::{Key, KeyHasher, RawKey};
-pub use meter::{Config, Finished, Meter, MeterStats, RecordSink};
+pub use meter::{Config, Finished, Lanes, Meter, MeterStats, RecordSink};
 pub use prepare::{Prepared, Preparer};
 pub use record::{Direction, EndReason, FlowKey, FlowRecord};
 pub use route::{Routed, Router};

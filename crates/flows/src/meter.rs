@@ -1,30 +1,35 @@
 //! The metering pipeline, ffProbe's design: a reader stage prepares packets and routes them to N
-//! worker threads that each own one shard of the flow table ([`Step`]: counters, fragment
-//! table, [`Shard`]), and one exporter thread owns the [`RecordSink`].
+//! shards of the flow table, each a lane (a step: counters, fragment table, [`Shard`];
+//! plus its expiry rules), and one exporter thread owns the [`RecordSink`].
 //!
 //! ```text
-//!  reader ──prepare, route (Router)──batches of Prepared──▶ worker k (Step k) ──records──┐
-//!                ▲                    + a clock mark per second        │                 ▼
-//!                └────────── empty batches recycled ◀──────────────────┘     exporter (sink)
+//!  reader ──prepare, route (Router)──batches of Prepared──▶ lane k (Step k) ──records──┐
+//!                ▲                    + a clock mark per second      │                 ▼
+//!                └────────── empty batches recycled ◀────────────────┘     exporter (sink)
 //! ```
 //!
-//! The reader stage is either the caller's thread, one packet at a time
-//! ([`Meter::packet`], [`Meter::packet_prepared`]), or several threads that each prepare and
-//! route a whole range of a file ([`Meter::router`]) whose results the caller hands over in file
-//! order ([`Meter::feed`]). Packets go to shards by their addresses ([`KeyHasher::route`]), so
-//! both directions of a flow and every fragment of a datagram meet in one shard and each shard
-//! keeps its own fragment table: everything stateful is per shard.
+//! Three ways to run the lanes:
+//! * **inline** (one shard): everything on the caller's thread, records straight into the sink;
+//! * **threaded** (N shards): one worker thread per lane fed by bounded crossbeam channels of
+//!   whole batches (a channel operation costs a fraction of a nanosecond per packet; a full
+//!   channel blocks the reader, so offline nothing is ever dropped);
+//! * **driven** ([`Config::driven`], 1 or N shards): no worker threads; the caller's threads
+//!   run the lanes themselves through [`Lanes`], each lane behind a mutex taken once per batch.
+//!   Reading a file on every core, a thread that has prepared a range meters its batches while
+//!   they are still in its cache, and no core sits idle waiting for a worker.
 //!
-//! Handoff is by bounded crossbeam channels carrying whole batches, so a channel operation costs
-//! a fraction of a nanosecond per packet, and no lock is taken on the packet path (each shard is
-//! touched by its worker only). A full channel blocks the reader: offline, nothing is ever
-//! dropped. With one worker the whole pipeline runs inline on the caller's thread, with no
-//! channel at all.
+//! The reader stage is the caller's thread, one packet at a time ([`Meter::packet`],
+//! [`Meter::packet_prepared`]), or several threads that each prepare and route a whole range of
+//! a file ([`Meter::router`]) and hand it over in file order ([`Meter::feed`]) or run it
+//! ([`Lanes::run`]). Packets go to shards by their addresses ([`KeyHasher::route`]), so both
+//! directions of a flow and every fragment of a datagram meet in one shard and each shard keeps
+//! its own fragment table: everything stateful is per shard, no lock is taken per packet.
 //!
-//! Time is packet time: each worker's clock is the latest packet time it saw, and the router
+//! Time is packet time: each lane's clock is the latest packet time it saw, and the router
 //! puts a clock mark into every shard's batch once per second of packet time, so a shard that
 //! receives no packets still expires its flows (at most one second late).
 
+use std::sync::Mutex;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -32,6 +37,7 @@ use weir_decode::LinkType;
 
 use crate::extract::FragTable;
 use crate::key::KeyHasher;
+use crate::lane::{Emit, Lane, RECORD_BATCH};
 use crate::prepare::{Prepared, Preparer};
 use crate::record::{EndReason, FlowRecord};
 use crate::route::{Pool, Routed, Router};
@@ -40,12 +46,8 @@ use crate::step::Step;
 
 /// Packets per batch handed to a worker.
 pub const BATCH: usize = 256;
-/// Records per batch handed to the exporter.
-const RECORD_BATCH: usize = 128;
 /// Batches in flight per worker.
 const QUEUE: usize = 4;
-/// Packet time between expiry sweeps inline.
-const SWEEP_NS: u64 = 100_000_000;
 
 /// Settings of a [`Meter`].
 #[derive(Clone, Debug)]
@@ -73,6 +75,9 @@ pub struct Config {
     pub frag_capacity: usize,
     /// How long a first fragment's ports are remembered (default 30 s, Linux's `ipfrag_time`).
     pub frag_timeout_ns: u64,
+    /// The caller's threads run the shards ([`Meter::lanes`]) instead of one worker thread
+    /// each (and with one shard, too, the records go through the exporter thread).
+    pub driven: bool,
 }
 
 impl Default for Config {
@@ -89,6 +94,7 @@ impl Default for Config {
             seed: None,
             frag_capacity: 65_536,
             frag_timeout_ns: 30_000_000_000,
+            driven: false,
         }
     }
 }
@@ -207,82 +213,129 @@ pub struct Meter<S: RecordSink> {
 }
 
 enum Stage<S: RecordSink> {
+    /// One shard on the caller's thread, writing to the sink itself.
     Inline(Box<Inline<S>>),
+    /// One worker thread per shard.
     Threaded(Threaded<S>),
+    /// Shards run by the caller's threads ([`Meter::lanes`]).
+    Driven(Driven<S>),
 }
 
 struct Inline<S: RecordSink> {
-    step: Step,
-    out: Vec<FlowRecord>,
-    sink: S,
-    error: Option<S::Error>,
-    sink_failed: u64,
-    records: u64,
-    next_sweep: u64,
+    lane: Lane,
+    sink: ToSink<S>,
 }
 
-impl<S: RecordSink> Inline<S> {
-    fn drain(&mut self) {
-        for r in self.out.drain(..) {
-            if self.error.is_some() {
-                self.sink_failed += 1;
-                continue;
-            }
-            match self.sink.record(&r) {
-                Ok(()) => self.records += 1,
-                Err(e) => {
-                    self.error = Some(e);
-                    self.sink_failed += 1;
-                }
-            }
-        }
-    }
-
-    fn sweep(&mut self, now: u64) {
-        let shard = &mut self.step.shard;
-        shard.expire(now, &mut self.out);
-        self.drain();
-        if self.error.is_none() {
-            if let Err(e) = self.sink.tick(self.step.shard.now()) {
-                self.error = Some(e);
-            }
-        }
-        self.next_sweep = self.step.shard.now().saturating_add(SWEEP_NS);
-    }
-
-    #[inline(always)]
-    fn packet(&mut self, p: &Prepared) {
-        // A clock mark changes nothing here: the one shard sees every packet and sweeps on its
-        // own clock, at the same packet times whatever the batching (so the records come out in
-        // the same order).
-        if self.step.packet(p, &mut self.out).is_some() {
-            return;
-        }
-        if p.ts_ns >= self.next_sweep {
-            self.sweep(p.ts_ns);
-        } else if !self.out.is_empty() {
-            self.drain();
-        }
-    }
-}
-
-struct ToExporter {
-    records: Vec<FlowRecord>,
-    now: u64,
-}
-
-struct ExporterDone<S: RecordSink> {
+/// Records straight into the sink (inline, and on the exporter thread).
+struct ToSink<S: RecordSink> {
     sink: S,
     error: Option<S::Error>,
     records: u64,
     failed: u64,
+    clock: u64,
+}
+
+impl<S: RecordSink> Emit for ToSink<S> {
+    const HANDOFF: bool = false;
+
+    fn records(&mut self, out: &mut Vec<FlowRecord>, clock: Option<u64>) {
+        for r in out.drain(..) {
+            if self.error.is_some() {
+                self.failed += 1;
+            } else if let Err(e) = self.sink.record(&r) {
+                self.error = Some(e);
+                self.failed += 1;
+            } else {
+                self.records += 1;
+            }
+        }
+        if let Some(t) = clock {
+            self.clock = self.clock.max(t);
+            if self.error.is_none() {
+                if let Err(e) = self.sink.tick(self.clock) {
+                    self.error = Some(e);
+                }
+            }
+        }
+    }
+}
+
+/// Records to the exporter thread.
+struct ToExporter<'a>(&'a Sender<Exported>);
+
+/// A message to the exporter thread.
+struct Exported {
+    records: Vec<FlowRecord>,
+    clock: Option<u64>,
+}
+
+impl Emit for ToExporter<'_> {
+    const HANDOFF: bool = true;
+
+    fn records(&mut self, out: &mut Vec<FlowRecord>, clock: Option<u64>) {
+        if out.is_empty() && clock.is_none() {
+            return;
+        }
+        let records = std::mem::replace(out, Vec::with_capacity(RECORD_BATCH));
+        // the exporter only hangs up by panicking, which `finish` reports
+        let _ = self.0.send(Exported { records, clock });
+    }
+}
+
+/// The exporter thread, shared by the threaded and driven stages.
+struct Exporter<S: RecordSink> {
+    tx: Sender<Exported>,
+    thread: JoinHandle<ToSink<S>>,
+}
+
+impl<S: RecordSink> Exporter<S> {
+    fn spawn(sink: S, queue: usize) -> Exporter<S> {
+        let (tx, rx) = bounded::<Exported>(queue);
+        let thread = std::thread::Builder::new()
+            .name("weir-export".into())
+            .spawn(move || {
+                let mut to = ToSink {
+                    sink,
+                    error: None,
+                    records: 0,
+                    failed: 0,
+                    clock: 0,
+                };
+                for mut msg in rx {
+                    // ticks only when the clock moves on: several shards send their own clocks
+                    let clock = msg.clock.filter(|&t| t > to.clock);
+                    to.records(&mut msg.records, clock);
+                }
+                to
+            })
+            .expect("spawn the exporter thread");
+        Exporter { tx, thread }
+    }
+
+    /// Waits for the exporter (every sender must be gone) and returns what it wrote to.
+    fn finish(thread: JoinHandle<ToSink<S>>, stats: &mut MeterStats) -> Finished<S> {
+        let done = thread
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        finished(done, stats)
+    }
+}
+
+fn finished<S: RecordSink>(to: ToSink<S>, stats: &mut MeterStats) -> Finished<S> {
+    stats.records = to.records;
+    stats.sink_failed = to.failed;
+    Finished {
+        stats: std::mem::take(stats),
+        sink: to.sink,
+        error: to.error,
+    }
 }
 
 struct Threaded<S: RecordSink> {
     txs: Vec<Sender<Vec<Prepared>>>,
     router: Router,
-    workers: Vec<JoinHandle<Step>>,
-    exporter: JoinHandle<ExporterDone<S>>,
+    workers: Vec<JoinHandle<Lane>>,
+    exporter: Exporter<S>,
 }
 
 impl<S: RecordSink> Threaded<S> {
@@ -303,86 +356,82 @@ impl<S: RecordSink> Threaded<S> {
 }
 
 fn worker(
-    mut step: Step,
+    mut lane: Lane,
     rx: Receiver<Vec<Prepared>>,
     recycle: Pool,
-    exp: Sender<ToExporter>,
-) -> Step {
-    let mut out = Vec::with_capacity(RECORD_BATCH);
+    exp: Sender<Exported>,
+) -> Lane {
+    let mut emit = ToExporter(&exp);
     for batch in rx {
-        let mut ticked = false;
-        for (i, p) in batch.iter().enumerate() {
-            step.prefetch_ahead(&batch, i);
-            if let Some(t) = step.packet(p, &mut out) {
-                step.shard.expire(t, &mut out);
-                ticked = true;
-            }
-        }
-        step.shard.expire(step.shard.now(), &mut out);
+        lane.run(&batch, &mut emit);
         recycle.put(batch);
-        if out.len() >= RECORD_BATCH || ticked {
-            let records = std::mem::replace(&mut out, Vec::with_capacity(RECORD_BATCH));
-            let _ = exp.send(ToExporter {
-                records,
-                now: step.shard.now(),
-            });
-        }
     }
-    step.shard.flush(EndReason::ForcedEnd, &mut out);
-    let _ = exp.send(ToExporter {
-        records: out,
-        now: step.shard.now(),
-    });
-    step
+    lane.flush(&mut emit);
+    lane
 }
 
-fn exporter<S: RecordSink>(mut sink: S, rx: Receiver<ToExporter>) -> ExporterDone<S> {
-    let mut error = None;
-    let (mut records, mut failed) = (0, 0);
-    let mut now = 0;
-    for msg in rx {
-        for r in &msg.records {
-            if error.is_some() {
-                failed += 1;
-            } else if let Err(e) = sink.record(r) {
-                error = Some(e);
-                failed += 1;
-            } else {
-                records += 1;
-            }
+struct Driven<S: RecordSink> {
+    lanes: Vec<Mutex<Lane>>,
+    /// For packets handed over one at a time.
+    router: Router,
+    exporter: Exporter<S>,
+}
+
+impl<S: RecordSink> Driven<S> {
+    fn lanes<'a>(&'a self, pool: &'a Pool) -> Lanes<'a> {
+        Lanes {
+            lanes: &self.lanes,
+            pool,
+            exporter: &self.exporter.tx,
         }
-        if msg.now > now {
-            now = msg.now;
-            if error.is_none() {
-                if let Err(e) = sink.tick(now) {
-                    error = Some(e);
-                }
+    }
+
+    fn run_all(&mut self, pool: &Pool) {
+        for s in 0..self.lanes.len() {
+            if self.router.batch_len(s) > 0 {
+                let batch = self.router.take_one(s);
+                self.lanes(pool).run(s, batch);
             }
         }
     }
-    ExporterDone {
-        sink,
-        error,
-        records,
-        failed,
-    }
 }
 
-fn shard_config(cfg: &Config) -> ShardConfig {
-    let n = cfg.workers.max(1) as u64;
-    ShardConfig {
-        idle_ns: cfg.idle_timeout_ns,
-        active_ns: cfg.active_timeout_ns,
-        grace_ns: cfg.fin_grace_ns,
-        capacity: cfg.max_flows.div_ceil(n).clamp(1, u64::from(u32::MAX)) as u32,
-        biflow: cfg.biflow,
-        min_tcp_bytes: cfg.min_tcp_bytes,
+/// The shards of a meter whose [`Config::driven`] is set, for the caller's own threads to run:
+/// a thread that has prepared and routed a range of packets ([`Meter::router`]) meters each
+/// shard's batch itself, while it is still in its cache, when that shard is free and the
+/// batch is next in packet order. `Sync`: share it between the threads.
+pub struct Lanes<'a> {
+    lanes: &'a [Mutex<Lane>],
+    pool: &'a Pool,
+    exporter: &'a Sender<Exported>,
+}
+
+impl Lanes<'_> {
+    /// Shards.
+    pub fn len(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Always false: a meter has at least one shard.
+    pub fn is_empty(&self) -> bool {
+        self.lanes.is_empty()
+    }
+
+    /// Meters `batch`, the packets of one range routed to shard `shard` by a router of this
+    /// meter. Each shard's batches must come in packet order (one after the other: the shard
+    /// is locked meanwhile, so a second thread would wait); different shards run in parallel.
+    pub fn run(&self, shard: usize, batch: Vec<Prepared>) {
+        {
+            let mut lane = self.lanes[shard].lock().unwrap_or_else(|e| e.into_inner());
+            lane.run(&batch, &mut ToExporter(self.exporter));
+        }
+        self.pool.put(batch);
     }
 }
 
 impl<S: RecordSink> Meter<S> {
-    /// A meter sending records to `sink`; with `cfg.workers > 1` it starts the worker and
-    /// exporter threads.
+    /// A meter sending records to `sink`; with `cfg.workers > 1` (and not `cfg.driven`) it
+    /// starts the worker threads, and with either it starts the exporter thread.
     pub fn new(cfg: &Config, sink: S) -> Meter<S> {
         let hasher = match cfg.seed {
             Some(s) => KeyHasher::with_seed(s),
@@ -391,46 +440,51 @@ impl<S: RecordSink> Meter<S> {
         let preparer = Preparer::new(hasher.clone(), cfg.tos_key);
         let scfg = shard_config(cfg);
         let workers = cfg.workers.max(1);
-        let step = || {
-            Step::new(
+        let lane = || {
+            let step = Step::new(
                 Shard::new(scfg.clone(), hasher.clone()),
                 FragTable::new(cfg.frag_capacity.div_ceil(workers), cfg.frag_timeout_ns),
                 hasher.clone(),
-            )
+            );
+            Lane::new(step, workers == 1)
         };
         let pool = Pool::default();
-        let stage = if workers == 1 {
+        let router = || Router::new(hasher.clone(), workers, pool.clone(), BATCH);
+        let stage = if cfg.driven {
+            Stage::Driven(Driven {
+                lanes: (0..workers).map(|_| Mutex::new(lane())).collect(),
+                router: router(),
+                exporter: Exporter::spawn(sink, QUEUE * workers),
+            })
+        } else if workers == 1 {
             Stage::Inline(Box::new(Inline {
-                step: step(),
-                out: Vec::with_capacity(RECORD_BATCH),
-                sink,
-                error: None,
-                sink_failed: 0,
-                records: 0,
-                next_sweep: 0,
+                lane: lane(),
+                sink: ToSink {
+                    sink,
+                    error: None,
+                    records: 0,
+                    failed: 0,
+                    clock: 0,
+                },
             }))
         } else {
-            let (etx, erx) = bounded::<ToExporter>(QUEUE * workers);
-            let exporter = std::thread::Builder::new()
-                .name("weir-export".into())
-                .spawn(move || exporter(sink, erx))
-                .expect("spawn the exporter thread");
+            let exporter = Exporter::spawn(sink, QUEUE * workers);
             let mut txs = Vec::new();
             let mut handles = Vec::new();
             for k in 0..workers {
                 let (tx, rx) = bounded(QUEUE);
-                let (st, rtx, etx) = (step(), pool.clone(), etx.clone());
+                let (ln, rtx, etx) = (lane(), pool.clone(), exporter.tx.clone());
                 handles.push(
                     std::thread::Builder::new()
                         .name(format!("weir-flows-{k}"))
-                        .spawn(move || worker(st, rx, rtx, etx))
+                        .spawn(move || worker(ln, rx, rtx, etx))
                         .expect("spawn a flow worker thread"),
                 );
                 txs.push(tx);
             }
             Stage::Threaded(Threaded {
                 txs,
-                router: Router::new(hasher.clone(), workers, pool.clone(), BATCH),
+                router: router(),
                 workers: handles,
                 exporter,
             })
@@ -455,11 +509,12 @@ impl<S: RecordSink> Meter<S> {
         match &self.stage {
             Stage::Inline(_) => 1,
             Stage::Threaded(t) => t.txs.len(),
+            Stage::Driven(d) => d.lanes.len(),
         }
     }
 
     /// A router for this meter's shards, for a thread that prepares a range of packets and hands
-    /// them to [`feed`](Self::feed). `Send`: make one per range, on any thread.
+    /// them to [`feed`](Self::feed) or [`Lanes::run`]. `Send`: make one per range, on any thread.
     pub fn router(&self) -> Router {
         Router::new(
             self.preparer.hasher().clone(),
@@ -467,6 +522,19 @@ impl<S: RecordSink> Meter<S> {
             self.pool.clone(),
             0,
         )
+    }
+
+    /// The shards, for the caller's threads to run ([`Config::driven`]; `None` otherwise).
+    /// Packets handed over by [`packet`](Self::packet) or [`feed`](Self::feed) come before
+    /// those run through the lanes, so call those only before or after.
+    pub fn lanes(&mut self) -> Option<Lanes<'_>> {
+        match &mut self.stage {
+            Stage::Driven(d) => {
+                d.run_all(&self.pool);
+                Some(d.lanes(&self.pool))
+            }
+            _ => None,
+        }
     }
 
     /// Meters one frame of link type `link` captured at `ts_ns`: [`Preparer::prepare`] then
@@ -485,13 +553,22 @@ impl<S: RecordSink> Meter<S> {
     pub fn packet_prepared(&mut self, p: &Prepared) {
         self.clock = self.clock.max(p.ts_ns);
         match &mut self.stage {
-            Stage::Inline(s) => s.packet(p),
+            Stage::Inline(s) => {
+                s.lane.packet(p, &mut s.sink);
+                s.lane.end_batch(&mut s.sink);
+            }
             Stage::Threaded(t) => {
                 let (s, ticked) = t.router.push(*p);
                 if ticked {
                     t.send_all();
                 } else if t.router.batch_len(s) >= BATCH {
                     t.send(s);
+                }
+            }
+            Stage::Driven(d) => {
+                let (s, ticked) = d.router.push(*p);
+                if ticked || d.router.batch_len(s) >= BATCH {
+                    d.run_all(&self.pool);
                 }
             }
         }
@@ -505,10 +582,7 @@ impl<S: RecordSink> Meter<S> {
         match &mut self.stage {
             Stage::Inline(s) => {
                 for batch in routed.batches {
-                    for (i, p) in batch.iter().enumerate() {
-                        s.step.prefetch_ahead(&batch, i);
-                        s.packet(p);
-                    }
+                    s.lane.run(&batch, &mut s.sink);
                     self.pool.put(batch);
                 }
             }
@@ -523,6 +597,13 @@ impl<S: RecordSink> Meter<S> {
                     }
                 }
             }
+            Stage::Driven(d) => {
+                d.run_all(&self.pool);
+                let lanes = d.lanes(&self.pool);
+                for (s, batch) in routed.batches.into_iter().enumerate() {
+                    lanes.run(s, batch);
+                }
+            }
         }
     }
 
@@ -531,10 +612,17 @@ impl<S: RecordSink> Meter<S> {
     pub fn tick(&mut self, now_ns: u64) {
         self.clock = self.clock.max(now_ns);
         match &mut self.stage {
-            Stage::Inline(s) => s.sweep(now_ns),
+            Stage::Inline(s) => s.lane.tick(now_ns, &mut s.sink),
             Stage::Threaded(t) => {
                 t.router.mark(now_ns);
                 t.send_all();
+            }
+            Stage::Driven(d) => {
+                d.run_all(&self.pool);
+                for lane in &d.lanes {
+                    let mut lane = lane.lock().unwrap_or_else(|e| e.into_inner());
+                    lane.tick(now_ns, &mut ToExporter(&d.exporter.tx));
+                }
             }
         }
     }
@@ -542,42 +630,56 @@ impl<S: RecordSink> Meter<S> {
     /// Expires what is due at the last packet's time, ends every other flow
     /// ([`EndReason::ForcedEnd`]), stops the threads and returns the counters and the sink.
     pub fn finish(mut self) -> Finished<S> {
-        // every shard sweeps at the same final time, so the result does not depend on sharding
-        self.tick(self.clock);
-        let mut stats = MeterStats::default();
-        match self.stage {
-            Stage::Inline(mut s) => {
-                s.step.shard.flush(EndReason::ForcedEnd, &mut s.out);
-                s.drain();
-                stats.add_step(&s.step);
-                stats.workers = 1;
-                stats.records = s.records;
-                stats.sink_failed = s.sink_failed;
-                Finished {
-                    stats,
-                    sink: s.sink,
-                    error: s.error,
-                }
-            }
-            Stage::Threaded(t) => {
-                stats.workers = t.txs.len();
-                drop(t.txs);
-                for h in t.workers {
-                    let step = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                    stats.add_step(&step);
-                }
-                let done = t
-                    .exporter
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
-                stats.records = done.records;
-                stats.sink_failed = done.failed;
-                Finished {
-                    stats,
-                    sink: done.sink,
-                    error: done.error,
-                }
+        if let Stage::Driven(d) = &self.stage {
+            // batches run through the lanes moved the shards' clocks, not this one
+            for lane in &d.lanes {
+                let lane = lane.lock().unwrap_or_else(|e| e.into_inner());
+                self.clock = self.clock.max(lane.step.shard.now());
             }
         }
+        // every shard sweeps at the same final time, so the result does not depend on sharding
+        self.tick(self.clock);
+        let mut stats = MeterStats {
+            workers: self.shards(),
+            ..MeterStats::default()
+        };
+        match self.stage {
+            Stage::Inline(mut s) => {
+                s.lane.flush(&mut s.sink);
+                stats.add_step(&s.lane.step);
+                finished(s.sink, &mut stats)
+            }
+            Stage::Threaded(t) => {
+                drop(t.txs);
+                for h in t.workers {
+                    let lane = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                    stats.add_step(&lane.step);
+                }
+                drop(t.exporter.tx);
+                Exporter::finish(t.exporter.thread, &mut stats)
+            }
+            Stage::Driven(d) => {
+                let tx = d.exporter.tx;
+                for lane in d.lanes {
+                    let mut lane = lane.into_inner().unwrap_or_else(|e| e.into_inner());
+                    lane.flush(&mut ToExporter(&tx));
+                    stats.add_step(&lane.step);
+                }
+                drop(tx);
+                Exporter::finish(d.exporter.thread, &mut stats)
+            }
+        }
+    }
+}
+
+fn shard_config(cfg: &Config) -> ShardConfig {
+    let n = cfg.workers.max(1) as u64;
+    ShardConfig {
+        idle_ns: cfg.idle_timeout_ns,
+        active_ns: cfg.active_timeout_ns,
+        grace_ns: cfg.fin_grace_ns,
+        capacity: cfg.max_flows.div_ceil(n).clamp(1, u64::from(u32::MAX)) as u32,
+        biflow: cfg.biflow,
+        min_tcp_bytes: cfg.min_tcp_bytes,
     }
 }

@@ -84,6 +84,11 @@ impl Routed {
         self.batches.iter().map(Vec::len).sum()
     }
 
+    /// The batches, one per shard in shard order (for [`Lanes::run`](crate::Lanes::run)).
+    pub fn into_batches(self) -> Vec<Vec<Prepared>> {
+        self.batches
+    }
+
     /// True when no batch holds anything.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -1,4 +1,4 @@
-//! One shard of the flow table: a preallocated slab of [`Entry`]s addressed by `u32` indices, an
+//! One shard of the flow table: a preallocated slab of `Entry`s addressed by `u32` indices, an
 //! [`Index`] from hashes to those indices, and intrusive doubly linked lists that make every
 //! expiry O(1):
 //!

@@ -737,6 +737,68 @@ fn routed_ranges_equal_packet() {
     }
 }
 
+/// A driven meter (`Config::driven`): ranges prepared and routed on several threads, then each
+/// shard's batches run in range order on a thread of their own through `Meter::lanes`, all
+/// shards at once: the same counters and records as `packet` on one worker, in the same order
+/// with one shard.
+#[test]
+fn driven_lanes_equal_packet() {
+    let traffic = traffic_with_fragments(20_000);
+    let frames: Vec<(u64, Vec<u8>)> = traffic.iter().map(|(t, p)| (*t, p.frame())).collect();
+    let c = Config {
+        idle_timeout_ns: 2 * S,
+        ..cfg()
+    };
+    let (whole_recs, whole_stats) = run(&c, &traffic);
+    for workers in [1, 2, 3] {
+        let driven = Config {
+            workers,
+            driven: true,
+            ..c.clone()
+        };
+        let mut m = Meter::new(&driven, Vec::new());
+        let ranges: Vec<&[(u64, Vec<u8>)]> = frames.chunks(1009).collect();
+        let (preparer, template) = (m.preparer().clone(), m.router());
+        let done = on_threads(ranges.len(), 3, |i| {
+            let mut r = template.empty_like();
+            for (t, f) in ranges[i] {
+                r.push(preparer.prepare(LinkType::ETHERNET, *t, f));
+            }
+            r.into_routed().into_batches()
+        });
+        let mut per_shard: Vec<Vec<Vec<crate::Prepared>>> = vec![Vec::new(); workers];
+        for batches in done {
+            assert_eq!(batches.len(), workers);
+            for (s, b) in batches.into_iter().enumerate() {
+                per_shard[s].push(b);
+            }
+        }
+        let lanes = m.lanes().expect("a driven meter has lanes");
+        assert_eq!(lanes.len(), workers);
+        std::thread::scope(|scope| {
+            for (s, batches) in per_shard.into_iter().enumerate() {
+                let lanes = &lanes;
+                scope.spawn(move || batches.into_iter().for_each(|b| lanes.run(s, b)));
+            }
+        });
+        let split = m.finish();
+        let mut st = split.stats.clone();
+        st.peak_flows = whole_stats.peak_flows;
+        st.capacity = whole_stats.capacity;
+        st.bytes_per_flow = whole_stats.bytes_per_flow;
+        st.workers = 1;
+        assert_eq!(st, whole_stats, "{workers} workers");
+        if workers == 1 {
+            assert!(split.sink == whole_recs, "one shard: the sequential order");
+        }
+        assert_eq!(
+            normalised(split.sink),
+            normalised(whole_recs.clone()),
+            "{workers} workers"
+        );
+    }
+}
+
 #[test]
 fn prepared_is_64_bytes_and_send() {
     fn send<T: Send + Sync>() {}

@@ -296,6 +296,15 @@ impl FileReader {
         Ok(())
     }
 
+    /// [`seek`](Self::seek) for a reader taking over from others (the ranges of
+    /// [`split`](Self::split)) that read `packets_before` packets up to `record_offset`: its
+    /// count, and the count in a damage report, go on from theirs.
+    pub fn resume_at(&mut self, record_offset: u64, packets_before: u64) -> Result<(), ReadError> {
+        self.seek(record_offset)?;
+        self.packets = packets_before;
+        Ok(())
+    }
+
     /// Splits a memory-mapped classic pcap file, not yet read, into at most `n` readers over
     /// consecutive byte ranges, for reading in parallel threads. Returns `None` when the file is
     /// not a mapped classic pcap file or no split point is found.

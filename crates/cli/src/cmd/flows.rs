@@ -4,7 +4,9 @@
 //! The packets come from the shared offline input loop ([`for_each_packet`]: BPF filter, damage
 //! handling); the meter is `weir_flows::Meter` (reader stage here, `--workers` shard threads, one
 //! exporter thread); the encoders are `weir_export`'s sinks, several at once if asked
-//! (`--export` and `--json` together, say).
+//! (`--export` and `--json` together, say). One large classic pcap file is read on every core
+//! instead, the reading threads running the `--workers` shards themselves
+//! ([`meter_in_parallel`]).
 //!
 //! Live (`-i IFACE`, and `weir record --flows`): capture threads fill the shared packet buffer
 //! and the meter reads it as one of its consumers ([`LiveMeter`]), expiring flows on the wall
@@ -27,7 +29,7 @@ use weir_source::{FileReader, Interface, Packet, ReadError};
 
 use super::input::{for_each_packet, Filters, Visitor};
 use super::live::{on_signal, Live, LiveArgs};
-use super::ordered::{self, Flow};
+use super::ordered;
 use crate::output::{warn_damage, Status};
 
 /// NetFlow-family format of `--export`.
@@ -203,16 +205,21 @@ pub fn run(args: Args) -> Result<Status> {
         return run_live(&args, &cfg, sinks);
     }
     let mut filters = Filters::new(&args.expr)?;
+    // one large classic pcap file: read on every core
+    let plan = match &args.inputs[..] {
+        [single] => ordered::plan_ranges(single, RANGE_BYTES).map(|p| p.lookahead(LOOKAHEAD)),
+        _ => None,
+    };
+    let cfg = Config {
+        driven: plan.is_some(),
+        ..cfg
+    };
     let mut m = Metering {
         meter: Meter::new(&cfg, Sinks { sinks }),
         read: 0,
     };
-    let parallel = match &args.inputs[..] {
-        [single] => meter_in_parallel(single, &mut filters, &mut m)?,
-        _ => None,
-    };
-    let status = match parallel {
-        Some(status) => status,
+    let status = match plan {
+        Some(plan) => meter_in_parallel(plan, &mut filters, &mut m)?,
         None => for_each_packet(&args.inputs, &mut filters, &mut m)?,
     };
     let read = m.read;
@@ -455,27 +462,22 @@ impl LiveMeter {
 }
 
 /// Bytes per range of [`meter_in_parallel`]: 8 MiB ranges hold ≈ 27 k packets of the bench
-/// trace, so the batch buffers in flight are few and recycled soon (32 MiB ranges cost
-/// ≈ 10 % more CPU in page faults on fresh buffers, `bench/flows_vs_peers.py`).
+/// trace, whose prepared packets (1.7 MB) stay in the reading core's 2 MiB L2 cache until they
+/// are metered (`bench/flows_vs_peers.py`).
 const RANGE_BYTES: u64 = 8 << 20;
-/// Ranges read ahead of the meter: with the workers' queues, what bounds the batches in flight
-/// (each faults in fresh pages the first time it fills); 3 left the second reader idle behind a
-/// slow first range, 8 gained nothing over 5 (`bench/flows_vs_peers.py`, A/B medians).
-const LOOKAHEAD: usize = 5;
+/// Ranges read ahead of the slowest shard: what bounds the batches in flight.
+const LOOKAHEAD: usize = 4;
 
-/// Meters one large classic pcap file with every core: range threads read, filter, prepare
-/// ([`Preparer`](weir_flows::Preparer), stateless) and route packets to the meter's shards
-/// ([`Router`](weir_flows::Router)), and this thread feeds each range's batches to the meter in
-/// file order ([`ordered`]), so the records are exactly those of the sequential path. Returns
-/// `None` when the file does not qualify.
+/// Meters one large classic pcap file with every core ([`ordered::run_lanes`]): each thread
+/// reads a range, filters and prepares its packets ([`Preparer`](weir_flows::Preparer),
+/// stateless), routes them to the shards ([`Router`](weir_flows::Router)), then meters each
+/// shard's batch itself when that shard is free and the batch is next in file order
+/// ([`Lanes`](weir_flows::Lanes)), so the records are exactly those of the sequential path.
 fn meter_in_parallel(
-    path: &std::path::Path,
+    plan: ordered::Plan,
     filters: &mut Filters,
     m: &mut Metering,
-) -> Result<Option<Status>> {
-    let Some(plan) = ordered::plan_ranges(path, RANGE_BYTES).map(|p| p.lookahead(LOOKAHEAD)) else {
-        return Ok(None);
-    };
+) -> Result<Status> {
     let filter = if filters.is_empty() {
         None
     } else {
@@ -484,28 +486,34 @@ fn meter_in_parallel(
     let preparer = m.meter.preparer().clone();
     // room for a range of 64-byte records in every shard's batch: no regrowing
     let template = m.meter.router().reserving(RANGE_BYTES as usize / 64);
-    let outcome = ordered::run_batches(
+    let lanes = m
+        .meter
+        .lanes()
+        .context("the meter runs on this thread's lanes")?;
+    let outcome = ordered::run_lanes(
         plan,
         filter.as_ref(),
-        4096,
-        || template.empty_like(),
-        |r, p| {
-            r.push(preparer.prepare(p.link, p.meta.ts_ns, p.data));
-        },
-        |r, _| {
-            m.meter.feed(r.into_routed());
-            Ok(Flow::Continue)
-        },
+        (4096, lanes.len()),
+        (
+            || template.empty_like(),
+            |r: &mut weir_flows::Router, p: &Packet<'_>| {
+                r.push(preparer.prepare(p.link, p.meta.ts_ns, p.data));
+            },
+        ),
+        (
+            |r: weir_flows::Router| r.into_routed().into_batches(),
+            |s, batch| lanes.run(s, batch),
+        ),
     )?;
     m.read += outcome.packets;
     if let Some(e) = &outcome.damage {
         warn_damage(e);
     }
-    Ok(Some(if outcome.damage.is_some() {
+    Ok(if outcome.damage.is_some() {
         Status::Damaged
     } else {
         Status::Clean
-    }))
+    })
 }
 
 fn summary(read: u64, s: &MeterStats, exports: &[(String, ExportStats)]) {
