@@ -131,7 +131,7 @@ impl FileReader {
                     len: 0,
                 });
             }
-            let backing = Backing::map(&file).map_err(io_err)?;
+            let backing = Backing::map(file).map_err(io_err)?;
             FileReader::start(path.to_owned(), backing)
         } else {
             FileReader::from_reader(path, Box::new(file))
@@ -325,7 +325,7 @@ impl FileReader {
         // Cuts are probed in a copy read with pread: a fault in the mapping would map a whole
         // page-cache folio (2 MiB) around each cut, 230 MB of page tables for a 1 GB file cut
         // in 112 ranges, all before the first packet is read. The map is the fallback.
-        let file = File::open(&self.path).ok();
+        let file = self.backing.file();
         let mut window = vec![0u8; PROBE_WINDOW];
         let mut cuts = vec![start];
         for k in 1..n {
@@ -334,7 +334,7 @@ impl FileReader {
             // holds no chain: the probing is done before any packet is read, on one core (the
             // bench trace's 112 cuts: 1.0 ms, against 4.1-5.2 ms with 256 KiB windows and
             // 5.7 ms with 16 KiB ones, which often hold no whole chain)
-            let probed = file.as_ref().and_then(|f| {
+            let probed = file.and_then(|f| {
                 [PROBE_WINDOW / 8, PROBE_WINDOW]
                     .into_iter()
                     .find_map(|size| {
@@ -409,40 +409,24 @@ impl FileReader {
     #[inline]
     fn next_pcap_record(&mut self, h: pcap::Header) -> Result<Option<Found>, ReadError> {
         let hl = h.record_header_len();
-        let have = match self.backing.window(hl) {
-            Ok(w) => w.len(),
-            Err(e) => return Err(self.io(e)),
+        // The record is usually whole in what is mapped or buffered already: no window call.
+        let whole = {
+            let cur = self.backing.current();
+            if cur.len() >= hl {
+                let rec = pcap::parse_record(&h, cur);
+                let total = hl + rec.caplen as usize;
+                (rec.caplen <= pcap::MAX_SNAPLEN && cur.len() >= total).then_some((rec, total))
+            } else {
+                None
+            }
         };
-        if have == 0 {
-            self.done = true;
-            self.backing.release_read();
-            return Ok(None);
-        }
-        if have < hl {
-            return Err(self.damaged(format!(
-                "truncated dump file; tried to read {hl} header bytes, only got {have}"
-            )));
-        }
-        let rec = pcap::parse_record(&h, self.backing.current());
-        if rec.caplen > pcap::MAX_SNAPLEN {
-            return Err(self.damaged(format!(
-                "invalid packet capture length {}, bigger than maximum of {}",
-                rec.caplen,
-                pcap::MAX_SNAPLEN
-            )));
-        }
-        let total = hl + rec.caplen as usize;
-        let have = match self.backing.window(total) {
-            Ok(w) => w.len(),
-            Err(e) => return Err(self.io(e)),
+        let (rec, total) = match whole {
+            Some(found) => found,
+            None => match self.pcap_record_window(&h)? {
+                Some(found) => found,
+                None => return Ok(None),
+            },
         };
-        if have < total {
-            return Err(self.damaged(format!(
-                "truncated dump file; tried to read {} captured bytes, only got {}",
-                rec.caplen,
-                have - hl
-            )));
-        }
         // the next record's header and the first bytes of its packet
         if let Some(next) = self.backing.current().get(total + hl + 32) {
             weir_packet::prefetch(next);
@@ -464,6 +448,50 @@ impl FileReader {
             },
             link: h.link,
         }))
+    }
+
+    /// Makes the next record whole in the window (reading more of a stream); `None` at the end.
+    #[cold]
+    fn pcap_record_window(
+        &mut self,
+        h: &pcap::Header,
+    ) -> Result<Option<(pcap::Record, usize)>, ReadError> {
+        let hl = h.record_header_len();
+        let have = match self.backing.window(hl) {
+            Ok(w) => w.len(),
+            Err(e) => return Err(self.io(e)),
+        };
+        if have == 0 {
+            self.done = true;
+            self.backing.release_read();
+            return Ok(None);
+        }
+        if have < hl {
+            return Err(self.damaged(format!(
+                "truncated dump file; tried to read {hl} header bytes, only got {have}"
+            )));
+        }
+        let rec = pcap::parse_record(h, self.backing.current());
+        if rec.caplen > pcap::MAX_SNAPLEN {
+            return Err(self.damaged(format!(
+                "invalid packet capture length {}, bigger than maximum of {}",
+                rec.caplen,
+                pcap::MAX_SNAPLEN
+            )));
+        }
+        let total = hl + rec.caplen as usize;
+        let have = match self.backing.window(total) {
+            Ok(w) => w.len(),
+            Err(e) => return Err(self.io(e)),
+        };
+        if have < total {
+            return Err(self.damaged(format!(
+                "truncated dump file; tried to read {} captured bytes, only got {}",
+                rec.caplen,
+                have - hl
+            )));
+        }
+        Ok(Some((rec, total)))
     }
 
     fn next_pcapng_packet(&mut self) -> Result<Option<Found>, ReadError> {
