@@ -30,6 +30,9 @@ const PREFETCH_AHEAD: usize = 2048;
 
 /// How often (in bytes of cursor movement) the map is managed.
 const MANAGE_STEP: usize = 1 << 20;
+/// The cursor offset at which a new map is first managed (the file header and a few records
+/// are read through page faults, so opening a file populates nothing).
+const FIRST_MANAGE: usize = 64 << 10;
 
 /// Bytes a stream asks for at a time (more when a record is larger). Ranges of a mapped file
 /// are read with `pread` into buffers of this size rather than through the map: the kernel's
@@ -159,16 +162,16 @@ impl Backing {
         let _ = map.advise(memmap2::Advice::Sequential);
         let map = Arc::new(map);
         let end = map.len();
-        let mut b = Backing::Whole {
+        // Nothing is populated before the first reads: a file read in ranges (`chunk`) never
+        // reads through the map, and one read from the start populates its first step then.
+        Ok(Backing::Whole {
             bytes: Whole::Map(map, Arc::new(file)),
             pos: 0,
             end,
-            next_manage: 0,
+            next_manage: FIRST_MANAGE,
             ahead: 0,
             released: 0,
-        };
-        b.manage_map();
-        Ok(b)
+        })
     }
 
     pub(crate) fn owned(bytes: Vec<u8>) -> Backing {

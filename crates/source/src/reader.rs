@@ -326,14 +326,11 @@ impl FileReader {
         // page-cache folio (2 MiB) around each cut, 230 MB of page tables for a 1 GB file cut
         // in 112 ranges, all before the first packet is read. The map is the fallback.
         let file = self.backing.file();
-        let mut window = vec![0u8; PROBE_WINDOW];
-        let mut cuts = vec![start];
-        for k in 1..n {
-            let target = start + (len - start) * k / n;
-            // a 32 KiB window first (16 records of up to 1.5 KB fit), the large one if it
-            // holds no chain: the probing is done before any packet is read, on one core (the
-            // bench trace's 112 cuts: 1.0 ms, against 4.1-5.2 ms with 256 KiB windows and
-            // 5.7 ms with 16 KiB ones, which often hold no whole chain)
+        // a 32 KiB window first (16 records of up to 1.5 KB fit), the large one if it holds no
+        // chain (the bench trace's 112 cuts: 1.0-1.7 ms on one core, against 4.1-5.2 ms with
+        // 256 KiB windows and 5.7 ms with 16 KiB ones, which often hold no whole chain). The
+        // probing is done before any packet is read: the cores share it.
+        let probe = |target: usize, window: &mut [u8]| -> Option<usize> {
             let probed = file.and_then(|f| {
                 [PROBE_WINDOW / 8, PROBE_WINDOW]
                     .into_iter()
@@ -347,13 +344,36 @@ impl FileReader {
                             .map(|c| target + c)
                     })
             });
-            let found = match probed {
-                Some(c) => c,
-                None => (target..len.min(target + (4 << 20)))
-                    .find(|&c| plausible_chain(&h, bytes, c))?,
-            };
-            if found > *cuts.last().unwrap() {
-                cuts.push(found);
+            probed.or_else(|| {
+                (target..len.min(target + (4 << 20))).find(|&c| plausible_chain(&h, bytes, c))
+            })
+        };
+        let targets: Vec<usize> = (1..n).map(|k| start + (len - start) * k / n).collect();
+        let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+        let per = targets.len().div_ceil(threads).max(1);
+        let found: Vec<Option<usize>> = std::thread::scope(|scope| {
+            let probe = &probe;
+            let parts: Vec<_> = targets
+                .chunks(per)
+                .map(|part| {
+                    scope.spawn(move || {
+                        let mut window = vec![0u8; PROBE_WINDOW];
+                        part.iter()
+                            .map(|&t| probe(t, &mut window))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            parts
+                .into_iter()
+                .flat_map(|p| p.join().expect("a probing thread panicked"))
+                .collect()
+        });
+        let mut cuts = vec![start];
+        for c in found {
+            let c = c?;
+            if c > *cuts.last().unwrap() {
+                cuts.push(c);
             }
         }
         cuts.push(len);
