@@ -39,7 +39,8 @@ const FIRST_MANAGE: usize = 64 << 10;
 /// copy streams the bytes at full memory bandwidth and the records are then parsed from the
 /// cache, where the mapped reader waited for a cache miss at every record header and paid for
 /// mapping and unmapping every page (`cargo run --release -p weir-source --example scan_speed
-/// FILE`, 3 M packets / 0.94 GB: 150-160 ms pread, 250-300 ms mapped, on one core).
+/// FILE`, 3 M packets / 0.94 GB on one core: the ranges 1.2-1.6x faster than the map, 130-225 ms
+/// against 170-360 ms as the VM's speed varied; 128 KiB to 2 MiB buffers did the same).
 const STREAM_CHUNK: usize = 1 << 20;
 
 thread_local! {

@@ -454,3 +454,71 @@ fn seek_rereads_a_record() {
         assert_eq!((&p.meta, p.data), (meta, &data[..]));
     }
 }
+
+/// Ranges are read with `pread` through a buffer refilled many times over (1 MiB at a time):
+/// across refills, with records of up to 200 KB and after a cut mid-record at the end of the
+/// file, every range gives the whole-file reader's packets at the same offsets, and the last
+/// range reports the truncation at the offset the whole-file reader does.
+#[test]
+fn split_ranges_read_across_buffer_refills_like_the_map() {
+    let packets: Vec<Pkt> = (0..3000u64)
+        .map(|i| {
+            // mostly small records, a few far larger than the gaps between refills
+            let len = if i % 97 == 5 {
+                200_000 - i as usize
+            } else {
+                40 + (i as usize * 7919) % 1500
+            };
+            (
+                1_700_000_000_000_000_000 + i * 1000,
+                len as u32,
+                vec![(i % 251) as u8; len],
+            )
+        })
+        .collect();
+    let mut bytes = pcap(false, true, 1, 262_144, &packets);
+    // the last record loses its end
+    bytes.truncate(bytes.len() - 7);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("refills.pcap");
+    std::fs::write(&path, &bytes).unwrap();
+
+    let mut whole = FileReader::open(&path).unwrap();
+    let mut want = Vec::new();
+    let want_end = loop {
+        match whole.next_packet() {
+            Ok(Some(p)) => want.push((p.record_offset, p.meta.ts_ns, p.data.to_vec())),
+            Ok(None) => panic!("the cut record is damage"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(want.len(), packets.len() - 1);
+    for n in [2, 5, 9] {
+        let ranges = FileReader::open(&path).unwrap().split(n).expect("a split");
+        let last = ranges.len() - 1;
+        let mut got = Vec::new();
+        for (k, mut r) in ranges.into_iter().enumerate() {
+            loop {
+                match r.next_packet() {
+                    Ok(Some(p)) => got.push((p.record_offset, p.meta.ts_ns, p.data.to_vec())),
+                    Ok(None) => {
+                        assert_ne!(k, last, "the last range ends in the cut record");
+                        break;
+                    }
+                    Err(e) => {
+                        assert_eq!(k, last, "range {k} of {n} ended early: {e}");
+                        match (&e, &want_end) {
+                            (
+                                ReadError::Damaged { offset: a, .. },
+                                ReadError::Damaged { offset: b, .. },
+                            ) => assert_eq!(a, b),
+                            other => panic!("{other:?}"),
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        assert!(got == want, "{n} ranges");
+    }
+}
