@@ -187,12 +187,17 @@ impl Backing {
     }
 
     pub(crate) fn stream(reader: Box<dyn Read + Send>) -> Backing {
+        Backing::stream_at(reader, 0)
+    }
+
+    /// A stream whose first byte is at file offset `base`.
+    fn stream_at(reader: Box<dyn Read + Send>, base: u64) -> Backing {
         Backing::Stream {
             reader,
             buf: StreamBuf::default(),
             start: 0,
             end: 0,
-            base: 0,
+            base,
             eof: false,
         }
     }
@@ -296,27 +301,16 @@ impl Backing {
     /// For a mapped file: a stream over `[start, end)` of the same file (see [`STREAM_CHUNK`]).
     /// Its offsets are the file's; nothing is read before the first window.
     pub(crate) fn chunk(&self, start: usize, end: usize) -> Option<Backing> {
-        let Backing::Whole {
-            bytes: Whole::Map(_, file),
-            ..
-        } = self
-        else {
-            return None;
-        };
         let range = FileRange {
-            file: file.clone(),
+            file: self.file()?.clone(),
             next: start as u64,
             end: end as u64,
         };
-        let mut b = Backing::stream(Box::new(range));
-        if let Backing::Stream { base, .. } = &mut b {
-            *base = start as u64;
-        }
-        Some(b)
+        Some(Backing::stream_at(Box::new(range), start as u64))
     }
 
     /// The mapped file (for reading parts of it with `pread`).
-    pub(crate) fn file(&self) -> Option<&File> {
+    pub(crate) fn file(&self) -> Option<&Arc<File>> {
         match self {
             Backing::Whole {
                 bytes: Whole::Map(_, file),
@@ -351,8 +345,8 @@ impl Backing {
         }
     }
 
-    /// At the end of a mapped file or range: releases every page read since the last release, so
-    /// a finished range leaves nothing resident (ranges of one map are read by several threads).
+    /// At the end of a mapped file: releases every page read since the last release, so a
+    /// finished file leaves nothing resident.
     pub(crate) fn release_read(&mut self) {
         let Backing::Whole {
             bytes: Whole::Map(map, _),
@@ -396,8 +390,8 @@ impl Backing {
             return;
         };
         *next_manage = *pos + MANAGE_STEP;
-        // A range reader populates its own range only: pages it mapped beyond its end would
-        // stay mapped (the next range's reader may be done with them already).
+        // Populate up to the reader's end only (ranges of a split file no longer read through
+        // the map, so this is the file's length; the bound stays cheap and safe).
         let len = (*end).min(map.len());
         // After a seek the cursor may be far from the populated range: restart there.
         let here = *pos / MAP_STEP * MAP_STEP;
