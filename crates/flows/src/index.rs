@@ -25,9 +25,11 @@ impl Index {
     pub fn with_capacity(capacity: u32) -> Index {
         assert!(capacity <= MAX_CAPACITY, "capacity above {MAX_CAPACITY}");
         let n = (capacity as usize * 4).div_ceil(3).max(8);
-        Index {
-            buckets: vec![0u32; n].into_boxed_slice(),
-        }
+        let mut buckets = vec![0u32; n].into_boxed_slice();
+        // lookups read buckets before inserts write them: make them writable now
+        crate::memory::advise_huge_pages(buckets.as_ptr(), n * std::mem::size_of::<u32>());
+        crate::memory::populate_for_writes(&mut buckets);
+        Index { buckets }
     }
 
     /// Bytes allocated.

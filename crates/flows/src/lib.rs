@@ -44,6 +44,7 @@ pub mod extract;
 pub mod index;
 pub mod key;
 mod lane;
+mod memory;
 pub mod meter;
 pub mod prepare;
 pub mod record;

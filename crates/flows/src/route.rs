@@ -16,6 +16,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::key::{shard_of, KeyHasher};
+use crate::memory::advise_huge_pages;
 use crate::prepare::Prepared;
 
 /// Empty batch vectors for reuse, most recently returned first: that one is the likeliest to
@@ -33,25 +34,6 @@ impl Pool {
     /// The most recently returned vector, if any.
     pub fn take(&self) -> Option<Vec<Prepared>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).pop()
-    }
-}
-
-/// Asks the kernel to back the 2 MiB-aligned part of a large batch vector with transparent huge
-/// pages: a batch vector is written once through (a range of the file), so its first use costs one
-/// page fault per 2 MiB instead of one per 4 KiB (the faults were ≈ 7 % of the CPU time of
-/// `bench/flows_vs_peers.py`). A hint: failure or a system without THP changes nothing.
-fn advise_huge_pages(v: &Vec<Prepared>) {
-    const HUGE: usize = 2 << 20;
-    let bytes = v.capacity() * std::mem::size_of::<Prepared>();
-    let start = (v.as_ptr() as usize).next_multiple_of(HUGE);
-    let end = (v.as_ptr() as usize + bytes) / HUGE * HUGE;
-    #[cfg(target_os = "linux")]
-    if end > start {
-        // SAFETY: madvise(MADV_HUGEPAGE) changes how the kernel backs pages of memory this
-        // vector owns (inside its allocation, page-aligned), never their contents or validity.
-        unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-        }
     }
 }
 
@@ -114,8 +96,10 @@ impl Router {
 
     fn fresh(&self) -> Vec<Prepared> {
         self.pool.take().unwrap_or_else(|| {
-            let v = Vec::with_capacity(self.reserve);
-            advise_huge_pages(&v);
+            let v: Vec<Prepared> = Vec::with_capacity(self.reserve);
+            // written once through (a range of the file): one fault per 2 MiB, not per 4 KiB
+            // (the faults were ≈ 7 % of the CPU time of `bench/flows_vs_peers.py`)
+            advise_huge_pages(v.as_ptr(), v.capacity() * std::mem::size_of::<Prepared>());
             v
         })
     }
