@@ -1,7 +1,7 @@
-//! How fast one core walks the records of a large classic pcap file, through the memory map
-//! (`FileReader::open`, read sequentially) and through the ranges of `FileReader::split` (read
-//! with `pread` into a reused buffer, as the parallel readers do), one range after the other on
-//! this thread. Each packet's first and last bytes are read, as a consumer would.
+//! How fast one core walks the records of a large classic pcap file, from start to end
+//! (`FileReader::open`) and through the ranges of `FileReader::split` (as the parallel readers
+//! do), one range after the other on this thread. Each packet's first and last bytes are read,
+//! as a consumer would.
 //!
 //! usage: cargo run --release -p weir-source --example scan_speed -- FILE [RUNS]
 
@@ -61,7 +61,7 @@ fn main() {
     );
     let (m, r) = (median(mapped), median(ranges));
     println!(
-        "{} packets, median of {runs}: mapped {:.1} ms, ranges with pread {:.1} ms ({:.2}x)",
+        "{} packets, median of {runs}: mapped {:.1} ms, in ranges {:.1} ms ({:.2}x)",
         checks[0].0,
         m.as_secs_f64() * 1e3,
         r.as_secs_f64() * 1e3,

@@ -2,13 +2,10 @@
 //!
 //! Both expose the same window API (`window(n)`, `advance(n)`), so the format parsers never know
 //! whether the whole file is in memory or arrives from stdin. The ranges of a mapped file read in
-//! parallel ([`Backing::chunk`]) are streamed too, with `pread` into a buffer each thread reuses.
+//! parallel ([`Backing::chunk`]) are views of the same map.
 
-use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, Read};
-use std::ops::{Deref, DerefMut};
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use memmap2::Mmap;
@@ -22,11 +19,16 @@ pub(crate) const MAX_STREAM_RECORD: usize = 256 << 20;
 const MAP_STEP: usize = 8 << 20;
 /// The granule of `madvise`.
 const PAGE: usize = 4096;
-/// How far ahead of the cursor [`Backing::advance`] asks the CPU to fetch a mapped file (the
-/// hardware prefetchers stop at page boundaries; with it, reading the bench trace went from 47
-/// to 34 ns/packet in `cargo run --release -p weir-flows --example flows_steps`; 1, 4 and 8 KiB
-/// did no better).
+/// How far ahead of the cursor [`Backing::advance`] has the CPU fetch a mapped file, every cache
+/// line of it: the hardware prefetchers stop at page boundaries and some (AMD's) follow a stream
+/// of irregular strides poorly, so the reader, which finds each record header only from the
+/// previous one, would otherwise wait for memory at every record. Measured with `cargo run
+/// --release -p weir-source --example scan_speed FILE` (3 M packets, 0.94 GB, one core, Xeon
+/// VM): 150 ms with one line fetched 2 KiB ahead per record, 141 / 133 / 131 ms with every
+/// line 1 / 2 / 4 KiB ahead; 2 KiB also did best in `bench/flows_vs_peers.py`.
 const PREFETCH_AHEAD: usize = 2048;
+/// A cache line.
+const LINE: usize = 64;
 
 /// How often (in bytes of cursor movement) the map is managed.
 const MANAGE_STEP: usize = 1 << 20;
@@ -34,80 +36,8 @@ const MANAGE_STEP: usize = 1 << 20;
 /// are read through page faults, so opening a file populates nothing).
 const FIRST_MANAGE: usize = 64 << 10;
 
-/// Bytes a stream asks for at a time (more when a record is larger). Ranges of a mapped file
-/// are read with `pread` into buffers of this size rather than through the map: the kernel's
-/// copy streams the bytes at full memory bandwidth and the records are then parsed from the
-/// cache, where the mapped reader waited for a cache miss at every record header and paid for
-/// mapping and unmapping every page (`cargo run --release -p weir-source --example scan_speed
-/// FILE`, 3 M packets / 0.94 GB on one core: the ranges 1.2-1.6x faster than the map, 130-225 ms
-/// against 170-360 ms as the VM's speed varied; 128 KiB to 2 MiB buffers did the same).
+/// Bytes a stream asks for at a time (more when a record is larger).
 const STREAM_CHUNK: usize = 1 << 20;
-
-thread_local! {
-    /// The buffer of the last stream this thread finished with: the next range read on the
-    /// thread reuses it (already faulted in, likely still cached) instead of fresh memory.
-    static SPARE: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
-}
-
-/// A stream's buffer: empty until first read, then [`STREAM_CHUNK`] bytes or more, handed to
-/// the thread's [`SPARE`] when dropped.
-#[derive(Default)]
-pub(crate) struct StreamBuf(Vec<u8>);
-
-impl StreamBuf {
-    /// Makes the buffer at least `want` bytes long (a spare one, if the thread has it).
-    fn reserve(&mut self, want: usize) {
-        if self.0.is_empty() {
-            self.0 = SPARE.with(Cell::take);
-        }
-        if self.0.len() < want.max(STREAM_CHUNK) {
-            self.0.resize(want.max(STREAM_CHUNK).next_power_of_two(), 0);
-        }
-    }
-}
-
-impl Deref for StreamBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl DerefMut for StreamBuf {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-}
-
-impl Drop for StreamBuf {
-    fn drop(&mut self) {
-        // only common-sized buffers are kept: one grown for a huge record is let go
-        if self.0.len() == STREAM_CHUNK {
-            SPARE.with(|s| s.set(std::mem::take(&mut self.0)));
-        }
-    }
-}
-
-/// `[next, end)` of a file, read with `pread` (no shared file position: many ranges of one
-/// file are read at once).
-struct FileRange {
-    file: Arc<File>,
-    next: u64,
-    end: u64,
-}
-
-impl Read for FileRange {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.end.saturating_sub(self.next);
-        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        if n == 0 {
-            return Ok(0);
-        }
-        let got = self.file.read_at(&mut buf[..n], self.next)?;
-        self.next += got as u64;
-        Ok(got)
-    }
-}
 
 /// The bytes of a capture file and a cursor into them.
 pub(crate) enum Backing {
@@ -127,7 +57,7 @@ pub(crate) enum Backing {
     /// A stream read in chunks; `buf[start..end]` is unread data at file offset `base + start`.
     Stream {
         reader: Box<dyn Read + Send>,
-        buf: StreamBuf,
+        buf: Vec<u8>,
         start: usize,
         end: usize,
         base: u64,
@@ -137,7 +67,7 @@ pub(crate) enum Backing {
 
 /// Bytes held in memory in full.
 pub(crate) enum Whole {
-    /// A mapped file, and the file (its ranges are read from it).
+    /// A mapped file, and the file (split probes its cut points with `pread`).
     Map(Arc<Mmap>, Arc<File>),
     Owned(Vec<u8>),
 }
@@ -163,8 +93,9 @@ impl Backing {
         let _ = map.advise(memmap2::Advice::Sequential);
         let map = Arc::new(map);
         let end = map.len();
-        // Nothing is populated before the first reads: a file read in ranges (`chunk`) never
-        // reads through the map, and one read from the start populates its first step then.
+        // Nothing is populated before the first reads: a file split into ranges (`chunk`) is
+        // populated by each range's reader, and one read from the start populates its first step
+        // then.
         Ok(Backing::Whole {
             bytes: Whole::Map(map, Arc::new(file)),
             pos: 0,
@@ -187,17 +118,12 @@ impl Backing {
     }
 
     pub(crate) fn stream(reader: Box<dyn Read + Send>) -> Backing {
-        Backing::stream_at(reader, 0)
-    }
-
-    /// A stream whose first byte is at file offset `base`.
-    fn stream_at(reader: Box<dyn Read + Send>, base: u64) -> Backing {
         Backing::Stream {
             reader,
-            buf: StreamBuf::default(),
+            buf: Vec::new(),
             start: 0,
             end: 0,
-            base,
+            base: 0,
             eof: false,
         }
     }
@@ -234,7 +160,10 @@ impl Backing {
                         *end -= *start;
                         *start = 0;
                     }
-                    buf.reserve(want);
+                    let need = want.max(STREAM_CHUNK);
+                    if buf.len() < need {
+                        buf.resize(need.next_power_of_two(), 0);
+                    }
                     while *end < want {
                         match reader.read(&mut buf[*end..]) {
                             Ok(0) => {
@@ -286,9 +215,14 @@ impl Backing {
                 ..
             } => {
                 *pos += n;
-                let ahead = *pos + PREFETCH_AHEAD;
-                if ahead < *end {
-                    weir_packet::prefetch(&bytes.as_slice()[ahead]);
+                // the lines that came within PREFETCH_AHEAD of the cursor with this move (the
+                // last PREFETCH_AHEAD bytes only, after a long record)
+                let bytes = bytes.as_slice();
+                let stop = (*pos + PREFETCH_AHEAD).min(*end);
+                let mut line = (*pos + PREFETCH_AHEAD - n).max(*pos) & !(LINE - 1);
+                while line < stop {
+                    weir_packet::prefetch(&bytes[line]);
+                    line += LINE;
                 }
                 if *pos >= *next_manage {
                     self.manage_map();
@@ -298,18 +232,36 @@ impl Backing {
         }
     }
 
-    /// For a mapped file: a stream over `[start, end)` of the same file (see [`STREAM_CHUNK`]).
-    /// Its offsets are the file's; nothing is read before the first window.
+    /// For a mapped file: a reader of `[start, end)` of the same map. Its offsets are the file's;
+    /// nothing is populated before its first record is read (ranges are made long before a
+    /// thread reaches them).
+    ///
+    /// Ranges once read their bytes with `pread` into a buffer instead, which did better on one
+    /// VM (an AMD EPYC with 512 KiB of L2, before the dense [`PREFETCH_AHEAD`]) and worse on
+    /// another (a Xeon with 2 MiB of L2: `bench/flows_vs_peers.py` with 2 workers 160 ms with
+    /// `pread`, 141 ms through the map): the kernel's copy reads every byte from memory and
+    /// writes it again, where the map only reads it.
     pub(crate) fn chunk(&self, start: usize, end: usize) -> Option<Backing> {
-        let range = FileRange {
-            file: self.file()?.clone(),
-            next: start as u64,
-            end: end as u64,
+        let Backing::Whole {
+            bytes: Whole::Map(map, file),
+            ..
+        } = self
+        else {
+            return None;
         };
-        Some(Backing::stream_at(Box::new(range), start as u64))
+        let page = start / PAGE * PAGE;
+        Some(Backing::Whole {
+            bytes: Whole::Map(map.clone(), file.clone()),
+            pos: start,
+            end,
+            // managed at the first advance: its first step is populated then
+            next_manage: 0,
+            ahead: page,
+            released: page,
+        })
     }
 
-    /// The mapped file (for reading parts of it with `pread`).
+    /// The mapped file (for probing parts of it with `pread`).
     pub(crate) fn file(&self) -> Option<&Arc<File>> {
         match self {
             Backing::Whole {
@@ -390,8 +342,7 @@ impl Backing {
             return;
         };
         *next_manage = *pos + MANAGE_STEP;
-        // Populate up to the reader's end only (ranges of a split file no longer read through
-        // the map, so this is the file's length; the bound stays cheap and safe).
+        // Populate up to the reader's end only: a range leaves the next one to its reader.
         let len = (*end).min(map.len());
         // After a seek the cursor may be far from the populated range: restart there.
         let here = *pos / MAP_STEP * MAP_STEP;

@@ -306,8 +306,7 @@ impl FileReader {
     }
 
     /// Splits a memory-mapped classic pcap file, not yet read, into at most `n` readers over
-    /// consecutive byte ranges, for reading in parallel threads (each reads its range with
-    /// `pread`, not through the map: a file truncated meanwhile gives a truncation error there).
+    /// consecutive byte ranges of the same map, for reading in parallel threads.
     /// Returns `None` when the file is not a mapped classic pcap file or no split point is found.
     ///
     /// Split points are found by looking for a chain of plausible record headers, which is only a

@@ -455,12 +455,12 @@ fn seek_rereads_a_record() {
     }
 }
 
-/// Ranges are read with `pread` through a buffer refilled many times over (1 MiB at a time):
-/// across refills, with records of up to 200 KB and after a cut mid-record at the end of the
-/// file, every range gives the whole-file reader's packets at the same offsets, and the last
-/// range reports the truncation at the offset the whole-file reader does.
+/// With records of up to 200 KB (longer than the distance the reader prefetches ahead) and a
+/// cut mid-record at the end of the file, every range gives the whole-file reader's packets at
+/// the same offsets, and the last range reports the truncation at the offset the whole-file
+/// reader does.
 #[test]
-fn split_ranges_read_across_buffer_refills_like_the_map() {
+fn split_ranges_read_large_records_and_a_cut_end_like_the_whole_file() {
     let packets: Vec<Pkt> = (0..3000u64)
         .map(|i| {
             // mostly small records, a few far larger than the gaps between refills
