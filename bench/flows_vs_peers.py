@@ -36,9 +36,7 @@ weir = os.path.join(root, "target", "release", "weir")
 trace = os.path.join(out, f"trace-{args.packets}.pcap")
 if not os.path.exists(trace):
     subprocess.run([os.path.join(root, "target", "release", "mktrace"), "--packets", str(args.packets), "-w", trace], check=True)
-with open(trace, "rb") as f:  # warm the page cache
-    while f.read(1 << 24):
-        pass
+runner.warm(trace)  # page cache warm, as after reading the file from disk
 
 for tool in ("softflowd", "nfpcapd"):
     if not shutil.which(tool):

@@ -31,9 +31,7 @@ if not os.path.exists(trace):
     subprocess.run([os.path.join(root, "target", "release", "mktrace"), "--packets", str(args.packets), "-w", trace], check=True)
 packets = int(subprocess.run(["capinfos", "-T", "-r", "-c", trace], capture_output=True, text=True, check=True).stdout.split("\t")[1])
 size = os.path.getsize(trace)
-with open(trace, "rb") as f:  # warm the page cache
-    while f.read(1 << 24):
-        pass
+runner.warm(trace)  # page cache warm, as after reading the file from disk
 
 w_out, t_out, w_micro = (os.path.join(out, n) for n in ("read-weir.pcap", "read-tcpdump.pcap", "read-weir-micro.pcap"))
 cmds = [
