@@ -1,6 +1,6 @@
 //! Hints to the kernel about how the meter's large allocations will be used: huge pages for
-//! memory written through once (batch vectors, the flow slab), and pages made present and
-//! writable at once for memory read before it is written (the hash index).
+//! large buffers (batch vectors, the hash index), and pages made present and writable at once
+//! for memory read before it is written (the hash index).
 //!
 //! Both are hints: on failure, or on a system without transparent huge pages or
 //! `MADV_POPULATE_WRITE` (Linux < 5.14), memory behaves as before, only slower.
