@@ -10,23 +10,6 @@
 
 use weir_decode::tcp;
 
-/// What became of a frame handed to the meter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Metered normally.
-    Metered,
-    /// No IP header and no decoding error: ARP, LLDP, STP...; dropped.
-    NonIp,
-    /// Decoding stopped before an IP header (truncated, malformed, unsupported link); dropped.
-    DecodeError,
-    /// A later fragment whose first fragment was seen: metered into its flow.
-    FragAttributed,
-    /// A later fragment whose first fragment was not seen (or timed out): metered with ports 0.
-    FragUnattributed,
-    /// An IP packet whose transport header was cut short: metered with ports 0.
-    NoTransport,
-}
-
 /// Ways per set: four 16-byte slots fill one cache line.
 const WAYS: usize = 4;
 /// Fragment times are kept in units of 2^20 ns (≈ 1.05 ms).

@@ -55,7 +55,7 @@ mod step;
 #[cfg(test)]
 mod tests;
 
-pub use extract::{FragTable, Outcome};
+pub use extract::FragTable;
 pub use key::{Key, KeyHasher, RawKey};
 pub use meter::{Config, Finished, Lanes, Meter, MeterStats, RecordSink};
 pub use prepare::{Prepared, Preparer};
