@@ -9,17 +9,7 @@
 /// huge pages: memory filled front to back costs one page fault per 2 MiB instead of one per
 /// 4 KiB.
 pub(crate) fn advise_huge_pages<T>(ptr: *const T, bytes: usize) {
-    const HUGE: usize = 2 << 20;
-    let start = (ptr as usize).next_multiple_of(HUGE);
-    let end = (ptr as usize + bytes) / HUGE * HUGE;
-    #[cfg(target_os = "linux")]
-    if end > start {
-        // SAFETY: madvise(MADV_HUGEPAGE) changes how the kernel backs pages of memory the caller
-        // owns (inside its allocation, page-aligned), never their contents or validity.
-        unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-        }
-    }
+    advise_within(ptr.cast(), bytes, 2 << 20, libc::MADV_HUGEPAGE);
 }
 
 /// Makes the whole pages of `buf` present and writable now, keeping their contents.
@@ -31,23 +21,28 @@ pub(crate) fn advise_huge_pages<T>(ptr: *const T, bytes: usize) {
 /// 2 workers, most of it in those cross-core interrupts (`perf record -g`: `do_wp_page` →
 /// `flush_tlb_mm_range` → `smp_call_function_many_cond`).
 pub(crate) fn populate_for_writes<T: Copy>(buf: &mut [T]) {
+    advise_within(
+        buf.as_ptr().cast(),
+        std::mem::size_of_val(buf),
+        4096,
+        libc::MADV_POPULATE_WRITE,
+    );
+}
+
+/// `madvise(advice)` over the `granule`-aligned part of `bytes` bytes at `ptr` (nothing when no
+/// whole granule lies inside); the result is ignored, as befits a hint.
+fn advise_within(ptr: *const u8, bytes: usize, granule: usize, advice: libc::c_int) {
+    let start = (ptr as usize).next_multiple_of(granule);
+    let end = (ptr as usize + bytes) / granule * granule;
     #[cfg(target_os = "linux")]
-    {
-        const PAGE: usize = 4096;
-        let bytes = std::mem::size_of_val(buf);
-        let start = (buf.as_ptr() as usize).next_multiple_of(PAGE);
-        let end = (buf.as_ptr() as usize + bytes) / PAGE * PAGE;
-        if end > start {
-            // SAFETY: MADV_POPULATE_WRITE faults in, writable, pages of memory `buf` owns
-            // (page-aligned, inside the slice); it never changes their contents. Old kernels
-            // answer EINVAL, which changes nothing.
-            unsafe {
-                libc::madvise(
-                    start as *mut libc::c_void,
-                    end - start,
-                    libc::MADV_POPULATE_WRITE,
-                );
-            }
+    if end > start {
+        // SAFETY: both advices used here (MADV_HUGEPAGE, MADV_POPULATE_WRITE) change how the
+        // kernel backs pages of memory the caller owns (page-aligned, inside its allocation),
+        // never their contents or validity; old kernels answer EINVAL, which changes nothing.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, advice);
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, end, advice);
 }
