@@ -293,3 +293,122 @@ fn down_interface_is_refused() {
     assert!(!store.exists(), "record touched nothing");
     assert!(!pcap.exists(), "capture created no file");
 }
+
+/// Sets the global `net.core.netdev_max_backlog` for the life of the value, restoring the old
+/// value on drop (also when the test panics).
+struct Backlog(String);
+
+const BACKLOG: &str = "/proc/sys/net/core/netdev_max_backlog";
+
+impl Backlog {
+    fn set(n: u32) -> Backlog {
+        let old = std::fs::read_to_string(BACKLOG).unwrap();
+        std::fs::write(BACKLOG, n.to_string()).unwrap();
+        Backlog(old.trim().to_string())
+    }
+}
+
+impl Drop for Backlog {
+    fn drop(&mut self) {
+        let _ = std::fs::write(BACKLOG, &self.0);
+    }
+}
+
+/// The receiving CPU's backlog overflows (receive steering sends every packet of our veth to
+/// CPU 0, the sender runs on CPU 1, the backlog holds 8 packets): packets are lost before any
+/// socket sees them. The summary and `--stats-json` must count them, so that sent = recorded +
+/// every counted drop.
+#[test]
+fn drops_before_the_ring_are_counted() {
+    let bench = VethBench::new();
+    let peer = peer(&bench);
+    let nsx = |args: &[&str]| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &bench.ns]).args(args);
+        let out = run(&mut c);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // No packet of the machine's own (IPv6 neighbour discovery) in the count.
+    let v6 = |i: &str| format!("net.ipv6.conf.{i}.disable_ipv6=1");
+    assert!(
+        run(Command::new("sysctl").args(["-qw", &v6(&bench.host_if)]))
+            .status
+            .success()
+    );
+    nsx(&["sysctl", "-qw", &v6(&peer)]);
+    std::fs::write(
+        format!("/sys/class/net/{}/queues/rx-0/rps_cpus", bench.host_if),
+        "1",
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let stats = tmp.path().join("stats.json");
+    let r = Running::start(
+        &[
+            "record",
+            "-i",
+            &bench.host_if,
+            "-o",
+            store.to_str().unwrap(),
+            "--buffer-mib",
+            "64",
+            "--stats-json",
+            stats.to_str().unwrap(),
+            "udp port 9999",
+        ],
+        &tmp.path().join("log"),
+        "recording on",
+    );
+    let sent: u64 = 300_000;
+    {
+        let _backlog = Backlog::set(8);
+        let script = format!(
+            "import socket\n\
+             s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+             for i in range({sent}):\n    s.sendto(b'WEIR%08d' % i,('{}',9999))\n",
+            bench.host_ip
+        );
+        nsx(&["taskset", "-c", "1", "python3", "-c", &script]);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, text) = r.interrupt();
+    assert!(status.success(), "{status}:\n{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let n = |a: &str, b: &str| {
+        json[a][b]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {a}.{b} in {json:#}"))
+    };
+    let recorded = n("writer", "packets");
+    let interface =
+        n("capture", "if_rx_dropped") + n("capture", "if_rx_missed") + n("capture", "if_rx_fifo");
+    let counted = interface
+        + n("capture", "kernel_drops")
+        + n("buffer", "dropped_full")
+        + n("buffer", "dropped_too_long")
+        + n("writer", "dropped");
+    assert!(
+        interface > 0,
+        "the backlog overflowed and the interface said so:\n{text}\n{json:#}"
+    );
+    assert!(
+        n("capture", "softnet_dropped") >= n("capture", "if_rx_dropped"),
+        "the backlog's own count (machine-wide) holds ours:\n{json:#}"
+    );
+    assert_eq!(
+        recorded + counted,
+        sent,
+        "sent = recorded + every counted drop:\n{text}\n{json:#}"
+    );
+    assert_eq!(tcpdump_count(&segments(&store)), recorded, "{text}");
+    assert!(
+        text.contains(&format!("rx_dropped {}", n("capture", "if_rx_dropped"))),
+        "the summary says it:\n{text}"
+    );
+}
