@@ -91,7 +91,10 @@ pub struct Totals {
     pub buffer_full: u64,
     /// Packets dropped: longer than the buffer accepts.
     pub too_long: u64,
-    /// Lost before the rings, since capture started: the interfaces' `rx_dropped`.
+    /// Lost before the rings, since capture started: the interfaces' `rx_dropped`. It includes
+    /// the backlog drops of packets bound for the interface (also in `softnet_dropped`) and, on
+    /// some kernels and drivers, frames the stack discarded after the ring saw them (VLAN-tagged
+    /// frames for which no VLAN device exists).
     pub if_rx_dropped: u64,
     /// The interfaces' `rx_missed_errors` (no room in the NIC).
     pub if_rx_missed: u64,
@@ -111,7 +114,8 @@ impl Totals {
     /// The drops before the rings in words, for status lines and summaries.
     pub fn before_ring_text(&self) -> String {
         format!(
-            "interface {} (rx_dropped {}, missed {}, fifo {}), backlog (softnet) {}",
+            "interface {} (rx_dropped {}, missed {}, fifo {}), backlog (softnet, all \
+             interfaces) {}",
             self.interface_drops(),
             self.if_rx_dropped,
             self.if_rx_missed,
