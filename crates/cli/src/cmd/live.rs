@@ -210,6 +210,7 @@ impl Live {
             .best_effort_readers(best_effort)
             .max_writers(rings_total)
             .max_caplen(args.snaplen.clamp(64, 262_144) as usize + 4)
+            .prefault_mode(weir_buffer::Prefault::Background)
             .build()
             .context("cannot create the packet buffer")?;
         if buffer.page_kind() != weir_buffer::PageKind::HugeTlb {
