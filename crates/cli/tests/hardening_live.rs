@@ -134,7 +134,8 @@ fn tcpdump_count(files: &[PathBuf]) -> u64 {
     n
 }
 
-/// Stops a live command with SIGINT while `weir gen` sends 30 kpps, several times; each time
+/// Stops a live command with SIGINT while `weir gen` sends 30 kpps, several times (one ring,
+/// then two in a fanout group, in turn); each time
 /// the kernel's count must equal read + dropped exactly, and `check` sees the directory and the
 /// summary. `args` gets the interface and a fresh directory.
 fn under_load(
@@ -146,7 +147,11 @@ fn under_load(
     let bench = VethBench::new();
     for round in 0..rounds {
         let tmp = tempfile::tempdir().unwrap();
-        let args = args(&bench.host_if, tmp.path());
+        let mut args = args(&bench.host_if, tmp.path());
+        // Every other round, two rings in a fanout group: each is drained.
+        if round % 2 == 1 {
+            args.extend(["--threads".to_string(), "2".to_string()]);
+        }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let r = Running::start(&args, &tmp.path().join("log"), banner);
         let mut g = gen(&bench, 30_000, 4.0);
