@@ -104,7 +104,7 @@ mod reader;
 mod sync;
 mod writer;
 
-pub use mem::PageKind;
+pub use mem::{PageKind, Prefault};
 pub use pcapng::Record;
 pub use reader::{Batch, Block, Blocks, Reader, Records};
 pub use writer::{Dropped, Pending, Writer};
@@ -143,7 +143,7 @@ pub struct Config {
     max_writers: usize,
     max_caplen: usize,
     huge_pages: bool,
-    prefault: bool,
+    prefault: mem::Prefault,
 }
 
 impl Config {
@@ -158,7 +158,7 @@ impl Config {
             max_writers: 8,
             max_caplen: 262_144,
             huge_pages: true,
-            prefault: true,
+            prefault: mem::Prefault::Now,
         }
     }
 
@@ -197,7 +197,18 @@ impl Config {
 
     /// Touch every page at creation so capture never takes a page fault (default true).
     pub fn prefault(mut self, on: bool) -> Config {
-        self.prefault = on;
+        self.prefault = if on {
+            mem::Prefault::Now
+        } else {
+            mem::Prefault::Never
+        };
+        self
+    }
+
+    /// When to fault the pages in (see [`Prefault`]); [`prefault`](Self::prefault) picks
+    /// between `Now` (the default) and `Never`.
+    pub fn prefault_mode(mut self, mode: Prefault) -> Config {
+        self.prefault = mode;
         self
     }
 

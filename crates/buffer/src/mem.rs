@@ -32,6 +32,9 @@ impl PageKind {
     }
 }
 
+/// `MADV_POPULATE_WRITE` (Linux 5.14), spelled out for libc versions that lack it.
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
 /// Size of the huge pages `MAP_HUGETLB` hands out by default on x86-64 and arm64.
 const HUGE_PAGE: usize = 2 << 20;
 
@@ -40,6 +43,26 @@ pub(crate) struct Region {
     ptr: NonNull<u8>,
     len: usize,
     kind: PageKind,
+    /// The thread faulting pages in behind the buffer's back (see [`Prefault::Background`]), and
+    /// its stop flag; joined before the memory is unmapped.
+    populator: Option<(
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<()>,
+    )>,
+}
+
+/// When the buffer's pages are faulted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefault {
+    /// On first use, by whoever writes first (page faults on the packet path).
+    Never,
+    /// Before the buffer is handed out, on every core in parallel.
+    Now,
+    /// By a background thread with `MADV_POPULATE_WRITE`, which never changes the memory's
+    /// contents and so may run while writers use the buffer: the buffer is usable at once and
+    /// writers rarely meet a page not yet present. Where the kernel lacks the advice (before
+    /// Linux 5.14) pages are faulted in on first use.
+    Background,
 }
 
 // SAFETY: the region is plain memory owned by this value; all concurrent access to its bytes
@@ -50,13 +73,14 @@ unsafe impl Sync for Region {}
 
 impl Region {
     /// Maps `len` bytes (a power of two), trying huge pages first when `huge` is set.
-    pub(crate) fn new(len: usize, huge: bool, prefault: bool) -> io::Result<Region> {
+    pub(crate) fn new(len: usize, huge: bool, prefault: Prefault) -> io::Result<Region> {
         let mut region = None;
         if huge && len >= HUGE_PAGE && len % HUGE_PAGE == 0 {
             region = map(len, libc::MAP_HUGETLB).map(|ptr| Region {
                 ptr,
                 len,
                 kind: PageKind::HugeTlb,
+                populator: None,
             });
         }
         let region = match region {
@@ -73,21 +97,100 @@ impl Region {
                         kind = PageKind::TransparentHuge;
                     }
                 }
-                Region { ptr, len, kind }
+                Region {
+                    ptr,
+                    len,
+                    kind,
+                    populator: None,
+                }
             }
         };
-        if prefault {
-            let step = if region.kind == PageKind::Normal {
-                4096
-            } else {
-                HUGE_PAGE
-            };
-            for off in (0..len).step_by(step) {
-                // SAFETY: `off < len`, inside the mapping, which nobody else sees yet.
-                unsafe { region.ptr.as_ptr().add(off).write_volatile(0) };
+        let mut region = region;
+        match prefault {
+            Prefault::Never => {}
+            Prefault::Now => region.prefault(),
+            Prefault::Background => {
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let (base, len, flag) = (region.ptr.as_ptr() as usize, region.len, stop.clone());
+                let handle = std::thread::Builder::new()
+                    .name("buffer-populate".into())
+                    .spawn(move || {
+                        const SLICE: usize = 8 << 20;
+                        let mut from = 0;
+                        while from < len && !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                            let to = (from + SLICE).min(len);
+                            // SAFETY: `from..to` lies inside the mapping, which `Region::drop`
+                            // unmaps only after joining this thread; MADV_POPULATE_WRITE faults
+                            // pages in without changing what they hold, so writers and readers
+                            // using the bytes meanwhile see no difference.
+                            let rc = unsafe {
+                                libc::madvise(
+                                    (base + from) as *mut libc::c_void,
+                                    to - from,
+                                    MADV_POPULATE_WRITE,
+                                )
+                            };
+                            if rc != 0 {
+                                return;
+                            }
+                            from = to;
+                        }
+                    });
+                // No thread: pages are faulted in on first use.
+                region.populator = handle.ok().map(|h| (stop, h));
             }
         }
         Ok(region)
+    }
+
+    /// Faults every page in, in parallel: one slice per CPU, each with MADV_POPULATE_WRITE
+    /// (Linux ≥ 5.14; one system call per slice), else by writing one byte per page. Zeroing a
+    /// large buffer's pages is the kernel's (or a hypervisor's) work and spreads over cores.
+    fn prefault(&self) {
+        let step = if self.kind == PageKind::Normal {
+            4096
+        } else {
+            HUGE_PAGE
+        };
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Slices of whole pages, at least 8 MiB each so small buffers stay on one thread.
+        let per = (self.len / cpus.max(1)).max(8 << 20).next_multiple_of(step);
+        let base = self.ptr.as_ptr() as usize;
+        let touch = |from: usize, to: usize| {
+            // SAFETY: `from..to` lies inside the mapping, which nobody else sees yet and which
+            // outlives the scope below; MADV_POPULATE_WRITE only faults pages in (as writes
+            // would), never changing their contents.
+            let rc = unsafe {
+                libc::madvise(
+                    (base + from) as *mut libc::c_void,
+                    to - from,
+                    MADV_POPULATE_WRITE,
+                )
+            };
+            if rc != 0 {
+                for off in (from..to).step_by(step) {
+                    // SAFETY: `off < len`, inside the mapping, which nobody else sees yet; the
+                    // slices of the threads do not overlap.
+                    unsafe { ((base + off) as *mut u8).write_volatile(0) };
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            let mut from = 0;
+            while from < self.len {
+                let to = (from + per).min(self.len);
+                // The last slice on this thread; the others on their own (here too when a
+                // thread cannot be made).
+                if to == self.len
+                    || std::thread::Builder::new()
+                        .spawn_scoped(s, move || touch(from, to))
+                        .is_err()
+                {
+                    touch(from, to);
+                }
+                from = to;
+            }
+        });
     }
 
     pub(crate) fn ptr(&self) -> *mut u8 {
@@ -122,6 +225,10 @@ fn map(len: usize, flags: libc::c_int) -> Option<NonNull<u8>> {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        if let Some((stop, handle)) = self.populator.take() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = handle.join();
+        }
         // SAFETY: `ptr`/`len` are exactly the mapping made in `new`, and every borrow of its bytes
         // (writers, readers, batches) holds an `Arc` of the buffer that owns this region.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };

@@ -19,6 +19,9 @@ pub enum CaptureError {
     /// No such interface.
     #[error("no such interface: {0}")]
     NoInterface(String),
+    /// The interface is administratively down (tcpdump's wording).
+    #[error("{0}: That device is not up (bring it up with `ip link set {0} up`)")]
+    NotUp(String),
     /// A ring parameter is invalid.
     #[error("invalid ring configuration: {0}")]
     BadRing(String),

@@ -65,7 +65,14 @@ pub struct Feed {
     pub max_caplen: usize,
 }
 
-/// Runs one capture thread until `stop` is set: ring blocks → buffer records.
+/// Longest a capture thread waits, after stop, for the kernel to hand over the packets it has
+/// counted (the partly filled block is handed over when its retire timer fires).
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Runs one capture thread until `stop` is set: ring blocks → buffer records. Then drains the
+/// ring: the kernel stops queueing to it, every packet it already queued (the partly filled
+/// block included) is read, and only then are its counters read for the last time, so that
+/// `kernel_packets = received + kernel_drops` holds exactly at the end.
 pub fn run(
     ring: &mut RxRing,
     writer: &mut weir_buffer::Writer,
@@ -80,83 +87,126 @@ pub fn run(
             fold_kernel_stats(ring, counters);
             last_stats = Instant::now();
         }
-        let Some(block) = ring.next_block(50)? else {
-            continue;
-        };
-        let (mut received, mut filtered, mut wire) = (0, 0, 0);
-        // Packets go to the buffer in groups (one reservation per group, see
-        // `Writer::push_batch`); a packet that needs a copy (a VLAN tag to put back) flushes
-        // the group first, so the order is kept.
-        let mut pending: Vec<Pending<'_>> = Vec::with_capacity(block.len());
-        let mut t = Tally::default();
-        for p in block.packets() {
-            received += 1;
-            match p.vlan {
-                // Put back the tag the NIC stripped, after the two MAC addresses.
-                Some((tpid, tci)) if p.data.len() >= 12 => {
-                    tagged.clear();
-                    tagged.extend_from_slice(&p.data[..12]);
-                    tagged.extend_from_slice(&tpid.to_be_bytes());
-                    tagged.extend_from_slice(&tci.to_be_bytes());
-                    tagged.extend_from_slice(&p.data[12..]);
-                    let orig_len = p.orig_len + 4;
-                    if feed
-                        .user_filter
-                        .as_ref()
-                        .is_some_and(|f| !f.matches(&tagged, orig_len))
-                    {
-                        filtered += 1;
-                        continue;
-                    }
-                    let keep = feed.slice.map_or(tagged.len(), |level| {
-                        weir_decode::headers_len(feed.link, &tagged, level)
-                    });
-                    flush(&mut pending, writer, feed.max_caplen, &mut t);
-                    match writer.push(feed.iface, p.ts_ns, orig_len, &tagged[..keep]) {
-                        Ok(()) => {
-                            t.pushed += 1;
-                            t.bytes += keep as u64;
-                        }
-                        Err(Dropped::Full) => t.full += 1,
-                        Err(Dropped::TooLong) => t.long += 1,
-                    }
-                    wire += u64::from(orig_len);
+        if let Some(block) = ring.next_block(50)? {
+            take_block(block, writer, feed, counters, &mut tagged);
+        }
+    }
+    drain(ring, writer, feed, counters, &mut tagged)
+}
+
+/// The end of a capture thread: see [`run`].
+fn drain(
+    ring: &mut RxRing,
+    writer: &mut weir_buffer::Writer,
+    feed: &Feed,
+    counters: &FeedCounters,
+    tagged: &mut Vec<u8>,
+) -> Result<(), crate::CaptureError> {
+    if let Err(e) = ring.stop_intake() {
+        fold_kernel_stats(ring, counters);
+        return Err(e);
+    }
+    let started = Instant::now();
+    // A packet that passed the old filter just before it was replaced may still be on its way
+    // into the ring: give it one retire period to land and be counted.
+    let settle = Duration::from_millis(u64::from(ring.retire_ms()).max(1));
+    let wait_ms = ring.retire_ms().clamp(1, 100) as i32;
+    loop {
+        while let Some(block) = ring.next_block(0)? {
+            take_block(block, writer, feed, counters, tagged);
+        }
+        fold_kernel_stats(ring, counters);
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let queued = l(&counters.kernel_packets).saturating_sub(l(&counters.kernel_drops));
+        let elapsed = started.elapsed();
+        if (l(&counters.received) >= queued && elapsed >= settle) || elapsed >= DRAIN_LIMIT {
+            return Ok(());
+        }
+        if let Some(block) = ring.next_block(wait_ms)? {
+            take_block(block, writer, feed, counters, tagged);
+        }
+    }
+}
+
+/// Copies the packets of one block into the buffer, counts them, and hands the block back.
+fn take_block(
+    block: crate::Block<'_>,
+    writer: &mut weir_buffer::Writer,
+    feed: &Feed,
+    counters: &FeedCounters,
+    tagged: &mut Vec<u8>,
+) {
+    let (mut received, mut filtered, mut wire) = (0, 0, 0);
+    // Packets go to the buffer in groups (one reservation per group, see
+    // `Writer::push_batch`); a packet that needs a copy (a VLAN tag to put back) flushes
+    // the group first, so the order is kept.
+    let mut pending: Vec<Pending<'_>> = Vec::with_capacity(block.len());
+    let mut t = Tally::default();
+    for p in block.packets() {
+        received += 1;
+        match p.vlan {
+            // Put back the tag the NIC stripped, after the two MAC addresses.
+            Some((tpid, tci)) if p.data.len() >= 12 => {
+                tagged.clear();
+                tagged.extend_from_slice(&p.data[..12]);
+                tagged.extend_from_slice(&tpid.to_be_bytes());
+                tagged.extend_from_slice(&tci.to_be_bytes());
+                tagged.extend_from_slice(&p.data[12..]);
+                let orig_len = p.orig_len + 4;
+                if feed
+                    .user_filter
+                    .as_ref()
+                    .is_some_and(|f| !f.matches(tagged, orig_len))
+                {
+                    filtered += 1;
+                    continue;
                 }
-                _ => {
-                    if feed
-                        .user_filter
-                        .as_ref()
-                        .is_some_and(|f| !f.matches(p.data, p.orig_len))
-                    {
-                        filtered += 1;
-                        continue;
+                let keep = feed.slice.map_or(tagged.len(), |level| {
+                    weir_decode::headers_len(feed.link, tagged, level)
+                });
+                flush(&mut pending, writer, feed.max_caplen, &mut t);
+                match writer.push(feed.iface, p.ts_ns, orig_len, &tagged[..keep]) {
+                    Ok(()) => {
+                        t.pushed += 1;
+                        t.bytes += keep as u64;
                     }
-                    let keep = feed.slice.map_or(p.data.len(), |level| {
-                        weir_decode::headers_len(feed.link, p.data, level)
-                    });
-                    pending.push(Pending {
-                        iface: feed.iface,
-                        ts_ns: p.ts_ns,
-                        orig_len: p.orig_len,
-                        data: &p.data[..keep],
-                    });
-                    wire += u64::from(p.orig_len);
+                    Err(Dropped::Full) => t.full += 1,
+                    Err(Dropped::TooLong) => t.long += 1,
                 }
+                wire += u64::from(orig_len);
+            }
+            _ => {
+                if feed
+                    .user_filter
+                    .as_ref()
+                    .is_some_and(|f| !f.matches(p.data, p.orig_len))
+                {
+                    filtered += 1;
+                    continue;
+                }
+                let keep = feed.slice.map_or(p.data.len(), |level| {
+                    weir_decode::headers_len(feed.link, p.data, level)
+                });
+                pending.push(Pending {
+                    iface: feed.iface,
+                    ts_ns: p.ts_ns,
+                    orig_len: p.orig_len,
+                    data: &p.data[..keep],
+                });
+                wire += u64::from(p.orig_len);
             }
         }
-        flush(&mut pending, writer, feed.max_caplen, &mut t);
-        drop(pending);
-        drop(block);
-        add(&counters.received, received);
-        add(&counters.filtered, filtered);
-        add(&counters.pushed, t.pushed);
-        add(&counters.pushed_bytes, t.bytes);
-        add(&counters.wire_bytes, wire);
-        add(&counters.buffer_full, t.full);
-        add(&counters.too_long, t.long);
     }
-    fold_kernel_stats(ring, counters);
-    Ok(())
+    flush(&mut pending, writer, feed.max_caplen, &mut t);
+    drop(pending);
+    drop(block);
+    add(&counters.received, received);
+    add(&counters.filtered, filtered);
+    add(&counters.pushed, t.pushed);
+    add(&counters.pushed_bytes, t.bytes);
+    add(&counters.wire_bytes, wire);
+    add(&counters.buffer_full, t.full);
+    add(&counters.too_long, t.long);
 }
 
 /// What happened to the packets of one block.

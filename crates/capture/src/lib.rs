@@ -14,9 +14,10 @@
 
 mod error;
 pub mod feed;
+pub mod netstats;
 mod ring;
 mod socket;
 
 pub use error::CaptureError;
 pub use ring::{Block, LivePacket, RingConfig, RxRing, TimestampSource};
-pub use socket::{interface_index, FanoutMode, KernelStats};
+pub use socket::{check_up, interface_index, FanoutMode, KernelStats};

@@ -70,6 +70,7 @@ pub struct RxRing {
     block_count: usize,
     /// The next block to read.
     next: usize,
+    retire_ms: u32,
     ts_source: TimestampSource,
     stats: KernelStats,
 }
@@ -99,6 +100,7 @@ impl RxRing {
                 cfg.block_size, cfg.block_count
             )));
         }
+        crate::socket::check_up(iface)?;
         let sock = PacketSocket::new(iface)?;
         let version = libc::tpacket_versions::TPACKET_V3 as i32;
         sock.set(
@@ -171,6 +173,7 @@ impl RxRing {
             block_size: cfg.block_size as usize,
             block_count: cfg.block_count as usize,
             next: 0,
+            retire_ms: cfg.retire_ms,
             ts_source,
             stats: KernelStats::default(),
         };
@@ -240,6 +243,17 @@ impl RxRing {
             status: self.status(i),
             hw: self.ts_source == TimestampSource::Hardware,
         }))
+    }
+
+    /// Stops the kernel queueing packets to this ring (its filter now refuses everything), so
+    /// that [`drain`](crate::feed) can read what is left and the counters stop moving.
+    pub fn stop_intake(&self) -> Result<(), CaptureError> {
+        self.sock.refuse_all()
+    }
+
+    /// Milliseconds after which the kernel hands over a partly filled block.
+    pub fn retire_ms(&self) -> u32 {
+        self.retire_ms
     }
 
     /// The kernel's counters for this socket so far (received includes dropped).

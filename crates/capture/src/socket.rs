@@ -55,6 +55,39 @@ pub fn interface_index(name: &str) -> Result<u32, CaptureError> {
     Ok(idx)
 }
 
+/// Fails with [`CaptureError::NotUp`] when the interface exists but is administratively down
+/// (no IFF_UP: it would deliver nothing, silently), or [`CaptureError::NoInterface`].
+pub fn check_up(name: &str) -> Result<(), CaptureError> {
+    interface_index(name)?;
+    // SAFETY: plain system call with constant arguments; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(CaptureError::os(name, "socket(AF_INET)"));
+    }
+    // SAFETY: `fd` was just returned by socket() and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain old data; all-zero is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr
+        .ifr_name
+        .iter_mut()
+        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
+    {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS writes the flags into `ifr`, which lives until the call returns.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut ifr) };
+    if r < 0 {
+        return Err(CaptureError::os(name, "SIOCGIFFLAGS"));
+    }
+    // SAFETY: SIOCGIFFLAGS filled the `ifru_flags` member of the union.
+    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
+    if flags & libc::IFF_UP as libc::c_short == 0 {
+        return Err(CaptureError::NotUp(name.to_string()));
+    }
+    Ok(())
+}
+
 /// An AF_PACKET raw socket bound to one interface.
 pub(crate) struct PacketSocket {
     fd: OwnedFd,
@@ -126,6 +159,29 @@ impl PacketSocket {
             CaptureError::Os { iface, source, .. } => CaptureError::Filter { iface, source },
             other => other,
         })
+    }
+
+    /// Replaces the socket's filter with one that accepts nothing: from then on no packet is
+    /// queued to the ring nor counted in PACKET_STATISTICS, so what is already in the ring can be
+    /// drained and the counters read with nothing arriving behind them.
+    pub(crate) fn refuse_all(&self) -> Result<(), CaptureError> {
+        // One instruction: `ret #0` (BPF_RET | BPF_K), keep 0 bytes = drop.
+        let mut drop_all = [libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        }];
+        let prog = libc::sock_fprog {
+            len: 1,
+            filter: drop_all.as_mut_ptr(),
+        };
+        self.set(
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &prog,
+            "SO_ATTACH_FILTER(drop all)",
+        )
     }
 
     /// Binds to the interface for all protocols; packets start arriving.

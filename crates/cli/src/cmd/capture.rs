@@ -134,12 +134,9 @@ pub fn run(args: Args) -> Result<Status> {
     let t = live.counters().totals();
     let b = live.buffer.stats();
     eprintln!(
-        "weir: {written} packets written in {:.1} s; kernel: {} received, {} dropped; buffer: {} \
-         dropped",
+        "weir: {written} packets written in {:.1} s\n{}",
         started.elapsed().as_secs_f64(),
-        t.kernel_packets,
-        t.kernel_drops,
-        b.dropped()
+        super::live::summary_lines(&t, &b)
     );
     Ok(Status::Clean)
 }

@@ -320,10 +320,7 @@ fn run_live(args: &Args, cfg: &Config, sinks: Vec<(String, Box<dyn FlowSink>)>) 
     let t = live.counters().totals();
     let b = live.buffer.stats();
     meter.finish()?;
-    eprintln!(
-        "  kernel: {} received, {} dropped; buffer: {} dropped (full), {} dropped (too long)",
-        t.kernel_packets, t.kernel_drops, b.dropped_full, b.dropped_oversize
-    );
+    eprintln!("{}", super::live::summary_lines(&t, &b));
     Ok(Status::Clean)
 }
 

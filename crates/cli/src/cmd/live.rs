@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use anyhow::{bail, Context, Result};
 use weir_buffer::PacketBuffer;
 use weir_capture::feed::{self, Feed, FeedCounters};
+use weir_capture::netstats::PreRing;
 use weir_capture::{FanoutMode, RingConfig, RxRing, TimestampSource};
 use weir_decode::SliceLevel;
 use weir_filter::Filter;
@@ -90,6 +91,38 @@ pub struct Totals {
     pub buffer_full: u64,
     /// Packets dropped: longer than the buffer accepts.
     pub too_long: u64,
+    /// Lost before the rings, since capture started: the interfaces' `rx_dropped`. It includes
+    /// the backlog drops of packets bound for the interface (also in `softnet_dropped`) and, on
+    /// some kernels and drivers, frames the stack discarded after the ring saw them (VLAN-tagged
+    /// frames for which no VLAN device exists).
+    pub if_rx_dropped: u64,
+    /// The interfaces' `rx_missed_errors` (no room in the NIC).
+    pub if_rx_missed: u64,
+    /// The interfaces' `rx_fifo_errors` (NIC receive FIFO overflow).
+    pub if_rx_fifo: u64,
+    /// Packets the kernel dropped because a CPU's backlog queue was full
+    /// (`/proc/net/softnet_stat`, all CPUs; machine-wide, not only the captured interfaces).
+    pub softnet_dropped: u64,
+}
+
+impl Totals {
+    /// What the interfaces say they dropped before the rings (rx_dropped + missed + fifo).
+    pub fn interface_drops(&self) -> u64 {
+        self.if_rx_dropped + self.if_rx_missed + self.if_rx_fifo
+    }
+
+    /// The drops before the rings in words, for status lines and summaries.
+    pub fn before_ring_text(&self) -> String {
+        format!(
+            "interface {} (rx_dropped {}, missed {}, fifo {}), backlog (softnet, all \
+             interfaces) {}",
+            self.interface_drops(),
+            self.if_rx_dropped,
+            self.if_rx_missed,
+            self.if_rx_fifo,
+            self.softnet_dropped
+        )
+    }
 }
 
 /// A running capture into a packet buffer.
@@ -99,18 +132,32 @@ pub struct Live {
     /// The interfaces, in interface-id order.
     pub interfaces: Vec<InterfaceSpec>,
     counters: Vec<Arc<FeedCounters>>,
+    baseline: Arc<Vec<(String, PreRing)>>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<Result<()>>>,
 }
 
-/// The counters of a set of capture threads, shareable with other threads.
+/// The counters of a set of capture threads, shareable with other threads, with the
+/// interfaces' drop counters as they were when capture started.
 #[derive(Clone)]
-pub struct Counters(Vec<Arc<FeedCounters>>);
+pub struct Counters(Vec<Arc<FeedCounters>>, Arc<Vec<(String, PreRing)>>);
 
 impl Counters {
-    /// The sums.
+    /// The sums (the interfaces' and backlog's drops since capture started read now).
     pub fn totals(&self) -> Totals {
         let mut t = Totals::default();
+        let mut pre = PreRing::default();
+        for (i, (iface, start)) in self.1.iter().enumerate() {
+            let d = PreRing::read(iface).since(start);
+            pre.add_interface(&d);
+            if i == 0 {
+                pre.softnet = d.softnet;
+            }
+        }
+        t.if_rx_dropped = pre.rx_dropped;
+        t.if_rx_missed = pre.rx_missed;
+        t.if_rx_fifo = pre.rx_fifo;
+        t.softnet_dropped = pre.softnet;
         for c in &self.0 {
             let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
             t.kernel_packets += l(&c.kernel_packets);
@@ -154,12 +201,16 @@ impl Live {
             .iter()
             .map(|i| link_type(i))
             .collect::<Result<_>>()?;
+        for iface in &args.interfaces {
+            weir_capture::check_up(iface)?;
+        }
         let rings_total = args.interfaces.len() * args.threads;
         let buffer = weir_buffer::Config::new(size)
             .readers(readers)
             .best_effort_readers(best_effort)
             .max_writers(rings_total)
             .max_caplen(args.snaplen.clamp(64, 262_144) as usize + 4)
+            .prefault_mode(weir_buffer::Prefault::Background)
             .build()
             .context("cannot create the packet buffer")?;
         if buffer.page_kind() != weir_buffer::PageKind::HugeTlb {
@@ -171,6 +222,12 @@ impl Live {
             );
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let baseline = Arc::new(
+            args.interfaces
+                .iter()
+                .map(|i| (i.clone(), PreRing::read(i)))
+                .collect::<Vec<_>>(),
+        );
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut rings = Vec::new();
         for (n, (iface, link)) in args.interfaces.iter().zip(&links).enumerate() {
@@ -257,6 +314,7 @@ impl Live {
             buffer,
             interfaces,
             counters,
+            baseline,
             stop,
             threads,
         })
@@ -264,7 +322,7 @@ impl Live {
 
     /// The capture threads' counters.
     pub fn counters(&self) -> Counters {
-        Counters(self.counters.clone())
+        Counters(self.counters.clone(), self.baseline.clone())
     }
 
     /// Whether a capture thread ended on an error.
@@ -284,6 +342,23 @@ impl Live {
         }
         first
     }
+}
+
+/// The closing lines every live command prints: what was lost before the rings, then what the
+/// kernel queued and dropped at the rings, what the capture threads read (so that kernel
+/// received = read + dropped) and what the buffer refused.
+pub fn summary_lines(t: &Totals, b: &weir_buffer::Stats) -> String {
+    format!(
+        "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} filtered \
+         out; buffer: {} dropped (full), {} dropped (too long)",
+        t.before_ring_text(),
+        t.kernel_packets,
+        t.kernel_drops,
+        t.received,
+        t.filtered,
+        b.dropped_full,
+        b.dropped_oversize
+    )
 }
 
 /// Installs the SIGINT/SIGTERM handler that sets `flag`.

@@ -265,8 +265,9 @@ pub fn run(args: Args) -> Result<Status> {
     );
     if args.inputs.is_empty() {
         eprintln!(
-            "  kernel: {} received, {} dropped; capture: {} read, {} filtered out; buffer: {} \
-             dropped (full), {} dropped (too long); writer: {} dropped",
+            "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} \
+             filtered out; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped",
+            totals.before_ring_text(),
             totals.kernel_packets,
             totals.kernel_drops,
             totals.received,
@@ -311,11 +312,14 @@ fn status_line(
     let pps = (t.received.saturating_sub(prev.received)) as f64 / dt;
     let bps = (t.wire_bytes.saturating_sub(prev.wire_bytes)) as f64 * 8.0 / dt;
     format!(
-        "weir: {:.3} Mpps {:.3} Gbps | written {:.3} Mpps | buffer {:.1}% | drops: kernel {}, buffer {}, writer {}",
+        "weir: {:.3} Mpps {:.3} Gbps | written {:.3} Mpps | buffer {:.1}% | drops: interface {}, \
+         backlog {}, kernel {}, buffer {}, writer {}",
         pps / 1e6,
         bps / 1e9,
         (written.saturating_sub(prev_written)) as f64 / dt / 1e6,
         b.fill() * 100.0,
+        t.interface_drops(),
+        t.softnet_dropped,
         t.kernel_drops,
         b.dropped(),
         r.dropped.load(Ordering::Relaxed)
