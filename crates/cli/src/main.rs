@@ -136,3 +136,14 @@ fn exit_usage(e: clap::Error) -> ! {
     }
     e.exit()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own consistency checks (ids, shorts used twice, flattened groups).
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

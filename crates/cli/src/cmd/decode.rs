@@ -12,6 +12,7 @@ use crate::time;
 
 /// Arguments of `weir decode`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("files", |a| a.required(true)))]
 pub struct Args {
     #[command(flatten)]
     inputs: args::Inputs,
@@ -26,9 +27,6 @@ pub struct Args {
 impl Args {
     /// Usage checks clap cannot express.
     pub fn check(&self) -> Result<(), String> {
-        if self.inputs.files.is_empty() {
-            return Err("give an input file with -r FILE".into());
-        }
         Ok(())
     }
 }

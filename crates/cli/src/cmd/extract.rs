@@ -23,6 +23,7 @@ use crate::output::{self, Status};
 
 /// Arguments of `weir extract`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("path", |a| a.required(true)))]
 pub struct Args {
     /// Store directory (or a capture file with its `.idx`) to search.
     #[arg(value_name = "DIR|FILE")]
@@ -31,10 +32,10 @@ pub struct Args {
     #[arg(short = 'r', long = "read", value_name = "DIR|FILE")]
     more: Vec<PathBuf>,
     /// Earliest packet time: seconds since the epoch or a UTC date (`2026-11-22T10:00:00Z`).
-    #[arg(long, value_name = "TIME", value_parser = args::time)]
+    #[arg(long, value_name = "TIME", value_parser = args::time, allow_negative_numbers = true)]
     from: Option<u64>,
     /// Latest packet time (inclusive), same forms as --from.
-    #[arg(long, value_name = "TIME", value_parser = args::time)]
+    #[arg(long, value_name = "TIME", value_parser = args::time, allow_negative_numbers = true)]
     to: Option<u64>,
     #[command(flatten)]
     out: args::Output,
@@ -52,9 +53,6 @@ impl Args {
             if from > to {
                 return Err("--from is after --to".into());
             }
-        }
-        if self.out.path.is_none() {
-            return Err("give the output file with -w OUT (`-` for stdout)".into());
         }
         self.out.check(false)
     }

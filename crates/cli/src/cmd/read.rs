@@ -34,6 +34,7 @@ impl Format {
 
 /// Arguments of `weir read`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("files", |a| a.required(true)))]
 pub struct Args {
     #[command(flatten)]
     inputs: args::Inputs,
@@ -50,9 +51,6 @@ pub struct Args {
 impl Args {
     /// Usage checks clap cannot express.
     pub fn check(&self) -> Result<(), String> {
-        if self.inputs.files.is_empty() {
-            return Err("give an input file with -r FILE".into());
-        }
         self.out.check(true)
     }
 }

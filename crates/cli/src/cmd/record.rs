@@ -64,7 +64,7 @@ pub struct Args {
     #[arg(long, value_name = "SECONDS", value_parser = args::seconds,
           allow_negative_numbers = true)]
     max_age: Option<f64>,
-    /// Bytes per disk write, in MiB (1 to 1024, at most --segment-mib).
+    /// Bytes per disk write, in MiB (1 to 1024; a segment's worth at most).
     #[arg(long, value_name = "MIB", default_value_t = 4,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024),
           allow_negative_numbers = true)]
@@ -115,7 +115,7 @@ impl Args {
                 );
             }
         }
-        if self.write_mib as u64 > self.segment_mib {
+        if args::given(m, "write_mib") && self.write_mib as u64 > self.segment_mib {
             return Err(format!(
                 "--write-mib {} is larger than a segment (--segment-mib {})",
                 self.write_mib, self.segment_mib
