@@ -469,13 +469,18 @@ fn one_expression_help_everywhere() {
     let mut helps = Vec::new();
     for sub in ["read", "decode", "capture", "flows", "record", "extract"] {
         let h = stdout_of(weir().args([sub, "--help"]));
-        // `  [EXPR]...  Help text`, after the usage line.
-        let para = h
-            .lines()
-            .find_map(|l| l.trim_start().strip_prefix("[EXPR]..."))
-            .unwrap_or_else(|| panic!("{sub}: {h}"))
-            .trim()
-            .to_string();
+        // `  [EXPR]...  Help text`, or the text on the next line (long help).
+        let lines: Vec<&str> = h.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with("[EXPR]..."))
+            .unwrap_or_else(|| panic!("{sub}: {h}"));
+        let same_line = lines[at].trim_start()["[EXPR]...".len()..].trim();
+        let para = if same_line.is_empty() {
+            lines[at + 1].trim().to_string()
+        } else {
+            same_line.to_string()
+        };
         assert!(para.contains("tcpdump"), "{sub}: {para}");
         helps.push((sub, para));
     }
@@ -660,8 +665,10 @@ fn snaplen_zero_captures_whole_packets() {
     let fields = ["frame.len", "frame.cap_len", "udp.payload"];
     let (wf, tf) = (tshark_fields(&w, &fields), tshark_fields(&t, &fields));
     assert_eq!(wf.len(), n as usize, "every packet captured");
-    assert_eq!(wf, tf, "the packets tcpdump -s 0 captured, whole");
-    assert!(wf.iter().all(|f| f[0] == f[1] && f[0] == "1454"), "{wf:?}");
+    assert!(wf == tf, "not the packets tcpdump -s 0 captured");
+    // 14 + 20 + 8 + 8 + 1400 bytes, all of them.
+    let lens: Vec<(&str, &str)> = wf.iter().map(|f| (&*f[0], &*f[1])).collect();
+    assert!(lens.iter().all(|&l| l == ("1450", "1450")), "{lens:?}");
 
     // record -s 0 and flows -i -s 0 go through the same pipeline: every packet kept.
     let store = tmp.path().join("store");
