@@ -641,9 +641,18 @@ fn snaplen_zero_captures_whole_packets() {
     let n = 20u32;
     let expr = "udp port 9777";
     let mut wc = weir();
-    wc.args(["capture", "-s", "0", "-i", &bench.host_if, "-w"])
-        .arg(&w)
-        .args([expr, "-c", &n.to_string()]);
+    wc.args([
+        "capture",
+        "-s",
+        "0",
+        "-c",
+        &n.to_string(),
+        "-i",
+        &bench.host_if,
+        "-w",
+    ])
+    .arg(&w)
+    .arg(expr);
     let weir_child = start(wc, "capturing on");
     let mut tc = Command::new("tcpdump");
     tc.args([
