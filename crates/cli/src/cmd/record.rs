@@ -37,11 +37,13 @@ pub enum SegmentFormat {
 
 /// Arguments of `weir record`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("files", |a| a.help(
+    "Import this capture file instead of capturing live (a lossless copy into the store); \
+     repeat to import several",
+)))]
 pub struct Args {
     #[command(flatten)]
     live: LiveArgs,
-    /// Import capture files (`-r FILE`, repeated) instead of capturing live: a lossless copy
-    /// into the store.
     #[command(flatten)]
     inputs: args::Inputs,
     /// Store directory (created if needed; reopened after a crash, its segments repaired).
