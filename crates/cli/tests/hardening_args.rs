@@ -404,6 +404,12 @@ fn options_may_follow_the_expression() {
     assert_eq!(after, before);
     assert_eq!(after.lines().count(), tcpdump.lines().count());
     assert_eq!(after.lines().count(), 10);
+    // Clustered short options as tcpdump users type them: `-nr F -c1`.
+    let clustered = stdout_of(weir().arg("decode").arg("-nr").arg(&f).args(["-c1", "tcp"]));
+    assert_eq!(
+        clustered.lines().collect::<Vec<_>>(),
+        after.lines().take(1).collect::<Vec<_>>()
+    );
     // `-nn` as tcpdump users type it.
     let nn = stdout_of(
         weir()
