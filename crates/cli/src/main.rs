@@ -4,6 +4,7 @@
 //! damaged input file, after every readable packet was processed), 2 for a usage error (clap's
 //! own convention). A closed stdout (`weir decode ... | head`) is not an error.
 
+mod args;
 mod cmd;
 mod output;
 mod progress;
@@ -11,7 +12,8 @@ mod time;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// weir: capture, filter, store, meter and measure network traffic.
 #[derive(Parser, Debug)]
@@ -57,7 +59,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let cli = parse();
     let result = match cli.command {
         Command::Info(a) => cmd::info::run(a),
         Command::Read(a) => cmd::read::run(a),
@@ -81,5 +83,67 @@ fn main() -> ExitCode {
             eprintln!("weir: error: {err:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Parses the command line; a usage error exits with status 2, the way clap does. An option
+/// clap does not know is named as such ("unknown option -X"), and the combinations of options
+/// clap cannot check are checked by the subcommand (`check`).
+fn parse() -> Cli {
+    let mut command = Cli::command();
+    let matches = match command.try_get_matches_from_mut(std::env::args_os()) {
+        Ok(m) => m,
+        Err(e) => exit_usage(e),
+    };
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let Some((name, m)) = matches.subcommand() else {
+        return cli;
+    };
+    let checked = match &cli.command {
+        Command::Read(a) => a.check(),
+        Command::Decode(a) => a.check(),
+        Command::Capture(a) => a.check(),
+        Command::Flows(a) => a.check(m),
+        Command::Record(a) => a.check(m),
+        Command::Extract(a) => a.check(),
+        Command::Gen(a) => a.check(m),
+        _ => Ok(()),
+    };
+    if let Err(msg) = checked {
+        command.build();
+        let sub = command
+            .find_subcommand_mut(name)
+            .expect("the subcommand just parsed");
+        exit_usage(sub.error(ErrorKind::ArgumentConflict, msg));
+    }
+    cli
+}
+
+/// Prints a usage error and exits with status 2 (0 for --help and --version).
+fn exit_usage(e: clap::Error) -> ! {
+    if e.kind() == ErrorKind::UnknownArgument {
+        if let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) {
+            if arg.starts_with('-') && arg.len() > 1 {
+                let text = e.render().to_string().replacen(
+                    &format!("unexpected argument '{arg}' found"),
+                    &format!("unknown option '{arg}'"),
+                    1,
+                );
+                eprint!("{text}");
+                std::process::exit(2);
+            }
+        }
+    }
+    e.exit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own consistency checks (ids, shorts used twice, flattened groups).
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

@@ -7,7 +7,6 @@
 //! threads never block. `weir record` is the tool for sustained high rates (segments written
 //! straight from the buffer with O_DIRECT).
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +20,7 @@ use super::decode::LinePrinter;
 use super::input::Visitor;
 use super::live::{on_signal, Live, LiveArgs};
 use super::read::Format;
+use crate::args;
 use crate::output::{self, Status};
 
 /// Fanout mode on the command line.
@@ -39,25 +39,25 @@ pub enum Fanout {
 pub struct Args {
     #[command(flatten)]
     live: LiveArgs,
-    /// Write packets to this file (`-` for stdout) instead of printing them.
-    #[arg(short = 'w', long = "write", value_name = "OUT")]
-    output: Option<PathBuf>,
-    /// Output format (pcapng records which interface each packet came from).
-    #[arg(long, value_enum, default_value_t = Format::Pcapng)]
-    format: Format,
-    /// Classic pcap with microsecond timestamps.
-    #[arg(long)]
-    micro: bool,
+    #[command(flatten)]
+    out: args::Output,
     /// Stop after this many packets.
-    #[arg(short = 'c', long = "count", value_name = "N")]
+    #[arg(short = 'c', long = "count", value_name = "N", value_parser = args::count,
+          allow_negative_numbers = true)]
     count: Option<u64>,
-    /// BPF filter expression in tcpdump syntax, run in the kernel.
-    #[arg(
-        value_name = "EXPR",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    expr: Vec<String>,
+    #[command(flatten)]
+    expr: args::Expr,
+}
+
+impl Args {
+    /// Usage checks clap cannot express.
+    pub fn check(&self) -> Result<(), String> {
+        self.live.check()?;
+        if self.live.interfaces.is_empty() {
+            return Err("give at least one interface with -i".into());
+        }
+        self.out.check(true)
+    }
 }
 
 /// The link type of a Linux interface, from its ARPHRD type in sysfs.
@@ -79,7 +79,7 @@ pub fn link_type(iface: &str) -> Result<LinkType> {
 pub fn run(args: Args) -> Result<Status> {
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
-    let mut live = Live::start(&args.live, &args.expr.join(" "), 1, 0, "capturing", 64)?;
+    let mut live = Live::start(&args.live, &args.expr.joined(), 1, 0, "capturing", 64)?;
     let interfaces: Vec<Interface> = live
         .interfaces
         .iter()
@@ -149,10 +149,10 @@ enum Output {
 
 impl Output {
     fn open(args: &Args, live: &Live) -> Result<Output> {
-        let Some(path) = &args.output else {
+        let Some(path) = &args.out.path else {
             return Ok(Output::Lines(LinePrinter::stdout(None)));
         };
-        let format = args.format.output(args.micro);
+        let format = args.out.format(Format::Pcapng);
         let pcap = matches!(format, OutputFormat::Pcap(_));
         if pcap
             && live

@@ -1,38 +1,41 @@
 //! `weir decode`: one tcpdump-like line per packet, for humans.
 
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
 
 use anyhow::Result;
 use weir_source::{Interface, Packet};
 
 use super::input::{for_each_packet, Filters, Visitor};
+use crate::args;
 use crate::output::Status;
 use crate::time;
 
 /// Arguments of `weir decode`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("files", |a| a.required(true)))]
 pub struct Args {
-    /// Input capture file (pcap or pcapng); `-` reads stdin. Repeat to concatenate files.
-    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
-    inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    inputs: args::Inputs,
     /// Stop after this many packets.
-    #[arg(short = 'c', long = "count", value_name = "N")]
+    #[arg(short = 'c', long = "count", value_name = "N", value_parser = args::count,
+          allow_negative_numbers = true)]
     count: Option<u64>,
-    /// BPF filter expression in tcpdump syntax.
-    #[arg(
-        value_name = "EXPR",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    expr: Vec<String>,
+    #[command(flatten)]
+    expr: args::Expr,
+}
+
+impl Args {
+    /// Usage checks clap cannot express.
+    pub fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Runs `weir decode`.
 pub fn run(args: Args) -> Result<Status> {
-    let mut filters = Filters::new(&args.expr)?;
+    let mut filters = Filters::new(&args.expr.words)?;
     let mut printer = LinePrinter::stdout(args.count);
-    let status = for_each_packet(&args.inputs, &mut filters, &mut printer)?;
+    let status = for_each_packet(&args.inputs.files, &mut filters, &mut printer)?;
     printer.finish()?;
     Ok(status)
 }

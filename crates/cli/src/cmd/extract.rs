@@ -18,10 +18,12 @@ use weir_store::{InterfaceSpec, PacketWriter};
 
 use super::input::Filters;
 use super::read::Format;
+use crate::args;
 use crate::output::{self, Status};
 
 /// Arguments of `weir extract`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("path", |a| a.required(true)))]
 pub struct Args {
     /// Store directory (or a capture file with its `.idx`) to search.
     #[arg(value_name = "DIR|FILE")]
@@ -30,30 +32,30 @@ pub struct Args {
     #[arg(short = 'r', long = "read", value_name = "DIR|FILE")]
     more: Vec<PathBuf>,
     /// Earliest packet time: seconds since the epoch or a UTC date (`2026-11-22T10:00:00Z`).
-    #[arg(long, value_name = "TIME")]
-    from: Option<String>,
+    #[arg(long, value_name = "TIME", value_parser = args::time, allow_negative_numbers = true)]
+    from: Option<u64>,
     /// Latest packet time (inclusive), same forms as --from.
-    #[arg(long, value_name = "TIME")]
-    to: Option<String>,
-    /// Write the packets here (`-` for stdout).
-    #[arg(short = 'w', long = "write", value_name = "OUT", required = true)]
-    output: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Pcap)]
-    format: Format,
-    /// Classic pcap with microsecond timestamps.
-    #[arg(long)]
-    micro: bool,
+    #[arg(long, value_name = "TIME", value_parser = args::time, allow_negative_numbers = true)]
+    to: Option<u64>,
+    #[command(flatten)]
+    out: args::Output,
     /// Print how much the index narrowed the search.
     #[arg(short = 'v', long)]
     verbose: bool,
-    /// BPF filter expression in tcpdump syntax (several words are joined with spaces).
-    #[arg(
-        value_name = "EXPR",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    expr: Vec<String>,
+    #[command(flatten)]
+    expr: args::Expr,
+}
+
+impl Args {
+    /// Usage checks clap cannot express.
+    pub fn check(&self) -> Result<(), String> {
+        if let (Some(from), Some(to)) = (self.from, self.to) {
+            if from > to {
+                return Err("--from is after --to".into());
+            }
+        }
+        self.out.check(false)
+    }
 }
 
 /// The segment files of the inputs, in order: a store's by its manifest (else by name), files
@@ -105,19 +107,9 @@ struct Hit {
 
 /// Runs `weir extract`.
 pub fn run(args: Args) -> Result<Status> {
-    let parse = |t: &Option<String>, default: u64| -> Result<u64> {
-        match t {
-            None => Ok(default),
-            Some(s) => crate::time::parse(s)
-                .with_context(|| format!("cannot read the time {s:?} (seconds since the epoch or YYYY-MM-DDTHH:MM:SS[.frac]Z)")),
-        }
-    };
-    let (from, to) = (parse(&args.from, 0)?, parse(&args.to, u64::MAX)?);
-    if from > to {
-        bail!("--from is after --to");
-    }
-    let mut filters = Filters::new(&args.expr)?;
-    let query = Query::from_expr(&args.expr.join(" "));
+    let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
+    let mut filters = Filters::new(&args.expr.words)?;
+    let query = Query::from_expr(&args.expr.joined());
     let mut inputs = vec![args.input.clone()];
     inputs.extend(args.more.iter().cloned());
     let segments = segments_of(&inputs)?;
@@ -216,7 +208,7 @@ pub fn run(args: Args) -> Result<Status> {
 /// Second pass: reads each selected packet again (segments are memory-mapped, so this is
 /// cheap) and writes it, mapping each segment's interfaces to the output's.
 fn write_hits(args: &Args, segments: &[PathBuf], hits: &[Hit]) -> Result<u64> {
-    let format = args.format.output(args.micro);
+    let format = args.out.format(Format::Pcap);
     let mut specs: Vec<InterfaceSpec> = Vec::new();
     let mut readers: Vec<Option<(FileReader, Vec<u32>)>> =
         (0..segments.len()).map(|_| None).collect();
@@ -262,7 +254,8 @@ fn write_hits(args: &Args, segments: &[PathBuf], hits: &[Hit]) -> Result<u64> {
     if pcap && specs.iter().any(|s| s.link != specs[0].link) {
         bail!("the packets come from several link types; use --format pcapng");
     }
-    let mut w = PacketWriter::new(output::create(&args.output)?, format, &specs)?;
+    let out = args.out.path.as_deref().context("-w is required")?;
+    let mut w = PacketWriter::new(output::create(out)?, format, &specs)?;
     for h in hits {
         let (r, map) = readers[h.segment as usize].as_mut().expect("opened above");
         r.seek(h.offset)?;

@@ -30,6 +30,7 @@ use weir_source::{FileReader, Interface, Packet, ReadError};
 use super::input::{for_each_packet, Filters, Visitor};
 use super::live::{on_signal, Live, LiveArgs};
 use super::ordered;
+use crate::args;
 use crate::output::{warn_damage, Status};
 
 /// NetFlow-family format of `--export`.
@@ -46,15 +47,8 @@ pub enum Format {
 /// Arguments of `weir flows`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Input capture file (pcap or pcapng); `-` reads stdin. Repeat to concatenate files.
-    #[arg(
-        short = 'r',
-        long = "read",
-        value_name = "FILE",
-        required_unless_present = "interfaces",
-        conflicts_with = "interfaces"
-    )]
-    inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    inputs: args::Inputs,
     /// Live capture (instead of -r): interfaces, threads, buffer...
     #[command(flatten)]
     live: LiveArgs,
@@ -75,20 +69,29 @@ pub struct Args {
     #[arg(long, value_name = "OUT")]
     csv: Option<PathBuf>,
     /// Seconds without a packet after which a flow ends.
-    #[arg(long, value_name = "S", default_value_t = 30.0)]
+    #[arg(long, value_name = "S", default_value_t = 30.0, value_parser = args::seconds,
+          allow_negative_numbers = true)]
     idle_timeout: f64,
     /// Seconds after which a long flow is exported and restarted.
-    #[arg(long, value_name = "S", default_value_t = 120.0)]
+    #[arg(long, value_name = "S", default_value_t = 120.0, value_parser = args::seconds,
+          allow_negative_numbers = true)]
     active_timeout: f64,
     /// Seconds a TCP flow lives on after a FIN or RST (for the other side's FIN and last ACKs).
-    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = args::seconds,
+          allow_negative_numbers = true)]
     fin_grace: f64,
-    /// Worker threads, each owning one shard of the flow table (1: all on one thread).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// Worker threads, each owning one shard of the flow table, 1 to 256 (1: all on one
+    /// thread). The default is the number of cores.
+    #[arg(long, value_name = "N", default_value_t = args::default_workers(),
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256),
+          allow_negative_numbers = true)]
     workers: usize,
-    /// Most flows held at once (split over the workers); beyond it the least recently seen
-    /// flow of the shard is exported early ("lack of resources").
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    /// Most flows held at once, at least 1 (split over the workers, at most 16777214 each);
+    /// beyond it the least recently seen flow of the shard is exported early ("lack of
+    /// resources").
+    #[arg(long, value_name = "N", default_value_t = 1_000_000,
+          value_parser = clap::value_parser!(u64).range(1..),
+          allow_negative_numbers = true)]
     max_flows: u64,
     /// Do not export TCP records with fewer bytes than this.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -108,13 +111,71 @@ pub struct Args {
     /// Also write every counter of the run as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
-    /// BPF filter expression in tcpdump syntax (several words are joined with spaces).
-    #[arg(
-        value_name = "EXPR",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    expr: Vec<String>,
+    #[command(flatten)]
+    expr: args::Expr,
+}
+
+impl Args {
+    /// Usage checks clap cannot express, against what was given (`m`).
+    pub fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+        self.live.check()?;
+        let reading = !self.inputs.files.is_empty();
+        match (reading, self.live.interfaces.is_empty()) {
+            (true, false) => return Err("-i and -r: meter live traffic or files, not both".into()),
+            (false, true) => return Err("give input files with -r, or interfaces with -i".into()),
+            _ => {}
+        }
+        if reading {
+            let live_only = [args::LIVE_ONLY, &[("buffer_mib", "--buffer-mib")]].concat();
+            if let Some(flag) = args::first_given(m, &live_only) {
+                return Err(format!(
+                    "{flag} is for live capture (-i), not for files (-r)"
+                ));
+            }
+        }
+        if self.export.is_none() {
+            if let Some(flag) =
+                args::first_given(m, &[("format", "--format"), ("ts_nanos", "--ts-nanos")])
+            {
+                return Err(format!(
+                    "{flag} describes the NetFlow/IPFIX of --export; give --export"
+                ));
+            }
+        }
+        if self.ts_nanos && self.export.is_some() && self.format != Format::Ipfix {
+            return Err("--ts-nanos is for --format ipfix".into());
+        }
+        let stdout = [
+            ("--export", self.export.as_deref() == Some("-")),
+            (
+                "--json",
+                self.json.as_deref().is_some_and(|p| p.as_os_str() == "-"),
+            ),
+            (
+                "--csv",
+                self.csv.as_deref().is_some_and(|p| p.as_os_str() == "-"),
+            ),
+        ];
+        let on_stdout: Vec<&str> = stdout.iter().filter(|s| s.1).map(|s| s.0).collect();
+        if on_stdout.len() > 1 {
+            return Err(format!(
+                "{} {} write to stdout (-): give all but one a file",
+                on_stdout.join(" and "),
+                if on_stdout.len() == 2 { "both" } else { "all" }
+            ));
+        }
+        let per_worker = self.max_flows.div_ceil(self.workers as u64);
+        if per_worker > args::MAX_FLOWS_PER_WORKER {
+            return Err(format!(
+                "--max-flows {} over {} worker(s) is {per_worker} flows per worker; the most is \
+                 {} per worker",
+                self.max_flows,
+                self.workers,
+                args::MAX_FLOWS_PER_WORKER
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn seconds(name: &str, s: f64) -> Result<u64> {
@@ -204,9 +265,9 @@ pub fn run(args: Args) -> Result<Status> {
     if !args.live.interfaces.is_empty() {
         return run_live(&args, &cfg, sinks);
     }
-    let mut filters = Filters::new(&args.expr)?;
+    let mut filters = Filters::new(&args.expr.words)?;
     // one large classic pcap file: read on every core
-    let plan = match &args.inputs[..] {
+    let plan = match &args.inputs.files[..] {
         [single] => ordered::plan_ranges(single, RANGE_BYTES).map(|p| p.lookahead(LOOKAHEAD)),
         _ => None,
     };
@@ -220,7 +281,7 @@ pub fn run(args: Args) -> Result<Status> {
     };
     let status = match plan {
         Some(plan) => meter_in_parallel(plan, &mut filters, &mut m)?,
-        None => for_each_packet(&args.inputs, &mut filters, &mut m)?,
+        None => for_each_packet(&args.inputs.files, &mut filters, &mut m)?,
     };
     let read = m.read;
     finish(read, m.meter, args.stats.as_deref())?;
@@ -296,7 +357,7 @@ fn finish(read: u64, meter: Meter<Sinks>, stats: Option<&Path>) -> Result<()> {
 fn run_live(args: &Args, cfg: &Config, sinks: Vec<(String, Box<dyn FlowSink>)>) -> Result<Status> {
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
-    let expr = args.expr.join(" ");
+    let expr = args.expr.joined();
     let mut live = Live::start(&args.live, &expr, 1, 0, "metering flows", 64)?;
     let links = live.interfaces.iter().map(|i| i.link).collect();
     let meter = LiveMeter::spawn(
@@ -338,15 +399,29 @@ pub struct FlowArgs {
     #[arg(long = "flow-json", value_name = "OUT")]
     flow_json: Option<PathBuf>,
     /// With --flows: idle timeout in seconds.
-    #[arg(long = "flow-idle-timeout", value_name = "S", default_value_t = 30.0)]
+    #[arg(long = "flow-idle-timeout", value_name = "S", default_value_t = 30.0,
+          value_parser = args::seconds,
+          allow_negative_numbers = true)]
     flow_idle_timeout: f64,
     /// With --flows: active timeout in seconds.
     #[arg(
         long = "flow-active-timeout",
         value_name = "S",
-        default_value_t = 120.0
-    )]
+        default_value_t = 120.0,
+        value_parser = args::seconds,
+          allow_negative_numbers = true)]
     flow_active_timeout: f64,
+}
+
+impl FlowArgs {
+    /// The ids and flags of these options, for "given without --flows" checks.
+    pub const IDS: &'static [(&'static str, &'static str)] = &[
+        ("flow_export", "--flow-export"),
+        ("flow_format", "--flow-format"),
+        ("flow_json", "--flow-json"),
+        ("flow_idle_timeout", "--flow-idle-timeout"),
+        ("flow_active_timeout", "--flow-active-timeout"),
+    ];
 }
 
 /// A flow meter reading the packet buffer on its own thread.

@@ -16,6 +16,7 @@ use weir_gen::{
 };
 
 use super::read::Format;
+use crate::args;
 use crate::output::{self, Status};
 
 /// Arguments of `weir gen`.
@@ -42,32 +43,43 @@ pub struct Args {
     replay: Option<PathBuf>,
     /// Replay at the recorded pace times this factor (2 = twice as fast). The default for
     /// --replay when no --pps, --mbps or --top is given.
-    #[arg(long, value_name = "X", conflicts_with_all = ["pps", "mbps", "top"])]
+    #[arg(long, value_name = "X", conflicts_with_all = ["pps", "mbps", "top"],
+          value_parser = args::multiplier,
+          allow_negative_numbers = true)]
     multiplier: Option<f64>,
     /// Replay the file this many times.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..),
+          allow_negative_numbers = true)]
     loops: u64,
     /// Rate in packets per second (all flows together).
-    #[arg(long, value_name = "PPS", conflicts_with_all = ["mbps", "top"])]
+    #[arg(long, value_name = "PPS", conflicts_with_all = ["mbps", "top"], value_parser = args::pps,
+          allow_negative_numbers = true)]
     pps: Option<f64>,
     /// Rate in megabits per second of frames (all flows together).
-    #[arg(long, value_name = "MBPS", conflicts_with = "top")]
+    #[arg(long, value_name = "MBPS", conflicts_with = "top", value_parser = args::mbps,
+          allow_negative_numbers = true)]
     mbps: Option<f64>,
     /// As fast as possible (the default for synthetic streams on an interface).
     #[arg(long)]
     top: bool,
     /// Stop after this many packets (synthetic streams; default: no limit with --duration,
     /// else 1000).
-    #[arg(short = 'c', long = "count", value_name = "N")]
+    #[arg(short = 'c', long = "count", value_name = "N", value_parser = args::count,
+          allow_negative_numbers = true)]
     count: Option<u64>,
     /// Stop after this many seconds (planned time for files, wall time on an interface).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = args::seconds,
+          allow_negative_numbers = true)]
     duration: Option<f64>,
-    /// Frame size without FCS: N, `imix` (60/590/1514 in 7:4:1) or a uniform range LO-HI.
-    #[arg(long, default_value = "60", value_name = "SIZE")]
+    /// Frame size without FCS, up to 65535: N, `imix` (60/590/1514 in 7:4:1) or a uniform
+    /// range LO-HI.
+    #[arg(long, default_value = "60", value_name = "SIZE", value_parser = size_mix)]
     size: SizeMix,
     /// Number of flows (source ports sport, sport+1, ...), each its own stream.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..),
+          allow_negative_numbers = true)]
     flows: u16,
     /// Stream id of the first flow.
     #[arg(long, default_value_t = 0, value_name = "ID")]
@@ -95,7 +107,8 @@ pub struct Args {
     #[arg(long, value_parser = parse_u8, default_value = "0")]
     tos: u8,
     /// DSCP (0-63), sets the upper six bits of the TOS byte.
-    #[arg(long, conflicts_with = "tos")]
+    #[arg(long, conflicts_with = "tos", value_parser = clap::value_parser!(u8).range(0..=63),
+          allow_negative_numbers = true)]
     dscp: Option<u8>,
     /// TTL / hop limit.
     #[arg(long, default_value_t = 64)]
@@ -115,15 +128,62 @@ pub struct Args {
     /// Skip the qdisc (PACKET_QDISC_BYPASS); off by default since queueing is often measured.
     #[arg(long)]
     qdisc_bypass: bool,
-    /// Most frames per send() call.
-    #[arg(long, default_value_t = 256)]
+    /// Most frames per send() call (1 to 65536, at most --ring-frames).
+    #[arg(long, default_value_t = 256,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 16),
+          allow_negative_numbers = true)]
     batch: usize,
-    /// TX ring slots.
-    #[arg(long, default_value_t = 4096)]
+    /// TX ring slots (1 to 1048576).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1 << 20),
+          allow_negative_numbers = true)]
     ring_frames: u32,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
+}
+
+impl Args {
+    /// Usage checks clap cannot express.
+    pub fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+        if self.batch > self.ring_frames as usize {
+            return Err(format!(
+                "--batch {} is more than the ring holds (--ring-frames {})",
+                self.batch, self.ring_frames
+            ));
+        }
+        let (ignored, mode) = if self.output.is_some() {
+            let ids = [
+                ("qdisc_bypass", "--qdisc-bypass"),
+                ("batch", "--batch"),
+                ("ring_frames", "--ring-frames"),
+            ];
+            (
+                args::first_given(m, &ids),
+                "for sending on an interface (-i), not for -w",
+            )
+        } else {
+            let ids = [("format", "--format"), ("start", "--start")];
+            (args::first_given(m, &ids), "for a file (-w), not for -i")
+        };
+        match ignored {
+            Some(flag) => Err(format!("{flag} is {mode}")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `--size`: a [`SizeMix`] whose frames fit in 65535 bytes.
+fn size_mix(s: &str) -> Result<SizeMix, String> {
+    let mix: SizeMix = s.parse()?;
+    let too_big = match &mix {
+        SizeMix::Fixed(n) => *n == 0 || *n > 65_535,
+        SizeMix::Uniform { lo, hi } => *lo == 0 || *hi > 65_535,
+        SizeMix::Imix => false,
+    };
+    if too_big {
+        return Err(format!("bad size '{s}': frames are 1 to 65535 bytes"));
+    }
+    Ok(mix)
 }
 
 fn parse_u8(s: &str) -> Result<u8, String> {

@@ -32,8 +32,10 @@ pub struct IndexArgs {
     /// index get one; segments being written are left to the recorder).
     #[arg(required = true, value_name = "FILE|DIR")]
     inputs: Vec<PathBuf>,
-    /// Chunk size in KiB.
-    #[arg(long, value_name = "KIB", default_value_t = DEFAULT_CHUNK / 1024)]
+    /// Chunk size in KiB, 4 to 1048576.
+    #[arg(long, value_name = "KIB", default_value_t = DEFAULT_CHUNK / 1024,
+          value_parser = clap::value_parser!(u32).range(4..=1 << 20),
+          allow_negative_numbers = true)]
     chunk_kib: u32,
     /// Rebuild indexes that look valid too.
     #[arg(long)]

@@ -33,7 +33,8 @@ pub struct Args {
     #[arg(long = "run", value_name = "LABEL=A,B")]
     runs: Vec<String>,
     /// Longest latency a match may have, in seconds (memory holds two windows of packets).
-    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS", value_parser = crate::args::seconds,
+          allow_negative_numbers = true)]
     window: f64,
     /// Clock offset of B relative to A in ns, subtracted from B's timestamps.
     #[arg(

@@ -19,6 +19,7 @@ use weir_packet::LinkType;
 use weir_store::InterfaceSpec;
 
 use super::capture::{link_type, Fanout};
+use crate::args;
 
 /// Layers `--slice` keeps.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,8 +38,9 @@ pub struct LiveArgs {
     /// Interfaces to capture on, comma-separated (`-i eth0,eth1`).
     #[arg(short = 'i', long = "interface", value_delimiter = ',')]
     pub interfaces: Vec<String>,
-    /// Capture threads per interface (joined in one fanout group).
-    #[arg(long, default_value_t = 1)]
+    /// Capture threads per interface (joined in one fanout group), 1 to 256.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256),
+          allow_negative_numbers = true)]
     pub threads: usize,
     /// How the fanout group spreads packets over threads.
     #[arg(long, value_enum, default_value_t = Fanout::Hash)]
@@ -46,8 +48,10 @@ pub struct LiveArgs {
     /// Do not put the interfaces in promiscuous mode.
     #[arg(long)]
     pub no_promisc: bool,
-    /// Keep at most this many bytes of each packet (the original length is recorded).
-    #[arg(short = 's', long, default_value_t = 262_144)]
+    /// Keep at most this many bytes of each packet (the original length is recorded); 0 is the
+    /// whole packet (262144), as in tcpdump.
+    #[arg(short = 's', long, default_value_t = args::MAX_SNAPLEN, value_parser = args::snaplen,
+          allow_negative_numbers = true)]
     pub snaplen: u32,
     /// Keep only the headers up to this layer (the original length is recorded).
     #[arg(long, value_enum)]
@@ -55,19 +59,50 @@ pub struct LiveArgs {
     /// Do not ask the NIC for hardware timestamps.
     #[arg(long)]
     pub no_hw_timestamps: bool,
-    /// Ring block size in bytes (a power of two).
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Ring block size in bytes (a power of two from 4096 to 1 GiB).
+    #[arg(long, default_value_t = 1 << 20, value_parser = args::block_size,
+          allow_negative_numbers = true)]
     pub block_size: u32,
-    /// Ring blocks per thread.
-    #[arg(long, default_value_t = 64)]
+    /// Ring blocks per thread (1 to 1048576; at most 16 GiB of ring per thread).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1 << 20),
+          allow_negative_numbers = true)]
     pub block_count: u32,
-    /// Shared packet buffer size in MiB, a power of two (default: 512 for `record`, 64 for
-    /// `capture` and `flows`).
-    #[arg(long, value_name = "MIB")]
+    /// Shared packet buffer size in MiB, a power of two up to 65536 (default: 512 for `record`,
+    /// 64 for `capture` and `flows`).
+    #[arg(long, value_name = "MIB", value_parser = args::buffer_mib,
+          allow_negative_numbers = true)]
     pub buffer_mib: Option<usize>,
-    /// Stop after this many seconds.
-    #[arg(long, value_name = "SECONDS")]
+    /// Stop after this many seconds (up to 10⁹).
+    #[arg(long, value_name = "SECONDS", value_parser = args::seconds,
+          allow_negative_numbers = true)]
     pub duration: Option<f64>,
+}
+
+impl LiveArgs {
+    /// Usage checks clap cannot express: each interface once, a ring that the kernel can map.
+    pub fn check(&self) -> Result<(), String> {
+        for (k, i) in self.interfaces.iter().enumerate() {
+            if i.is_empty() {
+                return Err("-i: empty interface name".into());
+            }
+            if self.interfaces[..k].contains(i) {
+                return Err(format!(
+                    "interface {i} given twice: every packet would be captured twice"
+                ));
+            }
+        }
+        let ring = u64::from(self.block_size) * u64::from(self.block_count);
+        if ring > args::MAX_RING_BYTES {
+            return Err(format!(
+                "--block-size {} × --block-count {} is {ring} bytes of ring per thread; the \
+                 most is {} (16 GiB)",
+                self.block_size,
+                self.block_count,
+                args::MAX_RING_BYTES
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Every stage's counters, summed over threads.

@@ -2,7 +2,6 @@
 //! print one line per matching packet.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use weir_source::{FileReader, Interface, Packet, ReadError};
@@ -10,6 +9,7 @@ use weir_store::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
 
 use super::decode::LinePrinter;
 use super::input::{effective_snaplen, for_each_packet, Filters, Visitor};
+use crate::args;
 use crate::output::{self, Status};
 
 /// Output file format.
@@ -34,41 +34,37 @@ impl Format {
 
 /// Arguments of `weir read`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("files", |a| a.required(true)))]
 pub struct Args {
-    /// Input capture file (pcap or pcapng); `-` reads stdin. Repeat to concatenate files.
-    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
-    inputs: Vec<PathBuf>,
-    /// Write matching packets to this file (`-` for stdout) instead of printing them.
-    #[arg(short = 'w', long = "write", value_name = "OUT")]
-    output: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Pcap)]
-    format: Format,
-    /// Write classic pcap with microsecond timestamps (the old magic) instead of nanoseconds.
-    #[arg(long)]
-    micro: bool,
+    #[command(flatten)]
+    inputs: args::Inputs,
+    #[command(flatten)]
+    out: args::Output,
     /// Stop after this many matching packets.
-    #[arg(short = 'c', long = "count", value_name = "N")]
+    #[arg(short = 'c', long = "count", value_name = "N", value_parser = args::count,
+          allow_negative_numbers = true)]
     count: Option<u64>,
-    /// BPF filter expression in tcpdump syntax (several words are joined with spaces).
-    #[arg(
-        value_name = "EXPR",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    expr: Vec<String>,
+    #[command(flatten)]
+    expr: args::Expr,
+}
+
+impl Args {
+    /// Usage checks clap cannot express.
+    pub fn check(&self) -> Result<(), String> {
+        self.out.check(true)
+    }
 }
 
 /// Runs `weir read`.
 pub fn run(args: Args) -> Result<Status> {
-    let mut filters = Filters::new(&args.expr)?;
-    let Some(out_path) = &args.output else {
+    let mut filters = Filters::new(&args.expr.words)?;
+    let Some(out_path) = &args.out.path else {
         let mut printer = LinePrinter::stdout(args.count);
-        let status = for_each_packet(&args.inputs, &mut filters, &mut printer)?;
+        let status = for_each_packet(&args.inputs.files, &mut filters, &mut printer)?;
         printer.finish()?;
         return Ok(status);
     };
-    let format = args.format.output(args.micro);
+    let format = args.out.format(Format::Pcap);
     let out = output::create(out_path)?;
     let mut sink = Sink {
         out: Some(out),
@@ -79,7 +75,7 @@ pub fn run(args: Args) -> Result<Status> {
         limit: args.count,
         fallback: None,
     };
-    let status = for_each_packet(&args.inputs, &mut filters, &mut sink)?;
+    let status = for_each_packet(&args.inputs.files, &mut filters, &mut sink)?;
     sink.finish()
         .with_context(|| format!("cannot write {}", out_path.display()))?;
     Ok(status)

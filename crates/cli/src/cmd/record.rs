@@ -23,6 +23,7 @@ use weir_store::InterfaceSpec;
 
 use super::flows::{FlowArgs, LiveMeter};
 use super::live::{human_bytes, on_signal, Counters, Live, LiveArgs, Totals};
+use crate::args;
 use crate::output::Status;
 
 /// Segment file format.
@@ -36,40 +37,47 @@ pub enum SegmentFormat {
 
 /// Arguments of `weir record`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("files", |a| a.help(
+    "Import this capture file instead of capturing live (a lossless copy into the store); \
+     repeat to import several",
+)))]
 pub struct Args {
     #[command(flatten)]
     live: LiveArgs,
-    /// Import these capture files instead of capturing live (a lossless copy into the store).
-    #[arg(
-        short = 'r',
-        long = "read",
-        value_name = "FILE",
-        conflicts_with = "interfaces"
-    )]
-    inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    inputs: args::Inputs,
     /// Store directory (created if needed; reopened after a crash, its segments repaired).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     dir: PathBuf,
     /// Segment file format.
     #[arg(long, value_enum, default_value_t = SegmentFormat::Pcapng)]
     format: SegmentFormat,
-    /// Segment size in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 1024)]
+    /// Segment size in MiB (1 to 1048576).
+    #[arg(long, value_name = "MIB", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20),
+          allow_negative_numbers = true)]
     segment_mib: u64,
-    /// Delete the oldest segments while the store holds more than this many MiB.
-    #[arg(long, value_name = "MIB")]
+    /// Delete the oldest segments while the store holds more than this many MiB (at least
+    /// --segment-mib).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 40),
+          allow_negative_numbers = true)]
     max_mib: Option<u64>,
     /// Delete segments whose last packet is older than this many seconds.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = args::seconds,
+          allow_negative_numbers = true)]
     max_age: Option<f64>,
-    /// Bytes per disk write, in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 4)]
+    /// Bytes per disk write, in MiB (1 to 1024; a segment's worth at most).
+    #[arg(long, value_name = "MIB", default_value_t = 4,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024),
+          allow_negative_numbers = true)]
     write_mib: usize,
     /// Do not index the segments (see `weir extract`).
     #[arg(long)]
     no_index: bool,
-    /// Index chunk size in KiB (smaller: finer extraction, larger index).
-    #[arg(long, value_name = "KIB", default_value_t = weir_index::DEFAULT_CHUNK / 1024)]
+    /// Index chunk size in KiB, 4 to 1048576 (smaller: finer extraction, larger index).
+    #[arg(long, value_name = "KIB", default_value_t = weir_index::DEFAULT_CHUNK / 1024,
+          value_parser = clap::value_parser!(u32).range(4..=1 << 20),
+          allow_negative_numbers = true)]
     index_chunk_kib: u32,
     /// Write every counter as JSON to FILE, every second and at the end.
     #[arg(long, value_name = "FILE")]
@@ -79,13 +87,56 @@ pub struct Args {
     flows: bool,
     #[command(flatten)]
     flow: FlowArgs,
-    /// BPF filter expression in tcpdump syntax, run in the kernel.
-    #[arg(
-        value_name = "EXPR",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    expr: Vec<String>,
+    #[command(flatten)]
+    expr: args::Expr,
+}
+
+impl Args {
+    /// Usage checks clap cannot express, against what was given (`m`).
+    pub fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+        self.live.check()?;
+        let importing = !self.inputs.files.is_empty();
+        match (importing, self.live.interfaces.is_empty()) {
+            (true, false) => return Err("-i and -r: record live or import files, not both".into()),
+            (false, true) => {
+                return Err("give interfaces with -i, or files to import with -r".into())
+            }
+            _ => {}
+        }
+        if importing {
+            if let Some(flag) = args::first_given(m, args::LIVE_ONLY) {
+                return Err(format!(
+                    "{flag} is for live capture (-i); -r imports files as they are"
+                ));
+            }
+            if !self.expr.words.is_empty() {
+                return Err(
+                    "a filter expression applies to live capture; filter files with \
+                            `weir read` first"
+                        .into(),
+                );
+            }
+        }
+        if args::given(m, "write_mib") && self.write_mib as u64 > self.segment_mib {
+            return Err(format!(
+                "--write-mib {} is larger than a segment (--segment-mib {})",
+                self.write_mib, self.segment_mib
+            ));
+        }
+        if let Some(max) = self.max_mib.filter(|&max| max < self.segment_mib) {
+            return Err(format!(
+                "--max-mib {max} is smaller than one segment (--segment-mib {}): retention \
+                 would delete the segment being written",
+                self.segment_mib
+            ));
+        }
+        if !self.flows {
+            if let Some(flag) = args::first_given(m, FlowArgs::IDS) {
+                return Err(format!("{flag} configures --flows; give --flows too"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Where packets come from.
@@ -100,12 +151,12 @@ enum Source {
 
 /// Runs `weir record`.
 pub fn run(args: Args) -> Result<Status> {
-    let expr = args.expr.join(" ");
+    let expr = args.expr.joined();
     let stop_capture = Arc::new(AtomicBool::new(false));
     on_signal(stop_capture.clone())?;
     let readers = 1;
     let best_effort = usize::from(args.flows);
-    let (mut source, interfaces, counters) = if args.inputs.is_empty() {
+    let (mut source, interfaces, counters) = if args.inputs.files.is_empty() {
         let live = Live::start(&args.live, &expr, readers, best_effort, "recording", 512)?;
         let interfaces = live.interfaces.clone();
         let counters = Some(live.counters());
@@ -117,7 +168,7 @@ pub fn run(args: Args) -> Result<Status> {
             );
         }
         let (handle, buffer, interfaces, done) = import(
-            &args.inputs,
+            &args.inputs.files,
             args.live.buffer_mib.unwrap_or(512),
             readers,
             best_effort,
@@ -263,7 +314,7 @@ pub fn run(args: Args) -> Result<Status> {
             String::new()
         }
     );
-    if args.inputs.is_empty() {
+    if args.inputs.files.is_empty() {
         eprintln!(
             "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} \
              filtered out; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped",

@@ -1,0 +1,234 @@
+//! The command line's shared parts: the argument groups several subcommands flatten (input
+//! files, packet output, the filter expression), the value parsers every number goes through
+//! (durations, rates, sizes, counts: finite and in range, or a usage error naming the limit),
+//! and the checks of options that only make sense together.
+//!
+//! Every numeric option is parsed once, here, by clap: a bad value is a usage error (exit 2)
+//! before anything is opened, created or allocated. Combinations clap cannot express are checked
+//! by each subcommand's `check` against the parsed matches ([`given`]), also before it runs.
+
+use std::path::PathBuf;
+
+use clap::parser::ValueSource;
+use clap::ArgMatches;
+use weir_store::{OutputFormat, Precision};
+
+use crate::cmd::read::Format;
+
+/// The largest snap length, and what `-s 0` means (as in tcpdump).
+pub const MAX_SNAPLEN: u32 = 262_144;
+
+/// Input capture files (`-r`), repeated to concatenate.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Inputs {
+    /// Input capture file (pcap or pcapng); `-` reads stdin. Repeat to concatenate files.
+    #[arg(short = 'r', long = "read", value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+/// Where packets are written (`-w`) and in which format.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Output {
+    /// Write the packets to this file (`-` for stdout) instead of printing them.
+    #[arg(short = 'w', long = "write", value_name = "OUT")]
+    pub path: Option<PathBuf>,
+    /// Output file format [default: pcap; pcapng for `capture`, which records each packet's
+    /// interface].
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// Classic pcap with microsecond timestamps (the old magic) instead of nanoseconds; implies
+    /// `--format pcap`.
+    #[arg(long)]
+    pub micro: bool,
+}
+
+impl Output {
+    /// The writer's format: `--format`, else pcap with `--micro`, else `default`.
+    pub fn format(&self, default: Format) -> OutputFormat {
+        match (self.format, self.micro) {
+            (Some(f), micro) => f.output(micro),
+            (None, true) => OutputFormat::Pcap(Precision::Micro),
+            (None, false) => default.output(false),
+        }
+    }
+
+    /// `--micro` is for classic pcap; `--format`/`--micro` need `-w` (`needs_path`).
+    pub fn check(&self, needs_path: bool) -> Result<(), String> {
+        if self.micro && self.format == Some(Format::Pcapng) {
+            return Err("--micro is for classic pcap; pcapng timestamps are nanoseconds".into());
+        }
+        if needs_path && self.path.is_none() && (self.format.is_some() || self.micro) {
+            return Err("--format and --micro describe the file of -w OUT; give -w".into());
+        }
+        Ok(())
+    }
+}
+
+/// The filter expression, and tcpdump's `-n`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Expr {
+    /// Filter expression in tcpdump syntax (pcap-filter(7)): every word that is not an option,
+    /// joined with spaces, so options may come before, after or between its words; `--` ends
+    /// the options.
+    #[arg(value_name = "EXPR")]
+    pub words: Vec<String>,
+    /// Numeric addresses and ports: accepted for tcpdump users, weir never resolves names.
+    #[arg(short = 'n', action = clap::ArgAction::Count)]
+    pub numeric: u8,
+}
+
+impl Expr {
+    /// The expression as one string (empty: every packet).
+    pub fn joined(&self) -> String {
+        self.words.join(" ")
+    }
+}
+
+/// Whether the option `id` was given on the command line (not its default).
+pub fn given(m: &ArgMatches, id: &str) -> bool {
+    m.value_source(id) == Some(ValueSource::CommandLine)
+}
+
+/// The first of `ids` given on the command line, as `--long` (or `-s`) for messages.
+pub fn first_given(m: &ArgMatches, ids: &[(&str, &str)]) -> Option<String> {
+    ids.iter()
+        .find(|(id, _)| given(m, id))
+        .map(|(_, flag)| (*flag).to_string())
+}
+
+/// The options of live capture (`LiveArgs`) other than `-i`: refused with `-r`, where they do
+/// nothing.
+pub const LIVE_ONLY: &[(&str, &str)] = &[
+    ("threads", "--threads"),
+    ("fanout", "--fanout"),
+    ("no_promisc", "--no-promisc"),
+    ("snaplen", "-s/--snaplen"),
+    ("slice", "--slice"),
+    ("no_hw_timestamps", "--no-hw-timestamps"),
+    ("block_size", "--block-size"),
+    ("block_count", "--block-count"),
+    ("duration", "--duration"),
+];
+
+fn float_in(s: &str, what: &str, lo: f64, hi: f64) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number ({what})"))?;
+    if !(v.is_finite() && (lo..=hi).contains(&v)) {
+        return Err(format!("{s} is out of range: {what} from {lo} to {hi}"));
+    }
+    Ok(v)
+}
+
+/// A duration in seconds: from 1 ns to 10⁹ s (31 years), finite.
+pub fn seconds(s: &str) -> Result<f64, String> {
+    float_in(s, "seconds", 1e-9, 1e9)
+}
+
+/// A packet rate: 0.001 to 10⁹ packets per second.
+pub fn pps(s: &str) -> Result<f64, String> {
+    float_in(s, "packets per second", 1e-3, 1e9)
+}
+
+/// A bit rate: 0.001 to 10⁷ megabits per second.
+pub fn mbps(s: &str) -> Result<f64, String> {
+    float_in(s, "megabits per second", 1e-3, 1e7)
+}
+
+/// A speed factor: 10⁻⁶ to 10⁶.
+pub fn multiplier(s: &str) -> Result<f64, String> {
+    float_in(s, "speed factor", 1e-6, 1e6)
+}
+
+/// A point in time: seconds since the epoch or a UTC date ([`crate::time::parse`]), as ns.
+pub fn time(s: &str) -> Result<u64, String> {
+    let too_late = s
+        .trim()
+        .parse::<f64>()
+        .is_ok_and(|v| v >= u64::MAX as f64 / 1e9);
+    crate::time::parse(s).filter(|_| !too_late).ok_or_else(|| {
+        format!(
+            "cannot read the time {s:?}: seconds since the epoch or YYYY-MM-DD[THH:MM:SS[.frac]][Z], \
+             UTC, from 1970 to 2554"
+        )
+    })
+}
+
+/// A packet count (`-c`): at least 1, as tcpdump ("invalid packet count 0").
+pub fn count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) | Err(_) => Err(format!(
+            "invalid packet count {s} (must be from 1 to {})",
+            u64::MAX
+        )),
+        Ok(n) => Ok(n),
+    }
+}
+
+/// A snap length: 1 to 262144 bytes, and 0 for the whole packet (262144), as tcpdump.
+pub fn snaplen(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(0) => Ok(MAX_SNAPLEN),
+        Ok(n) if n <= MAX_SNAPLEN => Ok(n),
+        _ => Err(format!(
+            "invalid snaplen {s} (must be from 0 to {MAX_SNAPLEN}; 0 is the whole packet)"
+        )),
+    }
+}
+
+fn power_of_two(s: &str, what: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n.is_power_of_two() && (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s} is not a valid {what}: a power of two from {lo} to {hi}"
+        )),
+    }
+}
+
+/// The shared packet buffer in MiB: a power of two from 1 to 65536 (64 GiB).
+pub fn buffer_mib(s: &str) -> Result<usize, String> {
+    power_of_two(s, "buffer size in MiB", 1, 1 << 16).map(|n| n as usize)
+}
+
+/// A ring block in bytes: a power of two from 4096 (a page) to 1 GiB.
+pub fn block_size(s: &str) -> Result<u32, String> {
+    power_of_two(s, "ring block size in bytes", 4096, 1 << 30).map(|n| n as u32)
+}
+
+/// Most bytes one thread's ring may map (block size × block count).
+pub const MAX_RING_BYTES: u64 = 16 << 30;
+
+/// Most flows one shard of the meter holds.
+pub const MAX_FLOWS_PER_WORKER: u64 = weir_flows::index::MAX_CAPACITY as u64;
+
+/// The default of `weir flows --workers`: one per core.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(256))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_finite_and_in_range() {
+        for bad in [
+            "-1", "nan", "NaN", "inf", "-inf", "1e30", "0", "", "x", "1e-10",
+        ] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
+        assert_eq!(seconds("0.5"), Ok(0.5));
+        assert_eq!(seconds("1e9"), Ok(1e9));
+        assert!(pps("0").is_err() && pps("inf").is_err() && pps("2e9").is_err());
+        assert_eq!(count("1"), Ok(1));
+        assert!(count("0").is_err() && count("-1").is_err());
+        assert_eq!(snaplen("0"), Ok(MAX_SNAPLEN));
+        assert_eq!(snaplen("96"), Ok(96));
+        assert!(snaplen("262145").is_err() && snaplen("-1").is_err());
+        assert_eq!(buffer_mib("64"), Ok(64));
+        assert!(buffer_mib("0").is_err() && buffer_mib("3").is_err());
+        assert!(buffer_mib("131072").is_err());
+        assert!(block_size("2048").is_err() && block_size("4096").is_ok());
+    }
+}
