@@ -176,9 +176,13 @@ impl<'a> Cursor<'a> {
         let mut c = 0u64;
         for i in 0..n {
             let d = self.varint()?;
-            c = if i == 0 { d } else { c + d };
-            if (i > 0 && d == 0) || c >= u64::from(nchunks) {
-                return Err(IndexError::Corrupt("chunk list out of order or range"));
+            // Checked: a crafted delta near 2^64 would otherwise wrap (in release) to a small,
+            // in-range chunk number, and the list would come out unsorted, which the merge and
+            // intersection of postings silently mishandle (chunks skipped).
+            let next = if i == 0 { Some(d) } else { c.checked_add(d) };
+            match next {
+                Some(x) if (i == 0 || d > 0) && x < u64::from(nchunks) => c = x,
+                _ => return Err(IndexError::Corrupt("chunk list out of order or range")),
             }
             v.push(c as u32);
         }
@@ -390,4 +394,63 @@ fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// An index of `nchunks` empty chunks whose wildcard list is `deltas`, varint-coded as they
+    /// are (no check that they make a sorted list: a crafted file), with a valid checksum.
+    fn crafted(nchunks: u32, deltas: &[u64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        for v in [0u64, 0, 0, 0, 0] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&4096u32.to_le_bytes());
+        out.extend_from_slice(&nchunks.to_le_bytes());
+        for c in 0..u64::from(nchunks) {
+            for v in [c * 4096, 0, 0] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        varint(&mut out, deltas.len() as u64);
+        for &d in deltas {
+            varint(&mut out, d);
+        }
+        out.extend_from_slice(&0u32.to_le_bytes());
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn a_delta_sum_that_wraps_is_corrupt() {
+        // 5, then 5 + (2^64 - 3) = 2 after wrapping: in range, but out of order.
+        let bytes = crafted(8, &[5, u64::MAX - 2]);
+        assert!(matches!(Index::parse(&bytes), Err(IndexError::Corrupt(_))));
+        let ok = crafted(8, &[5, 2]);
+        assert_eq!(Index::parse(&ok).unwrap().wildcard, vec![5, 7]);
+    }
+
+    proptest! {
+        /// Whatever the deltas, a list that parses is strictly increasing and in range, and
+        /// parsing never panics (overflow checks are on in this debug build).
+        #[test]
+        fn parsed_lists_are_sorted_and_in_range(
+            nchunks in 1u32..64,
+            deltas in proptest::collection::vec(
+                prop_oneof![0u64..8, (u64::MAX - 64)..=u64::MAX, any::<u64>()],
+                0..8,
+            ),
+        ) {
+            let n = deltas.len().min(nchunks as usize);
+            if let Ok(ix) = Index::parse(&crafted(nchunks, &deltas[..n])) {
+                prop_assert!(ix.wildcard.windows(2).all(|w| w[0] < w[1]));
+                prop_assert!(ix.wildcard.iter().all(|&c| c < nchunks));
+            }
+        }
+    }
 }
