@@ -278,7 +278,10 @@ impl Index {
 
     /// The chunks that may hold a packet matching `q` with a timestamp in `[from, to]`, in
     /// file order, each as the file range of the records that start in it: `(first record
-    /// offset, end of the chunk)`.
+    /// offset, end of the chunk)`. Ranges end at [`covered_len`](Self::covered_len): the index
+    /// of a segment being written may know records past it (added, not yet on disk when it was
+    /// saved); those, and everything else from `covered_len` on, are the reader's to scan from
+    /// [`tail_start`](Self::tail_start), so no record is both a candidate and in the tail.
     pub fn candidates(&self, q: &Query, from: u64, to: u64) -> Vec<(u64, u64)> {
         let mut set = self.eval(q);
         if let Some(s) = &mut set {
@@ -299,10 +302,23 @@ impl Index {
             .filter_map(|&c| {
                 let info = self.chunks[c as usize];
                 let timely = info.min_ns <= to && info.max_ns >= from;
-                (info.first != NONE && timely)
-                    .then(|| (info.first, (u64::from(c) + 1) * u64::from(self.chunk_size)))
+                let end = ((u64::from(c) + 1) * u64::from(self.chunk_size)).min(self.covered_len);
+                (info.first != NONE && info.first < end && timely).then_some((info.first, end))
             })
             .collect()
+    }
+
+    /// A record boundary at or before [`covered_len`](Self::covered_len) (the start of the last
+    /// chunk's first record there, 0 when there is none) from which to read the part the index
+    /// does not cover: the records starting at or after `covered_len`. `covered_len` itself may
+    /// fall inside a record (the recorder covers what is on disk, to a disk block).
+    pub fn tail_start(&self) -> u64 {
+        self.chunks
+            .iter()
+            .rev()
+            .map(|c| c.first)
+            .find(|&f| f != NONE && f <= self.covered_len)
+            .unwrap_or(0)
     }
 
     /// Chunks matching `q`, or `None` for "all of them".
