@@ -162,6 +162,18 @@ fn gen(mut cmd: Command) {
     assert!(out.status.success(), "weir gen: {}", stderr(&out));
 }
 
+/// A sender started by the test, killed (by its pid) if the test ends first.
+struct Sender(Child);
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// The open segment's index file, once the recorder has written one.
 fn wait_for_index(dir: &Path) -> PathBuf {
     let t = Instant::now();
@@ -336,11 +348,16 @@ fn extract_while_recording_always_succeeds_with_a_prefix() {
             &tmp.path().join("log"),
             "recording on",
         );
-        let cmd = gen_cmd(&bench, 30_000, 6000);
-        let sender = std::thread::spawn(move || gen(cmd));
+        let mut sender = Sender(
+            gen_cmd(&bench, 30_000, 6000)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         let mut runs = Vec::new();
         let out = tmp.path().join("out.pcap");
-        while !sender.is_finished() || runs.is_empty() {
+        while sender.0.try_wait().unwrap().is_none() || runs.is_empty() {
             let o = run(weir().arg("extract").arg(&dir).arg("-w").arg(&out));
             let err = stderr(&o);
             assert!(
@@ -349,7 +366,7 @@ fn extract_while_recording_always_succeeds_with_a_prefix() {
             );
             runs.push(pcap_records(&out));
         }
-        sender.join().unwrap();
+        assert!(sender.0.wait().unwrap().success(), "weir gen failed");
         std::thread::sleep(Duration::from_millis(1500));
         let log = r.signal("-INT");
         assert!(log.contains("packets recorded"), "{log}");
