@@ -162,13 +162,28 @@ fn gen(mut cmd: Command) {
     assert!(out.status.success(), "weir gen: {}", stderr(&out));
 }
 
-/// A sender started by the test, killed (by its pid) if the test ends first.
+/// A sender started by the test in a process group of its own (`ip netns exec` may fork, so
+/// the sender is not always the child itself), killed with its group if the test ends first.
 struct Sender(Child);
+
+impl Sender {
+    fn spawn(mut cmd: Command) -> Sender {
+        use std::os::unix::process::CommandExt;
+        Sender(
+            cmd.process_group(0)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
 
 impl Drop for Sender {
     fn drop(&mut self) {
         if self.0.try_wait().ok().flatten().is_none() {
-            let _ = self.0.kill();
+            let group = format!("-{}", self.0.id());
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).output();
             let _ = self.0.wait();
         }
     }
@@ -348,13 +363,7 @@ fn extract_while_recording_always_succeeds_with_a_prefix() {
             &tmp.path().join("log"),
             "recording on",
         );
-        let mut sender = Sender(
-            gen_cmd(&bench, 30_000, 6000)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let mut sender = Sender::spawn(gen_cmd(&bench, 30_000, 6000));
         let mut runs = Vec::new();
         let out = tmp.path().join("out.pcap");
         while sender.0.try_wait().unwrap().is_none() || runs.is_empty() {
