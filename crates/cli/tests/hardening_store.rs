@@ -424,6 +424,30 @@ fn stdin_is_read_once_or_refused() {
         .map(|p| p.1)
         .collect();
     assert_eq!(got, want);
+    // pcapng on stdin: its interfaces are described before its first packet.
+    let ng = tmp.path().join("in.pcapng");
+    let o = run(weir()
+        .arg("read")
+        .arg("-r")
+        .arg(&input)
+        .arg("-w")
+        .arg(&ng)
+        .args(["--format", "pcapng"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = tmp.path().join("store-ng");
+    let o = run(weir()
+        .arg("record")
+        .args(["-r", "-", "-o"])
+        .arg(&dir)
+        .stdin(std::fs::File::open(&ng).unwrap()));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(weir().arg("extract").arg(&dir).arg("-w").arg(&out));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got: Vec<String> = tcpdump_packets(&out, &[])
+        .into_iter()
+        .map(|p| p.1)
+        .collect();
+    assert_eq!(got, want);
     for args in [&["index", "-"][..], &["extract", "-", "-w", "x.pcap"][..]] {
         let o = run(weir().args(args).current_dir(tmp.path()));
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

@@ -242,8 +242,16 @@ pub fn open_segment(seg: &SegmentRef, status: &mut Status) -> Result<Option<Open
             head,
         }));
     }
+    let gone = |e: &anyhow::Error| {
+        e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        })
+    };
     let (head, len) = match head_of(path) {
         Ok(h) => h,
+        // Retention of the running recorder deleted it since the manifest was read.
+        Err(e) if seg.live && gone(&e) => return Ok(None),
         Err(e) => {
             eprintln!("weir: warning: {e:#}; skipped");
             *status = Status::Damaged;

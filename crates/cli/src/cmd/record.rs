@@ -469,6 +469,10 @@ fn import(
     Vec<InterfaceSpec>,
     Arc<AtomicBool>,
 )> {
+    let mut first = first;
+    // A pcapng file describes its interfaces in blocks before its first packet: read it (and
+    // keep it, to push first) so they are known.
+    let pending = first.next_packet()?.map(|p| (p.meta, p.data.to_vec()));
     let interfaces: Vec<InterfaceSpec> = first
         .interfaces()
         .iter()
@@ -490,6 +494,30 @@ fn import(
     let n_ifaces = interfaces.len();
     let handle = std::thread::spawn(move || -> Result<Totals> {
         let mut t = Totals::default();
+        let mut push = |meta: &weir_packet::PacketMeta, data: &[u8], t: &mut Totals| {
+            let iface = if (meta.interface as usize) < n_ifaces {
+                meta.interface
+            } else {
+                0
+            };
+            loop {
+                match writer.push(iface, meta.ts_ns, meta.orig_len, data) {
+                    Ok(()) => break,
+                    Err(Dropped::Full) => std::thread::sleep(Duration::from_micros(50)),
+                    Err(Dropped::TooLong) => {
+                        t.too_long += 1;
+                        break;
+                    }
+                }
+            }
+            t.received += 1;
+            t.pushed += 1;
+            t.pushed_bytes += data.len() as u64;
+            t.wire_bytes += u64::from(meta.orig_len);
+        };
+        if let Some((meta, data)) = &pending {
+            push(meta, data, &mut t);
+        }
         let mut next = Some(first);
         let mut paths = rest.iter();
         loop {
@@ -505,25 +533,7 @@ fn import(
                 if stop.load(Ordering::Relaxed) || interrupted.load(Ordering::Relaxed) {
                     return Ok(t);
                 }
-                let iface = if (p.meta.interface as usize) < n_ifaces {
-                    p.meta.interface
-                } else {
-                    0
-                };
-                loop {
-                    match writer.push(iface, p.meta.ts_ns, p.meta.orig_len, p.data) {
-                        Ok(()) => break,
-                        Err(Dropped::Full) => std::thread::sleep(Duration::from_micros(50)),
-                        Err(Dropped::TooLong) => {
-                            t.too_long += 1;
-                            break;
-                        }
-                    }
-                }
-                t.received += 1;
-                t.pushed += 1;
-                t.pushed_bytes += p.data.len() as u64;
-                t.wire_bytes += u64::from(p.meta.orig_len);
+                push(&p.meta, p.data, &mut t);
             }
         }
         Ok(t)
