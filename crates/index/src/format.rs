@@ -451,6 +451,31 @@ mod tests {
         assert_eq!(Index::parse(&ok).unwrap().wildcard, vec![5, 7]);
     }
 
+    /// The index of a segment being written covers part of it and knows records past that:
+    /// the candidate ranges and the tail read from `tail_start` (records from `covered_len`
+    /// on) name every record exactly once.
+    #[test]
+    fn candidates_and_tail_partition_the_records() {
+        // Records of 1000 bytes from offset 100; chunks of 4 KiB.
+        let offsets: Vec<u64> = (0..40).map(|i| 100 + i * 1000).collect();
+        for covered in [0, 100, 4096, 5000, 5100, 9000, 20_100, 40_100] {
+            let mut b = crate::IndexBuilder::new(4096);
+            for &o in &offsets {
+                b.add(o, o, weir_packet::LinkType::ETHERNET, &[]);
+            }
+            let ix = Index::parse(&b.serialize(covered, 0)).unwrap();
+            let mut seen: Vec<u64> = Vec::new();
+            for (start, end) in ix.candidates(&Query::All, 0, u64::MAX) {
+                seen.extend(offsets.iter().filter(|&&o| o >= start && o < end));
+            }
+            let tail = ix.tail_start();
+            assert!(tail <= covered.max(offsets[0]) && (tail == 0 || offsets.contains(&tail)));
+            seen.extend(offsets.iter().filter(|&&o| o >= tail && o >= covered));
+            seen.sort();
+            assert_eq!(seen, offsets, "covered {covered}");
+        }
+    }
+
     proptest! {
         /// Whatever the deltas, a list that parses is strictly increasing and in range, and
         /// parsing never panics (overflow checks are on in this debug build).
