@@ -176,9 +176,13 @@ impl<'a> Cursor<'a> {
         let mut c = 0u64;
         for i in 0..n {
             let d = self.varint()?;
-            c = if i == 0 { d } else { c + d };
-            if (i > 0 && d == 0) || c >= u64::from(nchunks) {
-                return Err(IndexError::Corrupt("chunk list out of order or range"));
+            // Checked: a crafted delta near 2^64 would otherwise wrap (in release) to a small,
+            // in-range chunk number, and the list would come out unsorted, which the merge and
+            // intersection of postings silently mishandle (chunks skipped).
+            let next = if i == 0 { Some(d) } else { c.checked_add(d) };
+            match next {
+                Some(x) if (i == 0 || d > 0) && x < u64::from(nchunks) => c = x,
+                _ => return Err(IndexError::Corrupt("chunk list out of order or range")),
             }
             v.push(c as u32);
         }
@@ -274,7 +278,10 @@ impl Index {
 
     /// The chunks that may hold a packet matching `q` with a timestamp in `[from, to]`, in
     /// file order, each as the file range of the records that start in it: `(first record
-    /// offset, end of the chunk)`.
+    /// offset, end of the chunk)`. Ranges end at [`covered_len`](Self::covered_len): the index
+    /// of a segment being written may know records past it (added, not yet on disk when it was
+    /// saved); those, and everything else from `covered_len` on, are the reader's to scan from
+    /// [`tail_start`](Self::tail_start), so no record is both a candidate and in the tail.
     pub fn candidates(&self, q: &Query, from: u64, to: u64) -> Vec<(u64, u64)> {
         let mut set = self.eval(q);
         if let Some(s) = &mut set {
@@ -295,10 +302,23 @@ impl Index {
             .filter_map(|&c| {
                 let info = self.chunks[c as usize];
                 let timely = info.min_ns <= to && info.max_ns >= from;
-                (info.first != NONE && timely)
-                    .then(|| (info.first, (u64::from(c) + 1) * u64::from(self.chunk_size)))
+                let end = ((u64::from(c) + 1) * u64::from(self.chunk_size)).min(self.covered_len);
+                (info.first != NONE && info.first < end && timely).then_some((info.first, end))
             })
             .collect()
+    }
+
+    /// A record boundary at or before [`covered_len`](Self::covered_len) (the start of the last
+    /// chunk's first record there, 0 when there is none) from which to read the part the index
+    /// does not cover: the records starting at or after `covered_len`. `covered_len` itself may
+    /// fall inside a record (the recorder covers what is on disk, to a disk block).
+    pub fn tail_start(&self) -> u64 {
+        self.chunks
+            .iter()
+            .rev()
+            .map(|c| c.first)
+            .find(|&f| f != NONE && f <= self.covered_len)
+            .unwrap_or(0)
     }
 
     /// Chunks matching `q`, or `None` for "all of them".
@@ -390,4 +410,88 @@ fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// An index of `nchunks` empty chunks whose wildcard list is `deltas`, varint-coded as they
+    /// are (no check that they make a sorted list: a crafted file), with a valid checksum.
+    fn crafted(nchunks: u32, deltas: &[u64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        for v in [0u64, 0, 0, 0, 0] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&4096u32.to_le_bytes());
+        out.extend_from_slice(&nchunks.to_le_bytes());
+        for c in 0..u64::from(nchunks) {
+            for v in [c * 4096, 0, 0] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        varint(&mut out, deltas.len() as u64);
+        for &d in deltas {
+            varint(&mut out, d);
+        }
+        out.extend_from_slice(&0u32.to_le_bytes());
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn a_delta_sum_that_wraps_is_corrupt() {
+        // 5, then 5 + (2^64 - 3) = 2 after wrapping: in range, but out of order.
+        let bytes = crafted(8, &[5, u64::MAX - 2]);
+        assert!(matches!(Index::parse(&bytes), Err(IndexError::Corrupt(_))));
+        let ok = crafted(8, &[5, 2]);
+        assert_eq!(Index::parse(&ok).unwrap().wildcard, vec![5, 7]);
+    }
+
+    /// The index of a segment being written covers part of it and knows records past that:
+    /// the candidate ranges and the tail read from `tail_start` (records from `covered_len`
+    /// on) name every record exactly once.
+    #[test]
+    fn candidates_and_tail_partition_the_records() {
+        // Records of 1000 bytes from offset 100; chunks of 4 KiB.
+        let offsets: Vec<u64> = (0..40).map(|i| 100 + i * 1000).collect();
+        for covered in [0, 100, 4096, 5000, 5100, 9000, 20_100, 40_100] {
+            let mut b = crate::IndexBuilder::new(4096);
+            for &o in &offsets {
+                b.add(o, o, weir_packet::LinkType::ETHERNET, &[]);
+            }
+            let ix = Index::parse(&b.serialize(covered, 0)).unwrap();
+            let mut seen: Vec<u64> = Vec::new();
+            for (start, end) in ix.candidates(&Query::All, 0, u64::MAX) {
+                seen.extend(offsets.iter().filter(|&&o| o >= start && o < end));
+            }
+            let tail = ix.tail_start();
+            assert!(tail <= covered.max(offsets[0]) && (tail == 0 || offsets.contains(&tail)));
+            seen.extend(offsets.iter().filter(|&&o| o >= tail && o >= covered));
+            seen.sort();
+            assert_eq!(seen, offsets, "covered {covered}");
+        }
+    }
+
+    proptest! {
+        /// Whatever the deltas, a list that parses is strictly increasing and in range, and
+        /// parsing never panics (overflow checks are on in this debug build).
+        #[test]
+        fn parsed_lists_are_sorted_and_in_range(
+            nchunks in 1u32..64,
+            deltas in proptest::collection::vec(
+                prop_oneof![0u64..8, (u64::MAX - 64)..=u64::MAX, any::<u64>()],
+                0..8,
+            ),
+        ) {
+            let n = deltas.len().min(nchunks as usize);
+            if let Ok(ix) = Index::parse(&crafted(nchunks, &deltas[..n])) {
+                prop_assert!(ix.wildcard.windows(2).all(|w| w[0] < w[1]));
+                prop_assert!(ix.wildcard.iter().all(|&c| c < nchunks));
+            }
+        }
+    }
 }

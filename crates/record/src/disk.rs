@@ -142,6 +142,30 @@ impl SegmentFile {
     }
 }
 
+/// The total size of the filesystem that holds `path`, or would hold it: its nearest existing
+/// ancestor's (a store directory may not exist yet).
+pub fn filesystem_size(path: &Path) -> io::Result<u64> {
+    let mut p = path;
+    let existing = loop {
+        if p.exists() {
+            break p;
+        }
+        match p.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => p = parent,
+            _ => break Path::new("."),
+        }
+    };
+    let c = std::ffi::CString::new(existing.as_os_str().as_encoded_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a valid statvfs to fill in.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.f_blocks as u64).saturating_mul(st.f_frsize as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

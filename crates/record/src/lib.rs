@@ -27,7 +27,7 @@ pub mod store;
 
 pub use manifest::{InterfaceInfo, Manifest, SegmentInfo, SegmentState};
 pub use recorder::{Options, Recorder, RecorderStats, Summary};
-pub use store::{segment_name, Recovery, Store};
+pub use store::{recorder_running, segment_name, Recovery, Store, StoreLock};
 
 /// The file format of a store's segments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -29,22 +29,32 @@ impl Scan {
     }
 }
 
-/// Reads the file in large pieces and hands out byte ranges by absolute offset.
-struct Cursor {
-    file: File,
+/// Reads the file in large pieces (or looks at bytes already in memory) and hands out byte
+/// ranges by absolute offset.
+struct Cursor<'a> {
+    file: Option<File>,
     len: u64,
-    buf: Vec<u8>,
+    buf: std::borrow::Cow<'a, [u8]>,
     buf_at: u64,
 }
 
-impl Cursor {
-    fn new(file: File) -> io::Result<Cursor> {
+impl<'a> Cursor<'a> {
+    fn new(file: File) -> io::Result<Cursor<'a>> {
         Ok(Cursor {
             len: file.metadata()?.len(),
-            file,
-            buf: Vec::new(),
+            file: Some(file),
+            buf: std::borrow::Cow::Owned(Vec::new()),
             buf_at: 0,
         })
+    }
+
+    fn of_bytes(bytes: &'a [u8]) -> Cursor<'a> {
+        Cursor {
+            len: bytes.len() as u64,
+            file: None,
+            buf: std::borrow::Cow::Borrowed(bytes),
+            buf_at: 0,
+        }
     }
 
     /// The bytes `[off, off + n)`, or `None` past the end of the file.
@@ -54,10 +64,14 @@ impl Cursor {
         }
         let have = off >= self.buf_at && off + n as u64 <= self.buf_at + self.buf.len() as u64;
         if !have {
+            let Some(file) = &mut self.file else {
+                return Ok(None); // bytes in memory: all of them are in `buf`
+            };
             let want = (n.max(4 << 20) as u64).min(self.len - off) as usize;
-            self.buf.resize(want, 0);
-            self.file.seek(SeekFrom::Start(off))?;
-            self.file.read_exact(&mut self.buf)?;
+            let buf = self.buf.to_mut();
+            buf.resize(want, 0);
+            file.seek(SeekFrom::Start(off))?;
+            file.read_exact(buf)?;
             self.buf_at = off;
         }
         let s = (off - self.buf_at) as usize;
@@ -71,7 +85,25 @@ fn u32_at(b: &[u8], i: usize) -> u32 {
 
 /// Scans a pcapng segment written by weir (native byte order, nanosecond timestamps).
 pub fn scan_pcapng(file: File) -> io::Result<Scan> {
-    let mut c = Cursor::new(file)?;
+    pcapng_blocks(Cursor::new(file)?)
+}
+
+/// Scans a segment's bytes read into memory (a snapshot of a segment being written, read with
+/// `read(2)` rather than mapped, so the recorder cutting the file cannot fault the reader), in
+/// the format its first bytes say: how much of it is whole blocks or records. Bytes that are
+/// neither a weir pcapng nor a weir pcap segment scan as empty.
+pub fn scan_bytes(bytes: &[u8], max_caplen: u32) -> Scan {
+    let r = match bytes.get(..4).map(|m| u32_at(m, 0)) {
+        Some(0x0A0D_0D0A) => pcapng_blocks(Cursor::of_bytes(bytes)),
+        Some(0xA1B2_3C4D) => pcap_records(Cursor::of_bytes(bytes), max_caplen),
+        _ => Ok(Scan::default()),
+    };
+    let mut s = r.expect("bytes in memory cannot fail to read");
+    s.file_len = bytes.len() as u64;
+    s
+}
+
+fn pcapng_blocks(mut c: Cursor<'_>) -> io::Result<Scan> {
     let mut s = Scan {
         file_len: c.len,
         ..Scan::default()
@@ -106,7 +138,10 @@ pub fn scan_pcapng(file: File) -> io::Result<Scan> {
 /// Scans a pcap segment written by weir (native byte order, nanosecond magic). A record of all
 /// zeros (the zero fill of an unfinished last block) ends the file.
 pub fn scan_pcap(file: File, max_caplen: u32) -> io::Result<Scan> {
-    let mut c = Cursor::new(file)?;
+    pcap_records(Cursor::new(file)?, max_caplen)
+}
+
+fn pcap_records(mut c: Cursor<'_>, max_caplen: u32) -> io::Result<Scan> {
     let mut s = Scan {
         file_len: c.len,
         ..Scan::default()

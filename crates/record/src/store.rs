@@ -32,6 +32,70 @@ pub struct Recovery {
     pub repaired: Vec<(String, u64)>,
     /// Manifest entries whose file was gone.
     pub missing: Vec<String>,
+    /// Segments that held no packet after repair (a recorder killed before its first write to
+    /// them), deleted with their index.
+    pub removed: Vec<String>,
+}
+
+/// The exclusive lock on a store directory: one recorder per directory. `weir record` takes it
+/// before anything else (before it allocates its buffer or says it is recording), so a second
+/// recorder fails at once.
+#[derive(Debug)]
+pub struct StoreLock {
+    dir: PathBuf,
+    file: File,
+    created: bool,
+}
+
+impl StoreLock {
+    /// Creates `dir` if needed and locks it. A lock held by a reader probing it
+    /// ([`recorder_running`]) is waited for briefly; one held by a recorder is an error.
+    pub fn take(dir: &Path) -> Result<StoreLock, RecordError> {
+        let io = |what: &str, e: std::io::Error| RecordError::Io(format!("{what}: {e}"));
+        let created = !dir.exists();
+        std::fs::create_dir_all(dir).map_err(|e| io(&format!("create {}", dir.display()), e))?;
+        let file = File::create(dir.join(".lock"))
+            .map_err(|e| io(&format!("lock {}", dir.display()), e))?;
+        let mut tries = 0;
+        // SAFETY: plain syscall on a descriptor we own.
+        while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            tries += 1;
+            if tries > 20 {
+                return Err(RecordError::Locked(dir.to_path_buf()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(StoreLock {
+            dir: dir.to_path_buf(),
+            file,
+            created,
+        })
+    }
+
+    /// Gives the lock up after a start that failed before the store was opened: removes the
+    /// directory again when taking the lock created it (and nothing else was put in it).
+    pub fn abandon(self) {
+        if self.created {
+            let _ = std::fs::remove_file(self.dir.join(".lock"));
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+/// Whether a recorder holds the store in `dir` right now. The probe takes a shared lock for an
+/// instant; a recorder starting at that instant waits for it ([`StoreLock::take`]).
+pub fn recorder_running(dir: &Path) -> bool {
+    let Ok(f) = File::open(dir.join(".lock")) else {
+        return false;
+    };
+    // SAFETY: plain syscalls on a descriptor we own.
+    unsafe {
+        if libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) == 0 {
+            libc::flock(f.as_raw_fd(), libc::LOCK_UN);
+            return false;
+        }
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }
 
 /// The file name of a segment: its start time (UTC, to the ns), then its sequence number, so
@@ -74,14 +138,18 @@ impl Store {
         segment_size: u64,
         max_caplen: u32,
     ) -> Result<(Store, Recovery), RecordError> {
+        Store::open_locked(StoreLock::take(dir)?, format, segment_size, max_caplen)
+    }
+
+    /// [`open`](Self::open) with the lock already taken.
+    pub fn open_locked(
+        lock: StoreLock,
+        format: Format,
+        segment_size: u64,
+        max_caplen: u32,
+    ) -> Result<(Store, Recovery), RecordError> {
         let io = |what: &str, e: std::io::Error| RecordError::Io(format!("{what}: {e}"));
-        std::fs::create_dir_all(dir).map_err(|e| io(&format!("create {}", dir.display()), e))?;
-        let lock = File::create(dir.join(".lock"))
-            .map_err(|e| io(&format!("lock {}", dir.display()), e))?;
-        // SAFETY: plain syscall on a descriptor we own.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(RecordError::Locked(dir.to_path_buf()));
-        }
+        let dir = lock.dir.as_path();
         let mut manifest = Manifest::load(dir)
             .map_err(|e| io("read the manifest", e))?
             .unwrap_or(Manifest {
@@ -107,7 +175,7 @@ impl Store {
             format,
             max_caplen,
             next_seq: 1,
-            _lock: lock,
+            _lock: lock.file,
         };
         let recovery = store.reconcile()?;
         store.save()?;
@@ -157,6 +225,16 @@ impl Store {
                 Some(s) => s.clone(),
                 None => {
                     let scan = self.repair(&path)?;
+                    self.next_seq = self.next_seq.max(seq + 1);
+                    if scan.packets == 0 {
+                        tracing::info!("{}: no packet in it; deleted", path.display());
+                        std::fs::remove_file(&path).map_err(|e| {
+                            RecordError::Io(format!("delete {}: {e}", path.display()))
+                        })?;
+                        let _ = std::fs::remove_file(weir_index::index_path(&path));
+                        rec.removed.push(name);
+                        continue;
+                    }
                     let cut = scan.file_len - scan.valid_len;
                     if cut > 0
                         || known
@@ -202,6 +280,16 @@ impl Store {
             );
             file.set_len(scan.valid_len).map_err(io)?;
             file.sync_all().map_err(io)?;
+            // An index covering what was cut is stale: without it, `weir index` rebuilds it and
+            // extract scans the segment meanwhile.
+            let idx = weir_index::index_path(path);
+            let stale = std::fs::read(&idx)
+                .ok()
+                .and_then(|b| weir_index::Index::parse(&b).ok())
+                .is_some_and(|ix| ix.covered_len > scan.valid_len);
+            if stale {
+                let _ = std::fs::remove_file(&idx);
+            }
         }
         Ok(scan)
     }

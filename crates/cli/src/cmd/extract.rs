@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use weir_index::{index_path, Index, IndexError, Query, HEAD_LEN};
 use weir_packet::PacketMeta;
-use weir_source::FileReader;
+use weir_source::{FileReader, ReadError};
 use weir_store::{InterfaceSpec, PacketWriter};
 
 use super::input::Filters;
@@ -58,26 +58,117 @@ impl Args {
     }
 }
 
-/// The segment files of the inputs, in order: a store's by its manifest (else by name), files
-/// as given.
-pub fn segments_of(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+/// One segment (or capture file) to search.
+#[derive(Debug, Clone)]
+pub struct SegmentRef {
+    /// The file.
+    pub path: PathBuf,
+    /// Its store's manifest lists it as being written (by a running recorder, or by one that
+    /// stopped without closing it).
+    pub open: bool,
+    /// A recorder holds its store right now.
+    pub live: bool,
+}
+
+/// Ends the process on a usage error found after parsing (options that do not go together):
+/// the message as clap prints its own, exit status 2.
+pub fn usage_exit(msg: impl std::fmt::Display) -> ! {
+    clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{msg}\n")).exit()
+}
+
+/// Refuses stdin where a command needs files it can read twice (exit 2, like any usage error).
+pub fn refuse_stdin(inputs: &[PathBuf], command: &str) {
+    if inputs.iter().any(|p| p.as_os_str() == "-") {
+        usage_exit(format!(
+            "weir {command} reads stores and capture files, not stdin (`-`): \
+             save the capture to a file first"
+        ));
+    }
+}
+
+/// The segment files of the inputs, in order: a store's by its manifest (a directory without
+/// one: its capture files by name), files as given. A path that does not exist, and a directory
+/// that is neither a store nor holds capture files, are errors. A segment the manifest lists
+/// but whose file is gone is named in a warning and `status` becomes damaged (unless a running
+/// recorder's retention deleted it meanwhile); a store without segments yet is said.
+pub fn segments_of(inputs: &[PathBuf], status: &mut Status) -> Result<Vec<SegmentRef>> {
     let mut out = Vec::new();
     for p in inputs {
-        if !p.is_dir() {
-            out.push(p.clone());
+        let meta = std::fs::metadata(p).with_context(|| format!("cannot open {}", p.display()))?;
+        if !meta.is_dir() {
+            out.push(SegmentRef {
+                path: p.clone(),
+                open: false,
+                live: false,
+            });
             continue;
         }
+        let live = weir_record::recorder_running(p);
         let listed = weir_record::Manifest::load(p)
             .with_context(|| format!("cannot read the manifest of {}", p.display()))?;
-        let mut files: Vec<PathBuf> = match listed {
-            Some(m) => m.segments.iter().map(|s| p.join(&s.file)).collect(),
-            None => std::fs::read_dir(p)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| f.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-                .collect(),
+        let mut files: Vec<SegmentRef> = match listed {
+            Some(m) => {
+                if m.segments.is_empty() {
+                    eprintln!("weir: {}: the store holds no segment yet", p.display());
+                }
+                let mut now: Option<weir_record::Manifest> = None;
+                let mut v = Vec::new();
+                for s in &m.segments {
+                    let path = p.join(&s.file);
+                    if !path.exists() {
+                        if live {
+                            // Retention of the running recorder deletes old segments: gone
+                            // from a fresh manifest too means deleted on purpose.
+                            if now.is_none() {
+                                now = weir_record::Manifest::load(p).ok().flatten();
+                            }
+                            let still = now
+                                .as_ref()
+                                .is_some_and(|m| m.segments.iter().any(|x| x.file == s.file));
+                            if !still {
+                                continue;
+                            }
+                        }
+                        eprintln!(
+                            "weir: warning: {}: segment {} listed in the manifest is missing \
+                             (deleted?); its {} packets cannot be searched",
+                            p.display(),
+                            s.file,
+                            s.packets
+                        );
+                        *status = Status::Damaged;
+                        continue;
+                    }
+                    v.push(SegmentRef {
+                        path,
+                        open: s.state == weir_record::SegmentState::Open,
+                        live,
+                    });
+                }
+                v
+            }
+            None => {
+                let v: Vec<SegmentRef> = std::fs::read_dir(p)
+                    .with_context(|| format!("cannot list {}", p.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|f| f.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+                    .map(|path| SegmentRef {
+                        path,
+                        open: false,
+                        live: false,
+                    })
+                    .collect();
+                if v.is_empty() {
+                    bail!(
+                        "{}: not a store (no manifest.json) and no capture files (.pcap, .pcapng) in it",
+                        p.display()
+                    );
+                }
+                v
+            }
         };
-        files.sort();
-        out.extend(files.into_iter().filter(|f| f.exists()));
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        out.extend(files);
     }
     Ok(out)
 }
@@ -98,6 +189,94 @@ pub fn load_index(path: &Path) -> Result<Index, IndexError> {
     Index::load(&index_path(path), &head, len)
 }
 
+/// A segment opened for reading.
+pub struct Opened {
+    /// Its reader.
+    pub reader: FileReader,
+    /// Bytes readable (a snapshot's whole blocks for a segment being written).
+    pub len: u64,
+    /// Its first bytes, for the index's file check.
+    pub head: Vec<u8>,
+}
+
+/// Largest record a recorder writes (its buffer's largest captured length).
+const MAX_CAPLEN: u32 = 262_144 + 4;
+
+/// Opens a segment. One being written is read whole into memory (with `read(2)`: the recorder
+/// cuts the tail of pcap segments at each flush, which would fault a mapped reader with SIGBUS)
+/// and cut after its last whole block or record, so the reader sees a clean prefix. Returns
+/// `None`, with a warning unless its recorder is still writing it, for a segment that holds no
+/// packet yet, or one whose file cannot be opened (then `status` is damaged).
+pub fn open_segment(seg: &SegmentRef, status: &mut Status) -> Result<Option<Opened>> {
+    let path = &seg.path;
+    if seg.open {
+        let mut bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            // Its recorder failed and deleted it, or retention did: nothing to read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && seg.live => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let scan = weir_record::scan::scan_bytes(&bytes, MAX_CAPLEN);
+        if !seg.live && scan.valid_len < scan.file_len {
+            eprintln!(
+                "weir: warning: {}: {} bytes of unfinished tail left by a recorder that stopped \
+                 are not read (`weir record -o` on the store repairs it)",
+                path.display(),
+                scan.file_len - scan.valid_len
+            );
+            *status = Status::Damaged;
+        }
+        if scan.packets == 0 {
+            if !seg.live {
+                eprintln!(
+                    "weir: warning: {}: no packet in it (left by a recorder that stopped); skipped",
+                    path.display()
+                );
+            }
+            return Ok(None);
+        }
+        bytes.truncate(scan.valid_len as usize);
+        let head = bytes[..bytes.len().min(HEAD_LEN)].to_vec();
+        let reader = FileReader::from_bytes(path, bytes)?;
+        return Ok(Some(Opened {
+            reader,
+            len: scan.valid_len,
+            head,
+        }));
+    }
+    let gone = |e: &anyhow::Error| {
+        e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        })
+    };
+    let (head, len) = match head_of(path) {
+        Ok(h) => h,
+        // Retention of the running recorder deleted it since the manifest was read.
+        Err(e) if seg.live && gone(&e) => return Ok(None),
+        Err(e) => {
+            eprintln!("weir: warning: {e:#}; skipped");
+            *status = Status::Damaged;
+            return Ok(None);
+        }
+    };
+    if len == 0 {
+        eprintln!(
+            "weir: warning: {}: empty file (0 bytes), skipped",
+            path.display()
+        );
+        return Ok(None);
+    }
+    match FileReader::open(path) {
+        Ok(reader) => Ok(Some(Opened { reader, len, head })),
+        Err(e) => {
+            eprintln!("weir: warning: {e}; skipped");
+            *status = Status::Damaged;
+            Ok(None)
+        }
+    }
+}
+
 /// One selected packet: where it is, for the time-ordered second pass.
 struct Hit {
     ts: u64,
@@ -105,61 +284,125 @@ struct Hit {
     offset: u64,
 }
 
+/// A file range to read: records starting in `[start, end)`, those before `skip_below` skipped.
+struct Range {
+    start: u64,
+    end: u64,
+    skip_below: u64,
+}
+
 /// Runs `weir extract`.
+///
+/// A store with no segment yet gives an empty output (said on stderr, exit 0); a directory
+/// that is not a store and holds no capture files is an error (exit 1). A segment the manifest
+/// lists but whose file is gone, and damage, are warned about and end in exit 1 after every
+/// readable packet was written.
 pub fn run(args: Args) -> Result<Status> {
     let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
-    let mut filters = Filters::new(&args.expr.words)?;
-    let query = Query::from_expr(&args.expr.joined());
     let mut inputs = vec![args.input.clone()];
     inputs.extend(args.more.iter().cloned());
-    let segments = segments_of(&inputs)?;
-    let mut hits = Vec::new();
-    let (mut read_bytes, mut total_bytes) = (0u64, 0u64);
+    refuse_stdin(&inputs, "extract");
+    let mut filters = Filters::new(&args.expr.words)?;
+    let query = Query::from_expr(&args.expr.joined());
     let mut status = Status::Clean;
-    for (si, path) in segments.iter().enumerate() {
-        let len = std::fs::metadata(path)?.len();
+    let segments = segments_of(&inputs, &mut status)?;
+    let mut hits = Vec::new();
+    let mut readers: Vec<Option<FileReader>> = Vec::with_capacity(segments.len());
+    let (mut read_bytes, mut total_bytes) = (0u64, 0u64);
+    for (si, seg) in segments.iter().enumerate() {
+        let path = &seg.path;
+        readers.push(None);
+        let Some(Opened {
+            mut reader,
+            len,
+            head,
+        }) = open_segment(seg, &mut status)?
+        else {
+            continue;
+        };
         total_bytes += len;
-        let ranges = match load_index(path) {
+        let quiet = seg.open && seg.live; // its index lags behind by design
+        let ranges = match Index::load(&index_path(path), &head, len) {
             Ok(ix) => {
-                let mut r = ix.candidates(&query, from, to);
+                let mut r: Vec<Range> = ix
+                    .candidates(&query, from, to)
+                    .into_iter()
+                    .map(|(start, end)| Range {
+                        start,
+                        end,
+                        skip_below: 0,
+                    })
+                    .collect();
                 if ix.covered_len < len {
-                    r.push((ix.covered_len, u64::MAX)); // not indexed yet
+                    // Not indexed yet: the records starting at or after `covered_len`.
+                    r.push(Range {
+                        start: ix.tail_start(),
+                        end: u64::MAX,
+                        skip_below: ix.covered_len,
+                    });
                 }
                 r
             }
-            Err(IndexError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                if args.verbose {
-                    eprintln!("weir: {}: no index, scanning it", path.display());
-                }
-                vec![(0, u64::MAX)]
-            }
             Err(e) => {
-                eprintln!(
-                    "weir: warning: {}: {e}; scanning the segment (`weir index` rebuilds it)",
-                    path.display()
-                );
-                vec![(0, u64::MAX)]
+                match &e {
+                    IndexError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        if args.verbose {
+                            eprintln!("weir: {}: no index, scanning it", path.display());
+                        }
+                    }
+                    _ if quiet => {}
+                    _ => eprintln!(
+                        "weir: warning: {}: {e}; scanning the segment (`weir index` rebuilds it)",
+                        path.display()
+                    ),
+                }
+                vec![Range {
+                    start: 0,
+                    end: u64::MAX,
+                    skip_below: 0,
+                }]
             }
         };
-        let mut reader =
-            FileReader::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let whole = ranges.len() == 1 && ranges[0].start == 0 && ranges[0].end == u64::MAX;
         // Reading the first packet parses the interface blocks that precede it.
-        let first = reader.next_packet()?.map(|p| p.record_offset);
+        let mut damage: Option<u64> = None;
+        let first = match reader.next_packet() {
+            Ok(p) => p.map(|p| p.record_offset),
+            Err(e) => {
+                report_damage(&e, true, &mut damage, &mut status)?;
+                None
+            }
+        };
+        let Some(first) = first else {
+            continue;
+        };
         let mut per_iface = if filters.is_empty() {
             Vec::new()
         } else {
             filters.for_interfaces(reader.interfaces())?
         };
-        for (start, end) in ranges {
-            let Some(first) = first else { break };
-            let start = start.max(first);
-            if start >= len {
+        let mut any = false;
+        for range in ranges {
+            let start = range.start.max(first);
+            if start >= len || damage.is_some_and(|d| start >= d) {
                 continue;
             }
-            reader.seek(start)?;
-            while let Some(p) = output::next_or_damaged(&mut reader, &mut status)? {
-                if p.record_offset >= end {
+            // Counting from the first packet: a damage report of a whole scan counts right.
+            reader.resume_at(start, 0)?;
+            loop {
+                let p = match reader.next_packet() {
+                    Ok(Some(p)) => p,
+                    Ok(None) => break,
+                    Err(e) => {
+                        report_damage(&e, whole, &mut damage, &mut status)?;
+                        break;
+                    }
+                };
+                if p.record_offset >= range.end || damage.is_some_and(|d| p.record_offset >= d) {
                     break;
+                }
+                if p.record_offset < range.skip_below {
+                    continue;
                 }
                 read_bytes += p.data.len() as u64;
                 if p.meta.ts_ns < from || p.meta.ts_ns > to {
@@ -187,12 +430,16 @@ pub fn run(args: Args) -> Result<Status> {
                     }
                 }
                 hits.push(hit);
+                any = true;
             }
+        }
+        if any {
+            readers[si] = Some(reader);
         }
     }
     // Global time order; ties keep segment and file order.
     hits.sort_by_key(|h| (h.ts, h.segment, h.offset));
-    let written = write_hits(&args, &segments, &hits)?;
+    let written = write_hits(&args, &mut readers, &hits)?;
     if args.verbose {
         eprintln!(
             "weir extract: {written} packets from {} segment(s); read {} of {} bytes of packet data ({:.2} %)",
@@ -205,21 +452,61 @@ pub fn run(args: Args) -> Result<Status> {
     Ok(status)
 }
 
-/// Second pass: reads each selected packet again (segments are memory-mapped, so this is
-/// cheap) and writes it, mapping each segment's interfaces to the output's.
-fn write_hits(args: &Args, segments: &[PathBuf], hits: &[Hit]) -> Result<u64> {
+/// Reports the damage that ends a segment's readable part, once per segment (a damaged region
+/// can be reached from an index range and from the unindexed tail). `whole`: the segment is
+/// read from its first packet on, so the reader's count of packets before the damage is right.
+/// Errors that are not damage are returned.
+fn report_damage(
+    e: &ReadError,
+    whole: bool,
+    damage: &mut Option<u64>,
+    status: &mut Status,
+) -> Result<()> {
+    let ReadError::Damaged {
+        path,
+        offset,
+        reason,
+        packets,
+    } = e
+    else {
+        bail!("{e}");
+    };
+    if damage.is_none_or(|d| *offset < d) {
+        if damage.is_none() {
+            if whole {
+                eprintln!(
+                    "weir: warning: {}: {reason} at byte offset {offset}; {packets} packets read before the damage",
+                    path.display()
+                );
+            } else {
+                eprintln!(
+                    "weir: warning: {}: {reason} at byte offset {offset}; the packets before it were searched",
+                    path.display()
+                );
+            }
+        }
+        *damage = Some(*offset);
+    }
+    *status = Status::Damaged;
+    Ok(())
+}
+
+/// Second pass: reads each selected packet again (through the readers of the first pass:
+/// mapped segments, or the snapshot of a segment being written) and writes it, mapping each
+/// segment's interfaces to the output's.
+fn write_hits(args: &Args, readers: &mut [Option<FileReader>], hits: &[Hit]) -> Result<u64> {
     let format = args.out.format(Format::Pcap);
     let mut specs: Vec<InterfaceSpec> = Vec::new();
-    let mut readers: Vec<Option<(FileReader, Vec<u32>)>> =
-        (0..segments.len()).map(|_| None).collect();
     // Interfaces of every segment involved, in order of first use.
+    let mut maps: Vec<Option<Vec<u32>>> = readers.iter().map(|_| None).collect();
     for h in hits {
-        let slot = &mut readers[h.segment as usize];
+        let slot = &mut maps[h.segment as usize];
         if slot.is_some() {
             continue;
         }
-        let mut r = FileReader::open(&segments[h.segment as usize])?;
-        r.next_packet()?;
+        let r = readers[h.segment as usize]
+            .as_ref()
+            .context("a selected packet's segment was not kept")?;
         let map = r
             .interfaces()
             .iter()
@@ -241,7 +528,7 @@ fn write_hits(args: &Args, segments: &[PathBuf], hits: &[Hit]) -> Result<u64> {
                 }
             })
             .collect();
-        *slot = Some((r, map));
+        *slot = Some(map);
     }
     if specs.is_empty() {
         specs.push(InterfaceSpec {
@@ -257,13 +544,15 @@ fn write_hits(args: &Args, segments: &[PathBuf], hits: &[Hit]) -> Result<u64> {
     let out = args.out.path.as_deref().context("-w is required")?;
     let mut w = PacketWriter::new(output::create(out)?, format, &specs)?;
     for h in hits {
-        let (r, map) = readers[h.segment as usize].as_mut().expect("opened above");
+        let r = readers[h.segment as usize].as_mut().expect("kept above");
+        let map = maps[h.segment as usize].as_ref().expect("mapped above");
         r.seek(h.offset)?;
         let p = r.next_packet()?.context("a selected packet vanished")?;
         let interface = if pcap {
             0
         } else {
-            map[p.meta.interface as usize]
+            *map.get(p.meta.interface as usize)
+                .context("a selected packet's interface vanished")?
         };
         w.write(
             &PacketMeta {

@@ -5,11 +5,12 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
-use weir_index::{index_path, IndexBuilder, IndexError, DEFAULT_CHUNK};
-use weir_source::FileReader;
+use std::io::Write;
 
-use super::extract::{head_of, load_index, segments_of};
+use anyhow::{bail, Context, Result};
+use weir_index::{index_path, IndexBuilder, IndexError, DEFAULT_CHUNK};
+
+use super::extract::{load_index, open_segment, refuse_stdin, segments_of, Opened};
 use super::live::human_bytes;
 use crate::output::{next_or_damaged, Status};
 use crate::time::datetime;
@@ -52,8 +53,17 @@ fn index_state(path: &std::path::Path) -> (String, u64) {
     (state, size)
 }
 
-/// Runs `weir ls`.
+/// Runs `weir ls`. Writes with `?`: a closed stdout ends it quietly (exit 0, see `main`), any
+/// other write error is an error naming stdout.
 pub fn ls(args: LsArgs) -> Result<Status> {
+    let meta = std::fs::metadata(&args.dir)
+        .with_context(|| format!("cannot open {}", args.dir.display()))?;
+    if !meta.is_dir() {
+        bail!(
+            "{} is a file, not a store directory (`weir info` describes capture files)",
+            args.dir.display()
+        );
+    }
     let manifest = weir_record::Manifest::load(&args.dir)
         .with_context(|| format!("cannot read the manifest of {}", args.dir.display()))?
         .with_context(|| format!("{} is not a store (no manifest.json)", args.dir.display()))?;
@@ -65,110 +75,123 @@ pub fn ls(args: LsArgs) -> Result<Status> {
     }
     let data: u64 = rows.iter().map(|r| r.0.bytes).sum();
     let index: u64 = rows.iter().map(|r| r.2).sum();
-    if args.json {
-        let json = serde_json::json!({
-            "format": manifest.format,
-            "segment_size": manifest.segment_size,
-            "interfaces": manifest.interfaces,
-            "bytes": data,
-            "index_bytes": index,
-            "packets": rows.iter().map(|r| r.0.packets).sum::<u64>(),
-            "drops": rows.iter().map(|r| r.0.drops).sum::<u64>(),
-            "segments": rows.iter().map(|(s, state, ib)| serde_json::json!({
-                "file": s.file,
-                "state": s.state,
-                "first_ns": s.first_ns,
-                "last_ns": s.last_ns,
-                "packets": s.packets,
-                "bytes": s.bytes,
-                "drops": s.drops,
-                "index_bytes": ib,
-                "index": state,
-            })).collect::<Vec<_>>(),
-        });
-        println!("{json:#}");
-        return Ok(Status::Clean);
-    }
-    println!(
-        "{:<44} {:<9} {:<29} {:<29} {:>10} {:>10} {:>7} {:>9}  index",
-        "segment",
-        "state",
-        "first packet (UTC)",
-        "last packet",
-        "packets",
-        "bytes",
-        "drops",
-        "index"
-    );
-    let t = |v: Option<u64>| v.map_or("-".into(), datetime);
-    for (s, state, ib) in &rows {
-        println!(
-            "{:<44} {:<9} {:<29} {:<29} {:>10} {:>10} {:>7} {:>9}  {}",
-            s.file,
-            format!("{:?}", s.state).to_lowercase(),
-            t(s.first_ns),
-            t(s.last_ns),
-            s.packets,
-            human_bytes(s.bytes),
-            s.drops,
-            human_bytes(*ib),
-            state
-        );
-    }
-    println!(
-        "{} segment(s), {} packets, {} of data, {} of index ({:.2} % of the data), {} drops",
-        rows.len(),
-        rows.iter().map(|r| r.0.packets).sum::<u64>(),
-        human_bytes(data),
-        human_bytes(index),
-        index as f64 * 100.0 / data.max(1) as f64,
-        rows.iter().map(|r| r.0.drops).sum::<u64>()
-    );
+    let mut out = std::io::stdout().lock();
+    let result = (|| -> std::io::Result<()> {
+        if args.json {
+            let json = serde_json::json!({
+                "format": manifest.format,
+                "segment_size": manifest.segment_size,
+                "interfaces": manifest.interfaces,
+                "bytes": data,
+                "index_bytes": index,
+                "packets": rows.iter().map(|r| r.0.packets).sum::<u64>(),
+                "drops": rows.iter().map(|r| r.0.drops).sum::<u64>(),
+                "segments": rows.iter().map(|(s, state, ib)| serde_json::json!({
+                    "file": s.file,
+                    "state": s.state,
+                    "first_ns": s.first_ns,
+                    "last_ns": s.last_ns,
+                    "packets": s.packets,
+                    "bytes": s.bytes,
+                    "drops": s.drops,
+                    "index_bytes": ib,
+                    "index": state,
+                })).collect::<Vec<_>>(),
+            });
+            writeln!(out, "{json:#}")?;
+            return out.flush();
+        }
+        writeln!(
+            out,
+            "{:<44} {:<9} {:<29} {:<29} {:>10} {:>10} {:>7} {:>10}  index state",
+            "segment",
+            "state",
+            "first packet (UTC)",
+            "last packet",
+            "packets",
+            "bytes",
+            "drops",
+            "index size"
+        )?;
+        let t = |v: Option<u64>| v.map_or("-".into(), datetime);
+        for (s, state, ib) in &rows {
+            writeln!(
+                out,
+                "{:<44} {:<9} {:<29} {:<29} {:>10} {:>10} {:>7} {:>10}  {}",
+                s.file,
+                format!("{:?}", s.state).to_lowercase(),
+                t(s.first_ns),
+                t(s.last_ns),
+                s.packets,
+                human_bytes(s.bytes),
+                s.drops,
+                human_bytes(*ib),
+                state
+            )?;
+        }
+        writeln!(
+            out,
+            "{} segment(s), {} packets, {} of data, {} of index ({:.2} % of the data), {} drops",
+            rows.len(),
+            rows.iter().map(|r| r.0.packets).sum::<u64>(),
+            human_bytes(data),
+            human_bytes(index),
+            index as f64 * 100.0 / data.max(1) as f64,
+            rows.iter().map(|r| r.0.drops).sum::<u64>()
+        )?;
+        out.flush()
+    })();
+    result.context("cannot write to stdout")?;
     Ok(Status::Clean)
 }
 
-/// Runs `weir index`.
+/// Runs `weir index`. A store directory: its segments without a valid index get one (all of
+/// them with `--force`); the one a running recorder writes is left to it; one left open by a
+/// recorder that stopped is indexed as far as it holds whole blocks. Stdin is refused (exit 2).
 pub fn index(args: IndexArgs) -> Result<Status> {
+    refuse_stdin(&args.inputs, "index");
     let chunk = args.chunk_kib.max(4) * 1024;
     let mut status = Status::Clean;
     for input in &args.inputs {
-        let open: Vec<String> = if input.is_dir() {
-            weir_record::Manifest::load(input)?
-                .map(|m| {
-                    m.segments
-                        .iter()
-                        .filter(|s| s.state == weir_record::SegmentState::Open)
-                        .map(|s| s.file.clone())
-                        .collect()
-                })
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        for path in segments_of(std::slice::from_ref(input))? {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            if name.as_ref().is_some_and(|n| open.contains(n)) {
+        let segs = segments_of(std::slice::from_ref(input), &mut status)?;
+        let mut up_to_date = 0;
+        for seg in &segs {
+            let path = &seg.path;
+            if seg.open && seg.live {
                 eprintln!(
                     "weir: {}: being written; the recorder indexes it",
                     path.display()
                 );
                 continue;
             }
-            if input.is_dir() && !args.force && load_index(&path).is_ok() {
+            if input.is_dir() && !args.force && !seg.open && load_index(path).is_ok() {
+                up_to_date += 1;
                 continue;
             }
+            if seg.open {
+                eprintln!(
+                    "weir: {}: left open by a recorder that stopped; indexing what it holds \
+                     (`weir record -o` on the store repairs it)",
+                    path.display()
+                );
+            }
             let started = Instant::now();
-            let mut r = FileReader::open(&path)
-                .with_context(|| format!("cannot open {}", path.display()))?;
+            let Some(Opened {
+                reader: mut r,
+                len,
+                head,
+            }) = open_segment(seg, &mut status)?
+            else {
+                continue;
+            };
             let mut b = IndexBuilder::new(chunk);
             let mut covered = 0;
             while let Some(p) = next_or_damaged(&mut r, &mut status)? {
                 b.add(p.record_offset, p.meta.ts_ns, p.link, p.data);
                 covered = r.offset();
             }
-            let (head, len) = head_of(&path)?;
             let bytes = b.serialize(covered.min(len), weir_index::head_hash(&head));
-            let out = index_path(&path);
+            let out = index_path(path);
             std::fs::write(&out, &bytes)
                 .with_context(|| format!("cannot write {}", out.display()))?;
             eprintln!(
@@ -180,6 +203,14 @@ pub fn index(args: IndexArgs) -> Result<Status> {
                 bytes.len() as f64 * 100.0 / len.max(1) as f64,
                 human_bytes(len)
             );
+        }
+        if up_to_date > 0 {
+            eprintln!(
+                "weir: {}: {up_to_date} segment(s) already indexed (--force rebuilds them)",
+                input.display()
+            );
+        } else if segs.is_empty() {
+            eprintln!("weir: {}: nothing to index", input.display());
         }
     }
     Ok(status)

@@ -21,6 +21,7 @@ use weir_record::{Format, Options, Recorder, RecorderStats, Store};
 use weir_source::FileReader;
 use weir_store::InterfaceSpec;
 
+use super::extract::usage_exit;
 use super::flows::{FlowArgs, LiveMeter};
 use super::live::{human_bytes, on_signal, Counters, Live, LiveArgs, Totals};
 use crate::args;
@@ -149,32 +150,117 @@ enum Source {
     ),
 }
 
-/// Runs `weir record`.
+/// The sizes of a run, checked against each other before the store directory is touched.
+struct Sizes {
+    segment: u64,
+    write: usize,
+    max_bytes: Option<u64>,
+    index_chunk: Option<u32>,
+}
+
+/// Checks the size options together (each alone is a number the parser accepted): a segment
+/// of at least 1 MiB that fits the filesystem, writes of at least 1 MiB, retention keeping at
+/// least one segment, sizes whose byte counts do not overflow. Nothing is created before this.
+fn check_sizes(args: &Args) -> Result<Sizes, String> {
+    let mib = |v: u64, what: &str| {
+        v.checked_mul(1 << 20)
+            .ok_or_else(|| format!("{what} {v} is too large"))
+    };
+    if args.segment_mib == 0 {
+        return Err("--segment-mib must be at least 1".into());
+    }
+    let segment = mib(args.segment_mib, "--segment-mib")?;
+    if let Ok(fs) = weir_record::disk::filesystem_size(&args.dir) {
+        if segment > fs {
+            return Err(format!(
+                "--segment-mib {} is larger than the filesystem that would hold {} ({})",
+                args.segment_mib,
+                args.dir.display(),
+                human_bytes(fs)
+            ));
+        }
+    }
+    if args.write_mib == 0 || args.write_mib > 1024 {
+        // Each write is staged in memory for pcap segments: a GiB is plenty for any disk.
+        return Err("--write-mib must be between 1 and 1024".into());
+    }
+    let write = usize::try_from(mib(args.write_mib as u64, "--write-mib")?)
+        .map_err(|_| "--write-mib is too large".to_string())?;
+    let max_bytes = match args.max_mib {
+        None => None,
+        Some(m) if m < args.segment_mib => {
+            return Err(format!(
+            "--max-mib {m} is less than one segment (--segment-mib {}): retention would delete \
+             every segment",
+            args.segment_mib
+        ))
+        }
+        Some(m) => Some(mib(m, "--max-mib")?),
+    };
+    let index_chunk = if args.no_index {
+        None
+    } else if args.index_chunk_kib < 4 {
+        return Err("--index-chunk-kib must be at least 4".into());
+    } else {
+        Some(
+            args.index_chunk_kib
+                .checked_mul(1024)
+                .ok_or("--index-chunk-kib is too large")?,
+        )
+    };
+    Ok(Sizes {
+        segment,
+        write,
+        max_bytes,
+        index_chunk,
+    })
+}
+
+/// Runs `weir record`. Order: the options are checked and the input files opened, then the
+/// store directory is created and locked (a second recorder stops there, before it allocates
+/// anything or says it is recording), then capture starts, then the store is opened (repaired).
 pub fn run(args: Args) -> Result<Status> {
     let expr = args.expr.joined();
+    if !args.inputs.files.is_empty() && !expr.is_empty() {
+        bail!("a filter expression applies to live capture; filter files with `weir read` first");
+    }
+    let sizes = check_sizes(&args).unwrap_or_else(|e| usage_exit(e));
+    let first_input = match args.inputs.files.first() {
+        Some(p) => {
+            Some(FileReader::open(p).with_context(|| format!("cannot open {}", p.display()))?)
+        }
+        None => None,
+    };
+    let lock = weir_record::StoreLock::take(&args.dir)?;
     let stop_capture = Arc::new(AtomicBool::new(false));
     on_signal(stop_capture.clone())?;
     let readers = 1;
     let best_effort = usize::from(args.flows);
-    let (mut source, interfaces, counters) = if args.inputs.files.is_empty() {
-        let live = Live::start(&args.live, &expr, readers, best_effort, "recording", 512)?;
-        let interfaces = live.interfaces.clone();
-        let counters = Some(live.counters());
-        (Source::Live(live), interfaces, counters)
-    } else {
-        if !expr.is_empty() {
-            bail!(
-                "a filter expression applies to live capture; filter files with `weir read` first"
-            );
-        }
-        let (handle, buffer, interfaces, done) = import(
-            &args.inputs.files,
+    let started = if let Some(first) = first_input {
+        import(
+            first,
+            &args.inputs.files[1..],
             args.live.buffer_mib.unwrap_or(512),
             readers,
             best_effort,
             &stop_capture,
-        )?;
-        (Source::Files(handle, buffer, done), interfaces, None)
+        )
+        .map(|(handle, buffer, interfaces, done)| {
+            (Source::Files(handle, buffer, done), interfaces, None)
+        })
+    } else {
+        Live::start(&args.live, &expr, readers, best_effort, "recording", 512).map(|live| {
+            let interfaces = live.interfaces.clone();
+            let counters = Some(live.counters());
+            (Source::Live(live), interfaces, counters)
+        })
+    };
+    let (mut source, interfaces, counters) = match started {
+        Ok(s) => s,
+        Err(e) => {
+            lock.abandon();
+            return Err(e);
+        }
     };
     let buffer = match &source {
         Source::Live(l) => l.buffer.clone(),
@@ -186,12 +272,12 @@ pub fn run(args: Args) -> Result<Status> {
     };
     let mut opts = Options::new(interfaces.clone());
     opts.format = format;
-    opts.segment_size = args.segment_mib << 20;
-    opts.write_size = args.write_mib << 20;
-    opts.max_bytes = args.max_mib.map(|m| m << 20);
+    opts.segment_size = sizes.segment;
+    opts.write_size = sizes.write;
+    opts.max_bytes = sizes.max_bytes;
     opts.max_age_ns = args.max_age.map(|s| (s * 1e9) as u64);
     opts.max_caplen = buffer.max_caplen() as u32;
-    opts.index_chunk = (!args.no_index).then_some(args.index_chunk_kib.max(4) * 1024);
+    opts.index_chunk = sizes.index_chunk;
     if let Some(c) = &counters {
         let c = c.clone();
         let b = buffer.clone();
@@ -199,12 +285,15 @@ pub fn run(args: Args) -> Result<Status> {
             c.totals().kernel_drops + b.stats().dropped()
         }));
     }
-    let (store, recovery) = Store::open(&args.dir, format, opts.segment_size, opts.max_caplen)?;
+    let (store, recovery) = Store::open_locked(lock, format, opts.segment_size, opts.max_caplen)?;
     for (name, cut) in &recovery.repaired {
         eprintln!("weir: repaired {name} after an unclean stop ({cut} bytes of partial tail cut)");
     }
     for name in &recovery.missing {
         eprintln!("weir: warning: segment {name} listed in the manifest is missing");
+    }
+    for name in &recovery.removed {
+        eprintln!("weir: removed {name}: it held no packet (left by an unclean stop)");
     }
     let mut recorder = Recorder::new(store, opts)?;
     let rstats = recorder.stats();
@@ -418,11 +507,13 @@ fn write_stats(
 }
 
 /// Starts a thread that copies capture files into a new buffer, waiting (never dropping) when
-/// the buffer is full: importing is lossless. Returns the thread, the buffer, the interfaces of
+/// the buffer is full: importing is lossless. `first` is the first file, already open (so stdin
+/// is read once); `rest` are opened in turn. Returns the thread, the buffer, the interfaces of
 /// the first file and a flag to stop early.
 #[allow(clippy::type_complexity)]
 fn import(
-    inputs: &[PathBuf],
+    first: FileReader,
+    rest: &[PathBuf],
     buffer_mib: usize,
     readers: usize,
     best_effort: usize,
@@ -433,8 +524,10 @@ fn import(
     Vec<InterfaceSpec>,
     Arc<AtomicBool>,
 )> {
-    let first = FileReader::open(&inputs[0])
-        .with_context(|| format!("cannot open {}", inputs[0].display()))?;
+    let mut first = first;
+    // A pcapng file describes its interfaces in blocks before its first packet: read it (and
+    // keep it, to push first) so they are known.
+    let pending = first.next_packet()?.map(|p| (p.meta, p.data.to_vec()));
     let interfaces: Vec<InterfaceSpec> = first
         .interfaces()
         .iter()
@@ -444,7 +537,6 @@ fn import(
             name: i.name.clone(),
         })
         .collect();
-    drop(first);
     let buffer = weir_buffer::Config::new(buffer_mib << 20)
         .readers(readers)
         .best_effort_readers(best_effort)
@@ -453,36 +545,50 @@ fn import(
         .context("cannot create the packet buffer")?;
     let mut writer = buffer.writer()?;
     let done = Arc::new(AtomicBool::new(false));
-    let (inputs, stop, interrupted) = (inputs.to_vec(), done.clone(), interrupted.clone());
+    let (rest, stop, interrupted) = (rest.to_vec(), done.clone(), interrupted.clone());
     let n_ifaces = interfaces.len();
     let handle = std::thread::spawn(move || -> Result<Totals> {
         let mut t = Totals::default();
-        for path in &inputs {
-            let mut r = FileReader::open(path)
-                .with_context(|| format!("cannot open {}", path.display()))?;
+        let mut push = |meta: &weir_packet::PacketMeta, data: &[u8], t: &mut Totals| {
+            let iface = if (meta.interface as usize) < n_ifaces {
+                meta.interface
+            } else {
+                0
+            };
+            loop {
+                match writer.push(iface, meta.ts_ns, meta.orig_len, data) {
+                    Ok(()) => break,
+                    Err(Dropped::Full) => std::thread::sleep(Duration::from_micros(50)),
+                    Err(Dropped::TooLong) => {
+                        t.too_long += 1;
+                        break;
+                    }
+                }
+            }
+            t.received += 1;
+            t.pushed += 1;
+            t.pushed_bytes += data.len() as u64;
+            t.wire_bytes += u64::from(meta.orig_len);
+        };
+        if let Some((meta, data)) = &pending {
+            push(meta, data, &mut t);
+        }
+        let mut next = Some(first);
+        let mut paths = rest.iter();
+        loop {
+            let mut r = match next.take() {
+                Some(r) => r,
+                None => match paths.next() {
+                    Some(path) => FileReader::open(path)
+                        .with_context(|| format!("cannot open {}", path.display()))?,
+                    None => break,
+                },
+            };
             while let Some(p) = r.next_packet()? {
                 if stop.load(Ordering::Relaxed) || interrupted.load(Ordering::Relaxed) {
                     return Ok(t);
                 }
-                let iface = if (p.meta.interface as usize) < n_ifaces {
-                    p.meta.interface
-                } else {
-                    0
-                };
-                loop {
-                    match writer.push(iface, p.meta.ts_ns, p.meta.orig_len, p.data) {
-                        Ok(()) => break,
-                        Err(Dropped::Full) => std::thread::sleep(Duration::from_micros(50)),
-                        Err(Dropped::TooLong) => {
-                            t.too_long += 1;
-                            break;
-                        }
-                    }
-                }
-                t.received += 1;
-                t.pushed += 1;
-                t.pushed_bytes += p.data.len() as u64;
-                t.wire_bytes += u64::from(p.meta.orig_len);
+                push(&p.meta, p.data, &mut t);
             }
         }
         Ok(t)
