@@ -40,7 +40,10 @@ impl FromStr for Target {
             let mut addrs = Vec::new();
             for part in list.split(',') {
                 let part = part.trim();
-                let part = part.strip_prefix("udp://").unwrap_or(part).trim_end_matches('/');
+                let part = part
+                    .strip_prefix("udp://")
+                    .unwrap_or(part)
+                    .trim_end_matches('/');
                 if part.is_empty() {
                     return Err(bad("empty collector address"));
                 }
