@@ -598,6 +598,13 @@ fn summary(read: u64, s: &MeterStats, exports: &[(String, ExportStats)]) {
              exportable as v5",
             e.records, e.datagrams, e.bytes, e.dropped, e.dropped_v5_ipv6
         );
+        if e.times_clamped > 0 {
+            eprintln!(
+                "weir: warning: {name}: {} records last longer than the 49.7 days NetFlow's \
+                 32-bit uptime spans: their end time was clamped",
+                e.times_clamped
+            );
+        }
     }
     eprintln!(
         "  memory: {:.1} bytes per flow ({} flows of capacity over {} shard(s))",
@@ -637,6 +644,7 @@ fn stats_json(read: u64, s: &MeterStats, exports: &[(String, ExportStats)]) -> s
             "bytes": e.bytes,
             "dropped": e.dropped,
             "dropped_v5_ipv6": e.dropped_v5_ipv6,
+            "times_clamped": e.times_clamped,
         })).collect::<Vec<_>>(),
     })
 }
