@@ -282,3 +282,93 @@ fn outputs_that_cannot_work_are_clear_errors() {
     let (_, err) = flows_with(&["--stats", "/nonexistent/dir/x", "--json", "/dev/null"]);
     assert!(!err.contains("packets read"), "{err}");
 }
+
+/// `weir latency A B --json -`: the first stream's summary.
+fn latency_stream(a: &Path, b: &Path) -> serde_json::Value {
+    let out = run(weir().arg("latency").arg(a).arg(b).args(["--json", "-"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["runs"][0]["streams"][0].clone()
+}
+
+fn tool(cmd: &mut Command) {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn latency_percentiles_of_negative_latencies() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    tool(
+        weir()
+            .args(["gen", "--pps", "1000", "-c", "500", "--size", "200"])
+            .args(["--start", "1700000000000000000", "-w"])
+            .arg(p("a.pcap")),
+    );
+    // B = A 1 ms earlier: every latency is -1 ms, percentiles too (they were 0).
+    tool(
+        Command::new("editcap")
+            .args(["-t", "-0.001"])
+            .arg(p("a.pcap"))
+            .arg(p("b.pcap")),
+    );
+    let s = latency_stream(&p("a.pcap"), &p("b.pcap"));
+    assert_eq!(s["received"], 500);
+    for k in ["min_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"] {
+        assert_eq!(s[k], -1_000_000, "{k}: {s}");
+    }
+    // Mixed, by hand: of 10 packets the first 6 arrive 1 ms "early", the last 4 2 ms late.
+    // Rank ceil(p * 10): p50 = 5th = -1 ms, p90 = 9th, p99 and p99.9 = 10th = +2 ms.
+    tool(
+        weir()
+            .args(["gen", "--pps", "1000", "-c", "10", "--size", "200"])
+            .args(["--start", "1700000000000000000", "-w"])
+            .arg(p("m.pcap")),
+    );
+    tool(
+        Command::new("editcap")
+            .args(["-r", "-t", "-0.001"])
+            .arg(p("m.pcap"))
+            .arg(p("m1.pcap"))
+            .arg("1-6"),
+    );
+    tool(
+        Command::new("editcap")
+            .args(["-r", "-t", "0.002"])
+            .arg(p("m.pcap"))
+            .arg(p("m2.pcap"))
+            .arg("7-10"),
+    );
+    tool(
+        Command::new("mergecap")
+            .args(["-F", "pcap", "-a", "-w"])
+            .arg(p("mb.pcap"))
+            .arg(p("m1.pcap"))
+            .arg(p("m2.pcap")),
+    );
+    let s = latency_stream(&p("m.pcap"), &p("mb.pcap"));
+    assert_eq!(
+        (s["received"].clone(), s["negative"].clone()),
+        (10.into(), 6.into())
+    );
+    let want = [
+        ("min_ns", -1_000_000),
+        ("p50_ns", -1_000_000),
+        ("p90_ns", 2_000_000),
+        ("p99_ns", 2_000_000),
+        ("p999_ns", 2_000_000),
+        ("max_ns", 2_000_000),
+    ];
+    for (k, v) in want {
+        assert_eq!(s[k], v, "{k}: {s}");
+    }
+}
