@@ -372,3 +372,66 @@ fn latency_percentiles_of_negative_latencies() {
         assert_eq!(s[k], v, "{k}: {s}");
     }
 }
+
+/// A veth pair the test creates (left down) and deletes when dropped.
+struct DownVeth(String);
+
+impl DownVeth {
+    fn new(tag: &str) -> DownVeth {
+        let name = format!("wd{tag}{}", std::process::id() % 100_000);
+        tool(Command::new("ip").args([
+            "link",
+            "add",
+            &name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("{name}p"),
+        ]));
+        DownVeth(name)
+    }
+}
+
+impl Drop for DownVeth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.0]).output();
+    }
+}
+
+#[test]
+fn gen_refuses_an_interface_that_is_down() {
+    let v = DownVeth::new("a");
+    let out = run(weir().args(["gen", "-i", &v.0, "-c", "10"]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{}: That device is not up", v.0)),
+        "{err}"
+    );
+    assert!(!err.contains("sent "), "refused before sending: {err}");
+}
+
+#[test]
+fn gen_send_errors_at_run_time_are_an_exit_1_with_the_count() {
+    let v = DownVeth::new("b");
+    tool(Command::new("ip").args(["link", "set", &v.0, "up"]));
+    // 400 packets at 100 pps: the interface goes down after about a second of it.
+    let child = weir()
+        .args(["gen", "-i", &v.0, "-c", "400", "--pps", "100"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    tool(Command::new("ip").args(["link", "set", &v.0, "down"]));
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let failed: u64 = err
+        .split("weir: error: ")
+        .nth(1)
+        .and_then(|e| e.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of failed sends: {err}"));
+    assert!(failed > 0 && err.contains("Network is down"), "{err}");
+}
