@@ -435,3 +435,46 @@ fn gen_send_errors_at_run_time_are_an_exit_1_with_the_count() {
         .unwrap_or_else(|| panic!("no count of failed sends: {err}"));
     assert!(failed > 0 && err.contains("Network is down"), "{err}");
 }
+
+/// `weir flows ARGS --workers N --json -`, records sorted.
+fn sorted_records(args: &[&Path], workers: usize) -> Vec<String> {
+    let mut cmd = weir();
+    cmd.arg("flows");
+    for a in args {
+        cmd.arg("-r").arg(a);
+    }
+    let out = run(cmd.args(["--workers", &workers.to_string(), "--json", "-"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut v: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn more_workers_than_files_or_ranges_give_the_same_records() {
+    // One small file (a single range of the parallel reader) and two files in time order:
+    // any worker count, also far more than ranges or files, meters the same flows.
+    let (e, l, big) = (earlier(), later(), corpus_file("smb2-03-rule__smb2.pcap"));
+    for input in [
+        vec![e.as_path(), l.as_path()],
+        vec![l.as_path()],
+        vec![big.as_path()],
+    ] {
+        let one = sorted_records(&input, 1);
+        assert!(!one.is_empty());
+        for w in [2, 3, 64, 256] {
+            assert!(
+                sorted_records(&input, w) == one,
+                "{input:?}: --workers {w} differs from --workers 1"
+            );
+        }
+    }
+}
