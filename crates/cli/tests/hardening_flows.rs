@@ -416,17 +416,23 @@ fn gen_refuses_an_interface_that_is_down() {
 fn gen_send_errors_at_run_time_are_an_exit_1_with_the_count() {
     let v = DownVeth::new("b");
     tool(Command::new("ip").args(["link", "set", &v.0, "up"]));
-    // 400 packets at 100 pps: the interface goes down after about a second of it.
-    let child = weir()
+    // 400 packets at 100 pps: the interface goes down a second after sending started.
+    let mut child = weir()
         .args(["gen", "-i", &v.0, "-c", "400", "--pps", "100"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut err = String::new();
+    while !err.contains("sending on") {
+        use std::io::BufRead as _;
+        assert!(stderr.read_line(&mut err).unwrap() > 0, "gen exited: {err}");
+    }
     std::thread::sleep(Duration::from_secs(1));
     tool(Command::new("ip").args(["link", "set", &v.0, "down"]));
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
     let failed: u64 = err
         .split("weir: error: ")
         .nth(1)
@@ -434,6 +440,15 @@ fn gen_send_errors_at_run_time_are_an_exit_1_with_the_count() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count of failed sends: {err}"));
     assert!(failed > 0 && err.contains("Network is down"), "{err}");
+    // what was sent and what was not add up to the 400 packets asked for
+    let num_before = |tail: &str| -> u64 {
+        let head = err.split(tail).next().unwrap();
+        head.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let sent = num_before(" packets (");
+    let unsent = num_before(" packets not sent");
+    assert_eq!(sent + unsent, 400, "{err}");
+    assert!(unsent > 0, "{err}");
 }
 
 /// `weir flows ARGS --workers N --json -`, records sorted.

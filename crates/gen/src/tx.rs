@@ -71,6 +71,9 @@ pub struct TxStats {
     pub send_errors: u64,
     /// `send()` calls.
     pub sends: u64,
+    /// Frames the kernel still had not taken when [`TxRing::drain`] gave up (a send error such
+    /// as ENETDOWN leaves them in the ring): never sent.
+    pub unsent: u64,
 }
 
 /// An AF_PACKET socket with a TPACKET_V2 TX ring, bound to one interface.
@@ -373,6 +376,9 @@ impl TxRing {
             self.flush();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        self.stats.unsent = (0..self.frame_count)
+            .filter(|&s| self.status(s).load(Ordering::Acquire) == TP_STATUS_SEND_REQUEST)
+            .count() as u64;
         for s in 0..self.frame_count {
             if self.status(s).load(Ordering::Acquire) == TP_STATUS_WRONG_FORMAT {
                 self.stats.rejected += 1;
