@@ -268,6 +268,16 @@ fn outputs_that_cannot_work_are_clear_errors() {
         (&["--json", "/dev/full"][..], "json /dev/full"),
         (&["--csv", "/dev/full"][..], "csv /dev/full"),
         (&["--stats", "/nonexistent/dir/x"][..], "/nonexistent/dir/x"),
+        // a send the kernel refuses (broadcast without SO_BROADCAST): nothing leaves the host
+        (
+            &[
+                "--export",
+                "udp://255.255.255.255:2055",
+                "--json",
+                "/dev/null",
+            ][..],
+            "records could not be sent",
+        ),
     ] {
         let (code, err) = flows_with(args);
         assert_eq!(code, Some(1), "{args:?}: {err}");

@@ -325,6 +325,12 @@ fn finish(read: u64, meter: Meter<Sinks>, stats: Option<StatsFile>) -> Result<()
     if let Some(file) = stats {
         file.write(&stats_json(read, &done.stats, &exports))?;
     }
+    if let (None, Some((name, e))) = (&first_err, exports.iter().find(|(_, e)| e.dropped > 0)) {
+        first_err = Some(anyhow::anyhow!(
+            "export to {name}: {} records could not be sent (send errors; counted per collector)",
+            e.dropped
+        ));
+    }
     match first_err {
         Some(e) => Err(e),
         None => Ok(()),
