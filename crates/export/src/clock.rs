@@ -172,7 +172,15 @@ impl Base {
         let now = if now >= self.boot_ms && now - self.boot_ms <= SPAN_MS {
             now
         } else {
-            self.latest_ms.max(self.boot_ms)
+            // (only a record that cannot be expressed reaches past the span: the header's
+            // uptime must not, or collectors would misplace every record)
+            let top = self.boot_ms + SPAN_MS;
+            let top = if whole_seconds {
+                top / 1000 * 1000
+            } else {
+                top
+            };
+            self.latest_ms.clamp(self.boot_ms, top)
         };
         clock.rebased(self.boot_ms, now)
     }

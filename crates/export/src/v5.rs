@@ -430,4 +430,19 @@ mod tests {
         );
         assert_eq!(p.clamped(), 0);
     }
+
+    #[test]
+    fn a_flow_longer_than_the_uptime_span_is_counted() {
+        let mut r = rec(2, 120);
+        r.forward.last_ns = r.forward.first_ns + 60 * 86_400_000_000_000; // 60 days
+        let c = clock_at(T0, &[r]);
+        let mut p = V5Packer::new(0, 0);
+        let mut ready = Vec::new();
+        p.add(&r, &c, &mut ready);
+        let d = p.flush(&c).unwrap();
+        assert_eq!(p.clamped(), 1);
+        let (first, last) = decoded_times(&d)[0];
+        assert_eq!(first, r.forward.first_ns / 1_000_000, "First stays exact");
+        assert_eq!(last - first, u64::from(u32::MAX), "Last clamped");
+    }
 }
