@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-/// Why an exporter could not be opened or could not write.
+/// Why an exporter could not be opened or could not write. An I/O cause is the error's
+/// [`source`](std::error::Error::source), not part of its message (print the chain, as anyhow's
+/// `{:#}` does, to see it).
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
     /// A target string that does not parse (`udp://HOST:PORT[,HOST:PORT...]`, `file:PATH`, `-`).
@@ -17,7 +19,7 @@ pub enum ExportError {
     #[error("unsupported export: {0}")]
     Unsupported(String),
     /// The output file could not be created.
-    #[error("cannot create {path}: {source}")]
+    #[error("cannot create {path}")]
     Create {
         /// The file.
         path: PathBuf,
@@ -25,8 +27,8 @@ pub enum ExportError {
         source: std::io::Error,
     },
     /// The UDP socket could not be opened.
-    #[error("cannot open a UDP socket: {0}")]
-    Socket(std::io::Error),
+    #[error("cannot open a UDP socket")]
+    Socket(#[source] std::io::Error),
     /// The configured MTU cannot hold a header, the templates and one record.
     #[error("MTU {mtu} is too small: at least {needed} bytes are needed")]
     MtuTooSmall {
@@ -36,6 +38,6 @@ pub enum ExportError {
         needed: usize,
     },
     /// Writing to a file or stdout failed.
-    #[error("write failed: {0}")]
+    #[error("write failed")]
     Write(#[from] std::io::Error),
 }

@@ -34,6 +34,7 @@ pub(crate) struct IpfixFormat {
 impl SetFormat for IpfixFormat {
     const HEADER_LEN: usize = 16;
     const TEMPLATE_SET_ID: u16 = 2;
+    const UPTIME: bool = false;
     const PAD: usize = 1;
 
     fn write_header(&mut self, buf: &mut [u8], counts: Counts, clock: &Clock) {

@@ -14,7 +14,10 @@
 //! are deterministic: the exporter's "now" is the latest flow end or tick time seen, and NetFlow's
 //! "boot" is the first tick time or the first record's first packet, whichever came first (or
 //! [`ExportOptions::boot_ns`]). Callers should call `tick(first_packet_ns)` before exporting so
-//! that boot is the start of the capture; a flow that started before boot gets First = 0.
+//! that boot is the start of the capture. A NetFlow v5 / v9 datagram whose records cannot count
+//! from that boot (input whose clock runs backwards, such as concatenated captures, or spans more
+//! than the 49.7 days of a 32-bit ms uptime) gets a boot and header time of its own, so every
+//! First / Last a collector rebuilds is exact to the millisecond.
 //!
 //! # Files
 //!

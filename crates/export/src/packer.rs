@@ -32,6 +32,11 @@ pub(crate) trait Packer: Send {
     fn is_pending(&self) -> bool;
     /// Closes the open datagram (stamping its header with `clock`'s now), if any.
     fn flush(&mut self, clock: &Clock) -> Option<Datagram>;
+    /// Records so far whose times could not be expressed exactly (a NetFlow v5 / v9 record
+    /// lasting more than 49.7 days: its Last is clamped).
+    fn clamped(&self) -> u64 {
+        0
+    }
 }
 
 /// An all-zero direction, for the absent side of a one-way record.

@@ -9,7 +9,7 @@
 
 use weir_flows::FlowRecord;
 
-use crate::clock::Clock;
+use crate::clock::{span_ms, Base, Clock};
 use crate::packer::{biflow, uniflows, Added, Datagram, Packer, View};
 use crate::template::Template;
 use crate::ExportError;
@@ -22,6 +22,9 @@ pub(crate) trait SetFormat: Send {
     const TEMPLATE_SET_ID: u16;
     /// Sets are padded to a multiple of this.
     const PAD: usize;
+    /// Whether records carry times relative to the header's sys_uptime (NetFlow v9), so each
+    /// datagram needs a [`Base`]; IPFIX times are absolute.
+    const UPTIME: bool;
     /// Fills the header of a finished datagram (`buf` holds the whole datagram) and advances
     /// the format's sequence counter.
     fn write_header(&mut self, buf: &mut [u8], counts: Counts, clock: &Clock);
@@ -60,6 +63,10 @@ pub(crate) struct SetPacker<F: SetFormat> {
     counts: Counts,
     /// Datagrams sent since the templates were last sent, and when (ns); None before the first.
     since_templates: Option<(u32, u64)>,
+    /// Time base of the open datagram (formats with `UPTIME` only).
+    base: Option<Base>,
+    /// Records whose times could not be expressed (a flow longer than 49.7 days).
+    clamped: u64,
 }
 
 impl<F: SetFormat> SetPacker<F> {
@@ -94,6 +101,8 @@ impl<F: SetFormat> SetPacker<F> {
                 data: 0,
             },
             since_templates: None,
+            base: None,
+            clamped: 0,
         })
     }
 
@@ -137,9 +146,18 @@ impl<F: SetFormat> SetPacker<F> {
         let t = usize::from(view.key.src.is_ipv6()) + if two_way { 2 } else { 0 };
         let id = self.templates[t].id;
         let rec_len = self.templates[t].record_len();
+        let span = F::UPTIME.then(|| span_ms(view.fwd)).flatten();
+        if F::UPTIME && !self.buf.is_empty() && !self.base.as_mut().is_some_and(|b| b.admit(span)) {
+            ready.extend(self.flush(clock));
+        }
         loop {
             if self.buf.is_empty() {
                 self.open(clock);
+                if F::UPTIME {
+                    let (base, fits) = Base::open(clock, span);
+                    self.clamped += u64::from(!fits);
+                    self.base = Some(base);
+                }
             }
             let (set_start, extra) = match self.set {
                 Some((sid, start)) if sid == id => (start, 0),
@@ -162,7 +180,8 @@ impl<F: SetFormat> SetPacker<F> {
             self.buf.extend_from_slice(&id.to_be_bytes());
             self.buf.extend_from_slice(&[0, 0]);
         }
-        self.templates[t].write_record(&mut self.buf, view, clock);
+        let at = self.base.as_ref().map_or(*clock, |b| b.records(clock));
+        self.templates[t].write_record(&mut self.buf, view, &at);
         self.counts.data += 1;
     }
 }
@@ -183,6 +202,10 @@ impl<F: SetFormat> Packer for SetPacker<F> {
         !self.buf.is_empty()
     }
 
+    fn clamped(&self) -> u64 {
+        self.clamped
+    }
+
     fn flush(&mut self, clock: &Clock) -> Option<Datagram> {
         if self.buf.is_empty() {
             return None;
@@ -190,7 +213,8 @@ impl<F: SetFormat> Packer for SetPacker<F> {
         if let Some((_, start)) = self.set.take() {
             self.pad_and_close(start);
         }
-        self.format.write_header(&mut self.buf, self.counts, clock);
+        let at = self.base.take().map_or(*clock, |b| b.header(clock, true));
+        self.format.write_header(&mut self.buf, self.counts, &at);
         if let Some((n, _)) = &mut self.since_templates {
             *n += 1;
         }

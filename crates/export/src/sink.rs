@@ -68,6 +68,9 @@ pub struct ExportStats {
     pub dropped: u64,
     /// Flow records not exported because NetFlow v5 cannot carry IPv6.
     pub dropped_v5_ipv6: u64,
+    /// NetFlow v5 / v9 records whose Last could not be expressed (a flow lasting more than the
+    /// 49.7 days a 32-bit ms uptime spans): sent with Last clamped to First + 49.7 days.
+    pub times_clamped: u64,
 }
 
 /// Tunables of NetFlow / IPFIX export; [`Default`] gives the documented defaults.
@@ -235,6 +238,7 @@ impl FlowSink for NetflowSink {
     fn finish(&mut self) -> Result<ExportStats, ExportError> {
         self.flush_pending()?;
         self.transport.flush()?;
+        self.stats.times_clamped = self.packer.clamped();
         Ok(self.stats)
     }
 }
@@ -305,7 +309,8 @@ mod tests {
                 datagrams: 1,
                 bytes: 72,
                 dropped: 0,
-                dropped_v5_ipv6: 1
+                dropped_v5_ipv6: 1,
+                times_clamped: 0,
             }
         );
     }

@@ -23,8 +23,9 @@ pub enum Target {
 impl FromStr for Target {
     type Err = ExportError;
 
-    /// Parses `udp://HOST:PORT[,HOST:PORT...]` (IPv6 literals in brackets, host names resolved
-    /// to their first address), a bare `HOST:PORT` socket address (also UDP, so
+    /// Parses `udp://HOST:PORT[,HOST:PORT...]`, each further collector with or without its own
+    /// `udp://` (`udp://A:1,udp://B:2` as the help shows, or `udp://A:1,B:2`; IPv6 literals in
+    /// brackets, host names resolved to their first address), a bare `HOST:PORT` socket address (also UDP, so
     /// [`DEFAULT_COLLECTOR`] parses), `file:PATH` or `file://PATH`, `-` for stdout, and any other
     /// string as a file path.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -38,7 +39,11 @@ impl FromStr for Target {
         if let Some(list) = s.strip_prefix("udp://") {
             let mut addrs = Vec::new();
             for part in list.split(',') {
-                let part = part.trim().trim_end_matches('/');
+                let part = part.trim();
+                let part = part
+                    .strip_prefix("udp://")
+                    .unwrap_or(part)
+                    .trim_end_matches('/');
                 if part.is_empty() {
                     return Err(bad("empty collector address"));
                 }
@@ -46,12 +51,12 @@ impl FromStr for Target {
                     Ok(a) => a,
                     Err(_) => part
                         .to_socket_addrs()
-                        .map_err(|e| bad(&format!("{part}: {e}")))?
+                        .map_err(|e| bad(&format!("{part}: cannot resolve: {e}")))?
                         .next()
                         .ok_or_else(|| bad(&format!("{part}: no address")))?,
                 };
                 if addr.port() == 0 {
-                    return Err(bad("port 0"));
+                    return Err(bad(&format!("{part}: port 0 (a collector needs a port)")));
                 }
                 addrs.push(addr);
             }
@@ -96,6 +101,15 @@ mod tests {
             t("udp://127.0.0.1:2055,[::1]:4739"),
             udp(&["127.0.0.1:2055", "[::1]:4739"])
         );
+        assert_eq!(
+            t("udp://127.0.0.1:2788,udp://127.0.0.1:3788"),
+            udp(&["127.0.0.1:2788", "127.0.0.1:3788"]),
+            "the form the help and README show"
+        );
+        assert_eq!(
+            t("udp://127.0.0.1:2788, udp://[::1]:3788/,127.0.0.2:9"),
+            udp(&["127.0.0.1:2788", "[::1]:3788", "127.0.0.2:9"])
+        );
         assert_eq!(t(DEFAULT_COLLECTOR), udp(&["127.0.0.1:2055"]));
         assert_eq!(t("file:/tmp/x.nf"), Target::File("/tmp/x.nf".into()));
         assert_eq!(t("file:///tmp/x.nf"), Target::File("/tmp/x.nf".into()));
@@ -110,6 +124,11 @@ mod tests {
             "udp://",
             "udp://1.2.3.4",
             "udp://1.2.3.4:0",
+            "udp://1.2.3.4:5,",
+            "udp://1.2.3.4:5,udp://",
+            "udp://1.2.3.4:5,udp://1.2.3.4:0",
+            "udp://1.2.3.4:5,tcp://1.2.3.4:6",
+            "udp://no-such-host.invalid:2055",
             "tcp://1.2.3.4:5",
             "file:",
         ] {

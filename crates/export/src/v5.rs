@@ -24,7 +24,7 @@ use std::net::IpAddr;
 
 use weir_flows::FlowRecord;
 
-use crate::clock::Clock;
+use crate::clock::{span_ms, Base, Clock};
 use crate::packer::{uniflows, Added, Datagram, Packer};
 
 /// Header length.
@@ -42,6 +42,10 @@ pub(crate) struct V5Packer {
     flows_sent: u32,
     engine_type: u8,
     engine_id: u8,
+    /// Time base of the open datagram.
+    base: Option<Base>,
+    /// Records whose times could not be expressed (a flow longer than 49.7 days).
+    clamped: u64,
 }
 
 impl V5Packer {
@@ -53,7 +57,28 @@ impl V5Packer {
             flows_sent: 0,
             engine_type,
             engine_id,
+            base: None,
+            clamped: 0,
         }
+    }
+
+    /// Makes sure the open datagram (opening one if needed) can hold a record spanning `span`,
+    /// and returns the clock its times are encoded with.
+    fn based(
+        &mut self,
+        span: Option<(u64, u64)>,
+        clock: &Clock,
+        ready: &mut Vec<Datagram>,
+    ) -> Clock {
+        if self.count > 0 && !self.base.as_mut().is_some_and(|b| b.admit(span)) {
+            ready.extend(self.flush(clock));
+        }
+        if self.count == 0 {
+            let (base, fits) = Base::open(clock, span);
+            self.clamped += u64::from(!fits);
+            self.base = Some(base);
+        }
+        self.base.as_ref().map_or(*clock, |b| b.records(clock))
     }
 
     fn push_record(&mut self, r: &WireRecord) {
@@ -115,13 +140,15 @@ impl Packer for V5Packer {
                 .max(dir.bytes.div_ceil(max))
                 .max(1);
             for i in 0..n {
+                // the times of the datagram this record goes into
+                let at = self.based(span_ms(dir), clock, ready);
                 self.push_record(&WireRecord {
                     src: s.octets(),
                     dst: d.octets(),
                     packets: share(dir.packets, n, i),
                     bytes: share(dir.bytes, n, i),
-                    first: clock.uptime_ms(dir.first_ns),
-                    last: clock.uptime_ms(dir.last_ns),
+                    first: at.uptime_ms(dir.first_ns),
+                    last: at.uptime_ms(dir.last_ns),
                     src_port: view.key.src_port,
                     dst_port: view.key.dst_port,
                     tcp_flags: dir.tcp_flags,
@@ -140,10 +167,18 @@ impl Packer for V5Packer {
         self.count > 0
     }
 
+    fn clamped(&self) -> u64 {
+        self.clamped
+    }
+
     fn flush(&mut self, clock: &Clock) -> Option<Datagram> {
         if self.count == 0 {
             return None;
         }
+        let clock = &match self.base.take() {
+            Some(b) => b.header(clock, false),
+            None => *clock,
+        };
         let now_ms = clock.now_ms();
         let mut h = [0u8; HEADER_LEN];
         h[0..2].copy_from_slice(&5u16.to_be_bytes());
@@ -335,5 +370,79 @@ mod tests {
         assert_eq!(&r2[16..24], &[0, 0, 0, 2, 0, 0, 0, 200]);
         assert_eq!(&r2[24..28], &2000u32.to_be_bytes());
         assert_eq!(&r2[32..40], &[0x01, 0xbb, 0x9c, 0x40, 0, 0x12, 6, 0x28]);
+    }
+
+    /// Times a collector rebuilds from a datagram: `unix time - sys_uptime + First/Last`.
+    fn decoded_times(d: &Datagram) -> Vec<(u64, u64)> {
+        let be = |at: usize| u64::from(u32::from_be_bytes(d.bytes[at..at + 4].try_into().unwrap()));
+        let boot = be(8) * 1000 + be(12) / 1_000_000 - be(4);
+        d.bytes[HEADER_LEN..]
+            .chunks(RECORD_LEN)
+            .map(|r| {
+                let f = u64::from(u32::from_be_bytes(r[24..28].try_into().unwrap()));
+                let l = u64::from(u32::from_be_bytes(r[28..32].try_into().unwrap()));
+                (boot + f, boot + l)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn clock_going_backwards_keeps_every_time() {
+        // A later capture first (boot at T0 + 100 days), then an earlier one, then the later
+        // one again: no record may lose its times (they used to become 0 = boot).
+        const DAY: u64 = 86_400_000_000_000;
+        let at = |t: u64| {
+            let mut r = rec(1, 60);
+            r.forward.first_ns = t;
+            r.forward.last_ns = t + 1_234_567_890;
+            r
+        };
+        let recs = [
+            at(T0 + 100 * DAY),
+            at(T0),
+            at(T0 + 5 * DAY),
+            at(T0 + 100 * DAY + 7),
+        ];
+        let mut c = Clock::new(None);
+        c.tick(T0 + 100 * DAY);
+        let mut p = V5Packer::new(0, 0);
+        let mut ready = Vec::new();
+        for r in &recs {
+            c.observe(r);
+            p.add(r, &c, &mut ready);
+        }
+        ready.extend(p.flush(&c));
+        let got: Vec<_> = ready.iter().flat_map(decoded_times).collect();
+        let want: Vec<_> = recs
+            .iter()
+            .map(|r| {
+                (
+                    r.forward.first_ns / 1_000_000,
+                    r.forward.last_ns / 1_000_000,
+                )
+            })
+            .collect();
+        assert_eq!(got, want);
+        // 100 days do not fit one 32-bit uptime: the earlier records go in their own datagram.
+        assert_eq!(
+            ready.iter().map(|d| d.records).collect::<Vec<_>>(),
+            [1, 2, 1]
+        );
+        assert_eq!(p.clamped(), 0);
+    }
+
+    #[test]
+    fn a_flow_longer_than_the_uptime_span_is_counted() {
+        let mut r = rec(2, 120);
+        r.forward.last_ns = r.forward.first_ns + 60 * 86_400_000_000_000; // 60 days
+        let c = clock_at(T0, &[r]);
+        let mut p = V5Packer::new(0, 0);
+        let mut ready = Vec::new();
+        p.add(&r, &c, &mut ready);
+        let d = p.flush(&c).unwrap();
+        assert_eq!(p.clamped(), 1);
+        let (first, last) = decoded_times(&d)[0];
+        assert_eq!(first, r.forward.first_ns / 1_000_000, "First stays exact");
+        assert_eq!(last - first, u64::from(u32::MAX), "Last clamped");
     }
 }

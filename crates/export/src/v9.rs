@@ -33,6 +33,7 @@ pub(crate) struct V9Format {
 impl SetFormat for V9Format {
     const HEADER_LEN: usize = 20;
     const TEMPLATE_SET_ID: u16 = 0;
+    const UPTIME: bool = true;
     const PAD: usize = 4;
 
     fn write_header(&mut self, buf: &mut [u8], counts: Counts, clock: &Clock) {
@@ -249,6 +250,57 @@ mod tests {
         assert!(packer(0, 200, DEFAULT_REFRESH).is_err());
         assert!(packer(0, 20 + 132 + 76 - 1, DEFAULT_REFRESH).is_err());
         assert!(packer(0, 20 + 132 + 76, DEFAULT_REFRESH).is_ok());
+    }
+
+    #[test]
+    fn clock_going_backwards_keeps_every_time() {
+        // Concatenated captures in the wrong order: boot is the later capture's start; records
+        // from an hour and from 60 days before it must keep their times (they used to get
+        // FIRST/LAST_SWITCHED 0), as a collector rebuilds them from the header.
+        const H: u64 = 3_600_000_000_000;
+        let at = |t: u64, i: u64| {
+            let mut r = rec(false, i);
+            r.forward.first_ns = t;
+            r.forward.last_ns = t + 2_500_000_123;
+            r
+        };
+        let boot = T0 + 60 * 24 * H;
+        let recs: Vec<_> = [boot, T0 + 60 * 24 * H - H, T0 + 3, boot + 1, T0 + H]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| at(*t, i as u64))
+            .collect();
+        let mut c = Clock::new(None);
+        c.tick(boot);
+        let ds = run(&recs, 1400, DEFAULT_REFRESH, &mut c);
+        let mut got = Vec::new();
+        for d in &ds {
+            let b = &d.bytes;
+            let base = u64::from(be32(b, 8)) * 1000 - u64::from(be32(b, 4));
+            let mut at = 20;
+            while at < b.len() {
+                let (id, len) = (be16(b, at), usize::from(be16(b, at + 2)));
+                if id == 256 {
+                    for r in b[at + 4..at + len].chunks_exact(45) {
+                        let up = |o: usize| u64::from(be32(r, o));
+                        assert!(up(20) <= u64::from(be32(b, 4)), "LAST after sys_uptime");
+                        got.push((base + up(16), base + up(20)));
+                    }
+                }
+                at += len;
+            }
+        }
+        let want: Vec<_> = recs
+            .iter()
+            .map(|r| {
+                (
+                    r.forward.first_ns / 1_000_000,
+                    r.forward.last_ns / 1_000_000,
+                )
+            })
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(ds.iter().map(|d| d.records).sum::<u64>(), 5);
     }
 
     trait V6Octets {

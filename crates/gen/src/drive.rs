@@ -28,6 +28,8 @@ pub struct Report {
     pub rejected: u64,
     /// `send()` calls that failed (each loses at least one packet).
     pub send_errors: u64,
+    /// Frames queued but never sent (left in the ring by failed send calls); not in `sent`.
+    pub unsent: u64,
     /// The last send error, if any.
     pub last_error: Option<String>,
     /// `send()` calls (batches).
@@ -217,6 +219,8 @@ pub fn to_ring(
     rep.batches = st.sends;
     rep.last_error = ring.last_error().map(|e| e.to_string());
     rep.sent -= st.rejected.min(rep.sent);
+    rep.unsent = st.unsent.min(rep.sent);
+    rep.sent -= rep.unsent;
     rep.elapsed_ns = first.map_or(0, |f| f.elapsed().as_nanos() as u64);
     Ok(rep)
 }

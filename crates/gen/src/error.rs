@@ -22,6 +22,9 @@ pub enum GenError {
     /// The interface does not exist.
     #[error("no such interface: {0}")]
     NoInterface(String),
+    /// The interface is down (as tcpdump words it).
+    #[error("{0}: That device is not up")]
+    NotUp(String),
     /// Reading the file to replay failed.
     #[error(transparent)]
     Read(#[from] weir_source::ReadError),

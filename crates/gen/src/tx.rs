@@ -71,6 +71,9 @@ pub struct TxStats {
     pub send_errors: u64,
     /// `send()` calls.
     pub sends: u64,
+    /// Frames the kernel still had not taken when [`TxRing::drain`] gave up (a send error such
+    /// as ENETDOWN leaves them in the ring): never sent.
+    pub unsent: u64,
 }
 
 /// An AF_PACKET socket with a TPACKET_V2 TX ring, bound to one interface.
@@ -124,6 +127,15 @@ fn mtu(iface: &str) -> Option<usize> {
         .ok()
 }
 
+/// Whether `iface` is administratively up (IFF_UP in `/sys/class/net/IFACE/flags`); true when
+/// the flags cannot be read (the send calls will say what is wrong).
+fn is_up(iface: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/flags"))
+        .ok()
+        .and_then(|f| u32::from_str_radix(f.trim().trim_start_matches("0x"), 16).ok())
+        .is_none_or(|flags| flags & libc::IFF_UP as u32 != 0)
+}
+
 impl TxRing {
     /// Opens the socket, sets up and maps the ring, and binds to `iface`.
     pub fn open(iface: &str, cfg: TxConfig) -> Result<TxRing, GenError> {
@@ -138,6 +150,9 @@ impl TxRing {
         let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
         if ifindex == 0 {
             return Err(GenError::NoInterface(iface.into()));
+        }
+        if !is_up(iface) {
+            return Err(GenError::NotUp(iface.into()));
         }
         // Protocol 0: this socket sends only and receives nothing.
         // SAFETY: plain system call with constant arguments; the result is checked.
@@ -361,6 +376,9 @@ impl TxRing {
             self.flush();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        self.stats.unsent = (0..self.frame_count)
+            .filter(|&s| self.status(s).load(Ordering::Acquire) == TP_STATUS_SEND_REQUEST)
+            .count() as u64;
         for s in 0..self.frame_count {
             if self.status(s).load(Ordering::Acquire) == TP_STATUS_WRONG_FORMAT {
                 self.stats.rejected += 1;

@@ -172,8 +172,7 @@ fn boxes<DB: DrawingBackend>(
         if s.stats.received == 0 {
             continue;
         }
-        let h = &s.stats.hist;
-        let q = |p: f64| ms(h.value_at_quantile(p) as f64);
+        let q = |p: f64| ms(s.stats.quantile_ns(p) as f64);
         let sm = s.stats.summary();
         let x = i as f64;
         let c = color(i);

@@ -28,8 +28,11 @@ pub struct StreamStats {
     pub unmatched: u64,
     /// Matches with a negative latency (clocks not in step: see `--offset`).
     pub negative: u64,
-    /// Latency histogram, ns (negative values counted as 0).
+    /// Latency histogram of the non-negative latencies, ns.
     pub hist: Histogram<u64>,
+    /// Histogram of the magnitudes of the negative latencies, ns (an HDR histogram holds
+    /// non-negative values only).
+    pub neg_hist: Histogram<u64>,
     min: i64,
     max: i64,
     mean: f64,
@@ -72,14 +75,14 @@ pub struct Summary {
     pub negative: u64,
     /// Smallest latency, ns.
     pub min_ns: i64,
-    /// Median, ns (histogram, 3 significant digits).
-    pub p50_ns: u64,
+    /// Median, ns (histogram, 3 significant digits; negative when clocks are not in step).
+    pub p50_ns: i64,
     /// 90th percentile, ns.
-    pub p90_ns: u64,
+    pub p90_ns: i64,
     /// 99th percentile, ns.
-    pub p99_ns: u64,
+    pub p99_ns: i64,
     /// 99.9th percentile, ns.
-    pub p999_ns: u64,
+    pub p999_ns: i64,
     /// Largest latency, ns.
     pub max_ns: i64,
     /// Mean, ns.
@@ -102,6 +105,8 @@ impl StreamStats {
             unmatched: 0,
             negative: 0,
             hist: Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("valid histogram bounds"),
+            neg_hist: Histogram::new_with_bounds(1, HIST_MAX_NS, 3)
+                .expect("valid histogram bounds"),
             min: i64::MAX,
             max: i64::MIN,
             mean: 0.0,
@@ -126,8 +131,12 @@ impl StreamStats {
         if latency < 0 {
             self.negative += 1;
         }
-        self.hist
-            .saturating_record((latency.max(0) as u64).min(HIST_MAX_NS));
+        let h = if latency < 0 {
+            &mut self.neg_hist
+        } else {
+            &mut self.hist
+        };
+        h.saturating_record(latency.unsigned_abs().min(HIST_MAX_NS));
         self.min = self.min.min(latency);
         self.max = self.max.max(latency);
         let n = self.received as f64;
@@ -172,21 +181,35 @@ impl StreamStats {
         self.unmatched += o.unmatched;
         self.negative += o.negative;
         self.hist.add(&o.hist).expect("same histogram bounds");
+        self.neg_hist
+            .add(&o.neg_hist)
+            .expect("same histogram bounds");
         self.min = self.min.min(o.min);
         self.max = self.max.max(o.max);
     }
 
+    /// The latency at quantile `p` (0..=1), ns: the value of rank `ceil(p * n)` (at least 1)
+    /// over the negative and non-negative latencies together, as the middle of its histogram
+    /// bucket kept within the exact extremes; 0 for an empty stream.
+    pub fn quantile_ns(&self, p: f64) -> i64 {
+        let (neg, pos) = (self.neg_hist.len(), self.hist.len());
+        let n = neg + pos;
+        if n == 0 {
+            return 0;
+        }
+        let rank = ((p.clamp(0.0, 1.0) * n as f64).ceil() as u64).clamp(1, n);
+        let v = if rank <= neg {
+            // the rank-th smallest overall is the (neg - rank + 1)-th smallest magnitude
+            -(at_rank(&self.neg_hist, neg - rank + 1) as i64)
+        } else {
+            at_rank(&self.hist, rank - neg) as i64
+        };
+        v.clamp(self.min, self.max)
+    }
+
     /// The summary.
     pub fn summary(&self) -> Summary {
-        let q = |p: f64| {
-            if self.received == 0 {
-                0
-            } else {
-                // The middle of the histogram bucket, kept within the exact extremes.
-                let v = self.hist.median_equivalent(self.hist.value_at_quantile(p));
-                v.clamp(self.min.max(0) as u64, self.max.max(0) as u64)
-            }
-        };
+        let q = |p: f64| self.quantile_ns(p);
         let has = self.received > 0;
         Summary {
             sent: self.sent,
@@ -216,6 +239,18 @@ impl StreamStats {
             jitter_ns: self.jitter,
         }
     }
+}
+
+/// The middle of the bucket of the `rank`-th smallest value (1-based) of `h`.
+fn at_rank(h: &Histogram<u64>, rank: u64) -> u64 {
+    let mut seen = 0;
+    for v in h.iter_recorded() {
+        seen += v.count_since_last_iteration();
+        if seen >= rank {
+            return h.median_equivalent(v.value_iterated_to());
+        }
+    }
+    h.median_equivalent(h.max())
 }
 
 #[cfg(test)]
@@ -250,5 +285,51 @@ mod tests {
         assert!(s.points.len() <= MAX_POINTS);
         assert!(s.points.len() >= MAX_POINTS / 2);
         assert!(s.points.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn negative_latencies_have_negative_percentiles() {
+        // B's clock 1 ms behind A's: every latency is -1 ms.
+        let mut s = StreamStats::new();
+        for i in 0..1000 {
+            s.record(i, i, -1_000_000);
+        }
+        let m = s.summary();
+        assert_eq!(
+            (m.min_ns, m.max_ns, m.negative),
+            (-1_000_000, -1_000_000, 1000)
+        );
+        assert_eq!(
+            [m.p50_ns, m.p90_ns, m.p99_ns, m.p999_ns],
+            [-1_000_000; 4],
+            "percentiles of all -1 ms"
+        );
+    }
+
+    #[test]
+    fn mixed_signs_by_hand() {
+        // 10 latencies: -500 -400 -300 -200 -100 100 200 300 400 500 µs (in a shuffled order).
+        // Rank ceil(p * 10): p50 → 5th = -100 µs, p90 → 9th = 400 µs, p99 and p99.9 → 10th =
+        // 500 µs; a quarter → 3rd = -300 µs. Values below 2048 ns are exact in a 3-digit HDR
+        // histogram, larger ones within 0.1 %: these are multiples of 100 µs, exact buckets.
+        let mut s = StreamStats::new();
+        for (i, us) in [300i64, -500, 100, -100, 500, -300, 200, -400, 400, -200]
+            .iter()
+            .enumerate()
+        {
+            s.record(i as u64, 0, us * 1000);
+        }
+        let m = s.summary();
+        let near = |got: i64, want_us: i64| (got - want_us * 1000).abs() <= want_us.abs();
+        assert!(near(m.p50_ns, -100), "p50 {}", m.p50_ns);
+        assert!(near(m.p90_ns, 400), "p90 {}", m.p90_ns);
+        assert!(near(m.p99_ns, 500) && near(m.p999_ns, 500));
+        assert!(near(s.quantile_ns(0.25), -300));
+        assert!(near(s.quantile_ns(0.0), -500), "p0 is the smallest");
+        assert_eq!((m.min_ns, m.max_ns, m.negative), (-500_000, 500_000, 5));
+        // merged into a total, the same
+        let mut t = StreamStats::new();
+        t.merge(&s);
+        assert_eq!(t.summary().p50_ns, m.p50_ns);
     }
 }

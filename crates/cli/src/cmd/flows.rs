@@ -196,6 +196,17 @@ fn target_of(path: &std::path::Path) -> Target {
 /// Every sink of the run, fed the same records.
 struct Sinks {
     sinks: Vec<(String, Box<dyn FlowSink>)>,
+    /// The sink whose error stopped the export, to name it in the error message.
+    failed: Option<usize>,
+}
+
+impl Sinks {
+    fn new(sinks: Vec<(String, Box<dyn FlowSink>)>) -> Self {
+        Sinks {
+            sinks,
+            failed: None,
+        }
+    }
 }
 
 impl RecordSink for Sinks {
@@ -203,15 +214,15 @@ impl RecordSink for Sinks {
 
     #[inline]
     fn record(&mut self, rec: &FlowRecord) -> Result<(), ExportError> {
-        for (_, s) in &mut self.sinks {
-            s.export(rec)?;
+        for (i, (_, s)) in self.sinks.iter_mut().enumerate() {
+            s.export(rec).inspect_err(|_| self.failed = Some(i))?;
         }
         Ok(())
     }
 
     fn tick(&mut self, now_ns: u64) -> Result<(), ExportError> {
-        for (_, s) in &mut self.sinks {
-            s.tick(now_ns)?;
+        for (i, (_, s)) in self.sinks.iter_mut().enumerate() {
+            s.tick(now_ns).inspect_err(|_| self.failed = Some(i))?;
         }
         Ok(())
     }
@@ -262,8 +273,10 @@ pub fn run(args: Args) -> Result<Status> {
         args.json.as_deref(),
         args.csv.as_deref(),
     )?;
+    // created now, so that a bad path fails before the run rather than after it
+    let stats = args.stats.as_deref().map(StatsFile::create).transpose()?;
     if !args.live.interfaces.is_empty() {
-        return run_live(&args, &cfg, sinks);
+        return run_live(&args, &cfg, sinks, stats);
     }
     let mut filters = Filters::new(&args.expr.words)?;
     // one large classic pcap file: read on every core
@@ -276,7 +289,7 @@ pub fn run(args: Args) -> Result<Status> {
         ..cfg
     };
     let mut m = Metering {
-        meter: Meter::new(&cfg, Sinks { sinks }),
+        meter: Meter::new(&cfg, Sinks::new(sinks)),
         read: 0,
     };
     let status = match plan {
@@ -284,7 +297,7 @@ pub fn run(args: Args) -> Result<Status> {
         None => for_each_packet(&args.inputs.files, &mut filters, &mut m)?,
     };
     let read = m.read;
-    finish(read, m.meter, args.stats.as_deref())?;
+    finish(read, m.meter, stats)?;
     Ok(status)
 }
 
@@ -325,12 +338,40 @@ fn open_sinks(
     Ok(sinks)
 }
 
+/// The `--stats` file, created before the run and written at its end.
+struct StatsFile {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl StatsFile {
+    fn create(path: &Path) -> Result<StatsFile> {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("--stats: cannot create {}", path.display()))?;
+        Ok(StatsFile {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    fn write(mut self, json: &serde_json::Value) -> Result<()> {
+        use std::io::Write as _;
+        self.file
+            .write_all(format!("{json:#}\n").as_bytes())
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
 /// Flushes the meter and every sink, prints the summary, writes `--stats`.
-fn finish(read: u64, meter: Meter<Sinks>, stats: Option<&Path>) -> Result<()> {
+fn finish(read: u64, meter: Meter<Sinks>, stats: Option<StatsFile>) -> Result<()> {
     let done = meter.finish();
+    let failed = done.sink.failed;
     let mut sinks = done.sink.sinks;
     let mut exports = Vec::new();
-    let mut first_err = done.error.map(anyhow::Error::from);
+    let mut first_err = done.error.map(|e| {
+        let name = failed.and_then(|i| sinks.get(i)).map(|(n, _)| n.as_str());
+        anyhow::Error::from(e).context(format!("export to {}", name.unwrap_or("a sink")))
+    });
     for (name, s) in &mut sinks {
         match s.finish() {
             Ok(st) => exports.push((name.clone(), st)),
@@ -342,10 +383,14 @@ fn finish(read: u64, meter: Meter<Sinks>, stats: Option<&Path>) -> Result<()> {
         }
     }
     summary(read, &done.stats, &exports);
-    if let Some(path) = stats {
-        let json = stats_json(read, &done.stats, &exports);
-        std::fs::write(path, format!("{json:#}\n"))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    if let Some(file) = stats {
+        file.write(&stats_json(read, &done.stats, &exports))?;
+    }
+    if let (None, Some((name, e))) = (&first_err, exports.iter().find(|(_, e)| e.dropped > 0)) {
+        first_err = Some(anyhow::anyhow!(
+            "export to {name}: {} records could not be sent (send errors; counted per collector)",
+            e.dropped
+        ));
     }
     match first_err {
         Some(e) => Err(e),
@@ -354,17 +399,22 @@ fn finish(read: u64, meter: Meter<Sinks>, stats: Option<&Path>) -> Result<()> {
 }
 
 /// `weir flows -i`: capture into the buffer, meter from it until SIGINT/SIGTERM or --duration.
-fn run_live(args: &Args, cfg: &Config, sinks: Vec<(String, Box<dyn FlowSink>)>) -> Result<Status> {
+fn run_live(
+    args: &Args,
+    cfg: &Config,
+    sinks: Vec<(String, Box<dyn FlowSink>)>,
+    stats: Option<StatsFile>,
+) -> Result<Status> {
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
     let expr = args.expr.joined();
     let mut live = Live::start(&args.live, &expr, 1, 0, "metering flows", 64)?;
     let links = live.interfaces.iter().map(|i| i.link).collect();
     let meter = LiveMeter::spawn(
-        Meter::new(cfg, Sinks { sinks }),
+        Meter::new(cfg, Sinks::new(sinks)),
         live.buffer.reader(0)?,
         links,
-        args.stats.clone(),
+        stats,
     );
     let started = Instant::now();
     let deadline = args
@@ -459,7 +509,7 @@ impl LiveMeter {
             None,
         )?;
         Ok(LiveMeter::spawn(
-            Meter::new(&cfg, Sinks { sinks }),
+            Meter::new(&cfg, Sinks::new(sinks)),
             reader,
             links,
             None,
@@ -470,7 +520,7 @@ impl LiveMeter {
         mut meter: Meter<Sinks>,
         mut reader: weir_buffer::Reader,
         links: Vec<LinkType>,
-        stats: Option<PathBuf>,
+        stats: Option<StatsFile>,
     ) -> LiveMeter {
         let stop = Arc::new(AtomicBool::new(false));
         let packets = Arc::new(AtomicU64::new(0));
@@ -510,7 +560,7 @@ impl LiveMeter {
                     std::thread::sleep(Duration::from_millis(2));
                 }
             }
-            finish(n, meter, stats.as_deref())
+            finish(n, meter, stats)
         });
         LiveMeter {
             stop,
@@ -626,6 +676,13 @@ fn summary(read: u64, s: &MeterStats, exports: &[(String, ExportStats)]) {
              exportable as v5",
             e.records, e.datagrams, e.bytes, e.dropped, e.dropped_v5_ipv6
         );
+        if e.times_clamped > 0 {
+            eprintln!(
+                "weir: warning: {name}: {} records last longer than the 49.7 days NetFlow's \
+                 32-bit uptime spans: their end time was clamped",
+                e.times_clamped
+            );
+        }
     }
     eprintln!(
         "  memory: {:.1} bytes per flow ({} flows of capacity over {} shard(s))",
@@ -665,6 +722,7 @@ fn stats_json(read: u64, s: &MeterStats, exports: &[(String, ExportStats)]) -> s
             "bytes": e.bytes,
             "dropped": e.dropped,
             "dropped_v5_ipv6": e.dropped_v5_ipv6,
+            "times_clamped": e.times_clamped,
         })).collect::<Vec<_>>(),
     })
 }

@@ -383,6 +383,18 @@ pub fn run(args: Args) -> Result<Status> {
         )?
     };
     print_report(&report, args.json, args.output.is_some());
+    if report.send_errors > 0 {
+        anyhow::bail!(
+            "{} of the send calls failed, {} packets not sent{}",
+            report.send_errors,
+            report.unsent,
+            report
+                .last_error
+                .as_ref()
+                .map(|e| format!(" (last: {e})"))
+                .unwrap_or_default()
+        );
+    }
     Ok(Status::Clean)
 }
 
