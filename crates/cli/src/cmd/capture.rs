@@ -6,6 +6,7 @@
 //! buffer order. When it falls behind, the buffer drops new packets and counts them, so capture
 //! threads never block. `weir record` is the tool for sustained high rates (segments written
 //! straight from the buffer with O_DIRECT).
+#![deny(clippy::print_stdout)]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +23,9 @@ use super::input::Visitor;
 use super::live::{on_signal, Live, LiveArgs};
 use super::read::Format;
 use crate::output::{self, Status};
+
+/// How often an idle capture writing to stdout checks that its reader is still there.
+const STDOUT_CHECK: Duration = Duration::from_millis(50);
 
 /// Fanout mode on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +107,8 @@ pub fn run(args: Args) -> Result<Status> {
     let limit = args.count.unwrap_or(u64::MAX);
     let mut written = 0u64;
     let mut stopping = false;
+    let mut checked = Instant::now();
+    let to_stdout = args.output.as_ref().is_none_or(|p| p.as_os_str() == "-");
     'run: loop {
         match reader.next_batch() {
             Some(batch) => {
@@ -118,7 +124,17 @@ pub fn run(args: Args) -> Result<Status> {
             }
             // After the capture threads stopped, one empty look means everything is written.
             None if stopping => break,
-            None => std::thread::sleep(Duration::from_millis(1)),
+            None => {
+                // Nothing to write: a closed pipe would only be seen at the next packet.
+                if to_stdout && checked.elapsed() >= STDOUT_CHECK {
+                    checked = Instant::now();
+                    if output::stdout_gone() {
+                        live.stop()?;
+                        return Ok(Status::Clean);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         if !stopping
             && (stop.load(Ordering::Relaxed)
@@ -146,7 +162,7 @@ pub fn run(args: Args) -> Result<Status> {
 
 /// Where captured packets go: a capture file, or lines on stdout.
 enum Output {
-    File(PacketWriter<Box<dyn std::io::Write + Send>>, bool),
+    File(PacketWriter<output::Output>, bool),
     Lines(LinePrinter),
 }
 
@@ -165,8 +181,7 @@ impl Output {
         {
             bail!("classic pcap holds one link type; use --format pcapng");
         }
-        let w = PacketWriter::new(output::create(path)?, format, &live.interfaces)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let w = PacketWriter::new(output::create(path)?, format, &live.interfaces)?;
         Ok(Output::File(w, pcap))
     }
 
@@ -212,7 +227,7 @@ impl Output {
 
     fn finish(self) -> Result<()> {
         match self {
-            Output::File(w, _) => w.finish()?.flush()?,
+            Output::File(w, _) => w.finish()?.commit()?,
             Output::Lines(p) => p.finish()?,
         }
         Ok(())

@@ -280,6 +280,6 @@ fn write_hits(args: &Args, segments: &[PathBuf], hits: &[Hit]) -> Result<u64> {
             p.data,
         )?;
     }
-    w.finish()?.flush()?;
+    w.finish()?.commit()?;
     Ok(hits.len() as u64)
 }

@@ -1,16 +1,16 @@
 //! `weir read`: filter and convert capture files, like `tcpdump -r IN -w OUT EXPR`; without `-w`,
 //! print one line per matching packet.
+#![deny(clippy::print_stdout)]
 
-use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use weir_source::{FileReader, Interface, Packet, ReadError};
 use weir_store::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
 
 use super::decode::LinePrinter;
 use super::input::{effective_snaplen, for_each_packet, Filters, Visitor};
-use crate::output::{self, Status};
+use crate::output::{self, Output, Status};
 
 /// Output file format.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +69,7 @@ pub fn run(args: Args) -> Result<Status> {
         return Ok(status);
     };
     let format = args.format.output(args.micro);
+    output::check_inputs(&args.inputs, Some(out_path))?;
     let out = output::create(out_path)?;
     let mut sink = Sink {
         out: Some(out),
@@ -80,16 +81,15 @@ pub fn run(args: Args) -> Result<Status> {
         fallback: None,
     };
     let status = for_each_packet(&args.inputs, &mut filters, &mut sink)?;
-    sink.finish()
-        .with_context(|| format!("cannot write {}", out_path.display()))?;
+    sink.finish()?;
     Ok(status)
 }
 
 /// Writes matching packets; the writer is created on the first packet (or at the end), when the
 /// link type of the output is known.
 struct Sink {
-    out: Option<Box<dyn Write + Send>>,
-    writer: Option<PacketWriter<Box<dyn Write + Send>>>,
+    out: Option<Output>,
+    writer: Option<PacketWriter<Output>>,
     format: OutputFormat,
     /// Output interface id of each interface of the current input (`None` = not yet declared).
     iface_map: Vec<Option<u32>>,
@@ -146,9 +146,11 @@ impl Sink {
             });
             self.writer = Some(PacketWriter::new(out, self.format, &[s])?);
         }
-        let mut out = self.writer.take().expect("writer exists").finish()?;
-        out.flush()?;
-        Ok(())
+        self.writer
+            .take()
+            .expect("writer exists")
+            .finish()?
+            .commit()
     }
 }
 
