@@ -24,8 +24,9 @@ use super::live::{on_signal, Live, LiveArgs};
 use super::read::Format;
 use crate::output::{self, Status};
 
-/// How often an idle capture writing to stdout checks that its reader is still there.
-const STDOUT_CHECK: Duration = Duration::from_millis(50);
+/// How often an idle capture flushes what it wrote and, writing to stdout, checks that its
+/// reader is still there.
+const IDLE_CHECK: Duration = Duration::from_millis(50);
 
 /// Fanout mode on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +109,7 @@ pub fn run(args: Args) -> Result<Status> {
     let mut written = 0u64;
     let mut stopping = false;
     let mut checked = Instant::now();
+    let mut unflushed = false;
     let to_stdout = args.output.as_ref().is_none_or(|p| p.as_os_str() == "-");
     'run: loop {
         match reader.next_batch() {
@@ -121,14 +123,20 @@ pub fn run(args: Args) -> Result<Status> {
                     }
                 }
                 batch.release();
+                unflushed = true;
             }
             // After the capture threads stopped, one empty look means everything is written.
             None if stopping => break,
             None => {
-                // Nothing to write: a closed pipe would only be seen at the next packet.
-                if to_stdout && checked.elapsed() >= STDOUT_CHECK {
+                // Nothing to write: the reader gets the packets so far, and a closed pipe is
+                // seen now rather than at the next packet.
+                if checked.elapsed() >= IDLE_CHECK {
                     checked = Instant::now();
-                    if output::stdout_gone() {
+                    if unflushed {
+                        out.flush()?;
+                        unflushed = false;
+                    }
+                    if to_stdout && output::stdout_gone() {
                         live.stop()?;
                         return Ok(Status::Clean);
                     }
@@ -218,9 +226,19 @@ impl Output {
                     link,
                     data,
                     record_offset: 0,
+                    pcap_ts: None,
                 };
                 p.packet(interfaces, &packet)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Hands what is buffered to the output.
+    fn flush(&mut self) -> Result<()> {
+        match self {
+            Output::File(w, _) => w.flush()?,
+            Output::Lines(p) => p.flush()?,
         }
         Ok(())
     }

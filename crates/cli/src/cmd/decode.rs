@@ -59,6 +59,12 @@ impl LinePrinter {
         }
     }
 
+    /// Hands the lines printed so far to stdout.
+    pub fn flush(&mut self) -> Result<()> {
+        self.out.flush()?;
+        Ok(())
+    }
+
     /// Flushes the output.
     pub fn finish(self) -> Result<()> {
         self.out.into_inner().map_err(|e| e.into_error())?.commit()

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use weir_source::{FileReader, Interface, Packet, ReadError};
+use weir_source::{FileFormat, FileReader, Interface, Packet, ReadError};
 use weir_store::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
 
 use super::decode::LinePrinter;
@@ -79,6 +79,7 @@ pub fn run(args: Args) -> Result<Status> {
         written: 0,
         limit: args.count,
         fallback: None,
+        input_unit: None,
     };
     let status = for_each_packet(&args.inputs, &mut filters, &mut sink)?;
     sink.finish()?;
@@ -98,6 +99,9 @@ struct Sink {
     /// What an output with no packet declares: the first input's first interface (what tcpdump
     /// does), Ethernet when there was none.
     fallback: Option<InterfaceSpec>,
+    /// The current input's timestamp unit when it is classic pcap: its records' time fields are
+    /// copied as they are into a pcap output of the same unit (what tcpdump does).
+    input_unit: Option<Precision>,
 }
 
 fn spec(i: &Interface) -> InterfaceSpec {
@@ -157,6 +161,11 @@ impl Sink {
 impl Visitor for Sink {
     fn start_file(&mut self, reader: &FileReader) -> Result<()> {
         self.iface_map.clear();
+        self.input_unit = match reader.format() {
+            FileFormat::Pcap { nanos: true, .. } => Some(Precision::Nano),
+            FileFormat::Pcap { nanos: false, .. } => Some(Precision::Micro),
+            FileFormat::Pcapng => None,
+        };
         if self.fallback.is_none() {
             self.fallback = reader.interfaces().first().map(spec);
         }
@@ -172,10 +181,14 @@ impl Visitor for Sink {
         };
         let mut meta = packet.meta;
         meta.interface = id;
-        self.writer
+        let w = self
+            .writer
             .as_mut()
-            .expect("writer created with the first interface")
-            .write(&meta, packet.data)?;
+            .expect("writer created with the first interface");
+        match (packet.pcap_ts, self.input_unit) {
+            (Some(ts), Some(unit)) => w.write_pcap_ts(&meta, ts, unit, packet.data)?,
+            _ => w.write(&meta, packet.data)?,
+        }
         self.written += 1;
         Ok(())
     }
