@@ -80,7 +80,7 @@ fn main() -> ExitCode {
             if output::is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("weir: error: {err:#}");
+            eprintln!("weir: error: {}", output::error_message(&err));
             ExitCode::from(1)
         }
     }

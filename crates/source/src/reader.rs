@@ -70,6 +70,10 @@ pub struct Packet<'a> {
     /// Byte offset in the file of the record (pcap) or block (pcapng) holding the packet; give it
     /// to [`FileReader::seek`] to read the packet again.
     pub record_offset: u64,
+    /// Classic pcap: the record's timestamp fields as the file stores them (seconds, and the
+    /// fraction in the file's unit, µs or ns), out-of-range fractions included; `None` for
+    /// pcapng. A pcap writer of the same unit copies them, as libpcap does.
+    pub pcap_ts: Option<(u32, u32)>,
 }
 
 /// Where the packet found by the block loop sits in the block just consumed.
@@ -268,11 +272,18 @@ impl FileReader {
             return Ok(None);
         };
         let block = self.backing.behind(found.block_len);
+        let pcap_ts = self.pcap.map(|h| {
+            (
+                pcap::u32_at(block, 0, h.swapped),
+                pcap::u32_at(block, 4, h.swapped),
+            )
+        });
         Ok(Some(Packet {
             meta: found.meta,
             link: found.link,
             data: &block[found.data_at..found.data_at + found.caplen],
             record_offset: found.record_offset,
+            pcap_ts,
         }))
     }
 

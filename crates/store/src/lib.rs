@@ -123,6 +123,37 @@ impl<W: io::Write> PacketWriter<W> {
         }
     }
 
+    /// Writes one packet; a classic pcap of precision `unit` takes the timestamp fields `ts`
+    /// (seconds, fraction in `unit`) as they are, instead of `meta.ts_ns`. For copying records
+    /// between pcap files the way libpcap does (an out-of-range fraction stays as it was).
+    #[inline]
+    pub fn write_pcap_ts(
+        &mut self,
+        meta: &PacketMeta,
+        ts: (u32, u32),
+        unit: Precision,
+        data: &[u8],
+    ) -> Result<(), WriteError> {
+        match self {
+            PacketWriter::Pcap(w) if w.precision() == unit => {
+                w.write_ts_fields(ts.0, ts.1, meta, data)
+            }
+            // libpcap reads nanoseconds at µs precision by dividing the field alone.
+            PacketWriter::Pcap(w) if w.precision() == Precision::Micro => {
+                w.write_ts_fields(ts.0, ts.1 / 1000, meta, data)
+            }
+            _ => self.write(meta, data),
+        }
+    }
+
+    /// Writes out buffered data and flushes the output; the file goes on.
+    pub fn flush(&mut self) -> Result<(), WriteError> {
+        match self {
+            PacketWriter::Pcap(w) => w.flush(),
+            PacketWriter::Pcapng(w) => w.flush(),
+        }
+    }
+
     /// Flushes buffered data and returns the output.
     pub fn finish(self) -> Result<W, WriteError> {
         match self {

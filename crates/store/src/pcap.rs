@@ -67,23 +67,49 @@ impl<W: Write> PcapWriter<W> {
         self.link
     }
 
+    /// The file's timestamp precision.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
     /// Appends one packet.
     #[inline]
     pub fn write(&mut self, meta: &PacketMeta, data: &[u8]) -> Result<(), WriteError> {
-        let caplen = u32::try_from(data.len()).map_err(|_| WriteError::TooLarge(data.len()))?;
         let (sec, ns) = split_ns(meta.ts_ns);
         let frac = match self.precision {
             Precision::Nano => ns,
             Precision::Micro => ns / 1000,
         };
-        let mut h = [0u8; 16];
         // pcap seconds are 32-bit: times past 2106 wrap, as in every pcap writer.
-        h[0..4].copy_from_slice(&(sec as u32).to_ne_bytes());
+        self.write_ts_fields(sec as u32, frac, meta, data)
+    }
+
+    /// Appends one packet with the given timestamp fields (seconds, fraction in this file's
+    /// unit) instead of `meta.ts_ns`: a pcap record copied from a pcap file of the same unit keeps
+    /// its fields as they were, an out-of-range fraction included (what libpcap does).
+    #[inline]
+    pub fn write_ts_fields(
+        &mut self,
+        sec: u32,
+        frac: u32,
+        meta: &PacketMeta,
+        data: &[u8],
+    ) -> Result<(), WriteError> {
+        let caplen = u32::try_from(data.len()).map_err(|_| WriteError::TooLarge(data.len()))?;
+        let mut h = [0u8; 16];
+        h[0..4].copy_from_slice(&sec.to_ne_bytes());
         h[4..8].copy_from_slice(&frac.to_ne_bytes());
         h[8..12].copy_from_slice(&caplen.to_ne_bytes());
         h[12..16].copy_from_slice(&meta.orig_len.to_ne_bytes());
         self.out.write_all(&h)?;
         self.out.write_all(data)?;
+        Ok(())
+    }
+
+    /// Writes out what is buffered and flushes the output (a live capture with nothing to write
+    /// lets its reader see the packets so far).
+    pub fn flush(&mut self) -> Result<(), WriteError> {
+        self.out.flush()?;
         Ok(())
     }
 

@@ -95,6 +95,13 @@ impl<W: Write> PcapngWriter<W> {
         Ok(())
     }
 
+    /// Writes out what is buffered and flushes the output (a live capture with nothing to write
+    /// lets its reader see the packets so far).
+    pub fn flush(&mut self) -> Result<(), WriteError> {
+        self.out.flush()?;
+        Ok(())
+    }
+
     /// Flushes and returns the output.
     pub fn finish(self) -> Result<W, WriteError> {
         self.out

@@ -6,6 +6,7 @@
 //! buffer order. When it falls behind, the buffer drops new packets and counts them, so capture
 //! threads never block. `weir record` is the tool for sustained high rates (segments written
 //! straight from the buffer with O_DIRECT).
+#![deny(clippy::print_stdout)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,6 +23,10 @@ use super::live::{on_signal, Live, LiveArgs};
 use super::read::Format;
 use crate::args;
 use crate::output::{self, Status};
+
+/// How often an idle capture flushes what it wrote and, writing to stdout, checks that its
+/// reader is still there.
+const IDLE_CHECK: Duration = Duration::from_millis(50);
 
 /// Fanout mode on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +108,9 @@ pub fn run(args: Args) -> Result<Status> {
     let limit = args.count.unwrap_or(u64::MAX);
     let mut written = 0u64;
     let mut stopping = false;
+    let mut checked = Instant::now();
+    let mut unflushed = false;
+    let to_stdout = args.out.path.as_ref().is_none_or(|p| p.as_os_str() == "-");
     'run: loop {
         match reader.next_batch() {
             Some(batch) => {
@@ -115,10 +123,26 @@ pub fn run(args: Args) -> Result<Status> {
                     }
                 }
                 batch.release();
+                unflushed = true;
             }
             // After the capture threads stopped, one empty look means everything is written.
             None if stopping => break,
-            None => std::thread::sleep(Duration::from_millis(1)),
+            None => {
+                // Nothing to write: the reader gets the packets so far, and a closed pipe is
+                // seen now rather than at the next packet.
+                if checked.elapsed() >= IDLE_CHECK {
+                    checked = Instant::now();
+                    if unflushed {
+                        out.flush()?;
+                        unflushed = false;
+                    }
+                    if to_stdout && output::stdout_gone() {
+                        live.stop()?;
+                        return Ok(Status::Clean);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         if !stopping
             && (stop.load(Ordering::Relaxed)
@@ -143,7 +167,7 @@ pub fn run(args: Args) -> Result<Status> {
 
 /// Where captured packets go: a capture file, or lines on stdout.
 enum Output {
-    File(PacketWriter<Box<dyn std::io::Write + Send>>, bool),
+    File(PacketWriter<output::Output>, bool),
     Lines(LinePrinter),
 }
 
@@ -162,8 +186,7 @@ impl Output {
         {
             bail!("classic pcap holds one link type; use --format pcapng");
         }
-        let w = PacketWriter::new(output::create(path)?, format, &live.interfaces)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let w = PacketWriter::new(output::create(path)?, format, &live.interfaces)?;
         Ok(Output::File(w, pcap))
     }
 
@@ -200,6 +223,7 @@ impl Output {
                     link,
                     data,
                     record_offset: 0,
+                    pcap_ts: None,
                 };
                 p.packet(interfaces, &packet)?;
             }
@@ -207,9 +231,18 @@ impl Output {
         Ok(())
     }
 
+    /// Hands what is buffered to the output.
+    fn flush(&mut self) -> Result<()> {
+        match self {
+            Output::File(w, _) => w.flush()?,
+            Output::Lines(p) => p.flush()?,
+        }
+        Ok(())
+    }
+
     fn finish(self) -> Result<()> {
         match self {
-            Output::File(w, _) => w.finish()?.flush()?,
+            Output::File(w, _) => w.finish()?.commit()?,
             Output::Lines(p) => p.finish()?,
         }
         Ok(())

@@ -1,13 +1,14 @@
 //! `weir decode`: one tcpdump-like line per packet, for humans.
+#![deny(clippy::print_stdout)]
 
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 
 use anyhow::Result;
 use weir_source::{Interface, Packet};
 
 use super::input::{for_each_packet, Filters, Visitor};
 use crate::args;
-use crate::output::Status;
+use crate::output::{self, Output, Status};
 use crate::time;
 
 /// Arguments of `weir decode`.
@@ -43,7 +44,7 @@ pub fn run(args: Args) -> Result<Status> {
 /// Prints one line per packet: UTC time of day with nanoseconds, the decoder's summary, and the
 /// interface when the input has several.
 pub struct LinePrinter {
-    out: BufWriter<io::Stdout>,
+    out: BufWriter<Output>,
     printed: u64,
     limit: Option<u64>,
     /// Unsupported link types already warned about.
@@ -54,17 +55,22 @@ impl LinePrinter {
     /// A printer to stdout, stopping after `limit` packets.
     pub fn stdout(limit: Option<u64>) -> LinePrinter {
         LinePrinter {
-            out: BufWriter::with_capacity(1 << 16, io::stdout()),
+            out: BufWriter::with_capacity(1 << 16, output::stdout()),
             printed: 0,
             limit,
             warned: Vec::new(),
         }
     }
 
-    /// Flushes the output.
-    pub fn finish(mut self) -> Result<()> {
+    /// Hands the lines printed so far to stdout.
+    pub fn flush(&mut self) -> Result<()> {
         self.out.flush()?;
         Ok(())
+    }
+
+    /// Flushes the output.
+    pub fn finish(self) -> Result<()> {
+        self.out.into_inner().map_err(|e| e.into_error())?.commit()
     }
 }
 

@@ -562,6 +562,6 @@ fn write_hits(args: &Args, readers: &mut [Option<FileReader>], hits: &[Hit]) -> 
             p.data,
         )?;
     }
-    w.finish()?.flush()?;
+    w.finish()?.commit()?;
     Ok(hits.len() as u64)
 }

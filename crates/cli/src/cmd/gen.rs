@@ -1,5 +1,6 @@
 //! `weir gen`: synthetic stamped streams or the replay of a capture file, sent on an interface
 //! through an AF_PACKET TX ring or written to a file with the planned times as timestamps.
+#![deny(clippy::print_stdout)]
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -329,10 +330,10 @@ pub fn run(args: Args) -> Result<Status> {
             None => Box::new(synth(&args)?),
         };
         let start = args.start.unwrap_or_else(drive::realtime_ns);
+        output::check_inputs(args.replay.as_slice(), Some(path))?;
         let out = output::create(path)?;
-        let (rep, mut out) = drive::to_file(src.as_mut(), out, args.format.output(false), start)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        out.flush()?;
+        let (rep, out) = drive::to_file(src.as_mut(), out, args.format.output(false), start)?;
+        out.commit()?;
         rep
     } else {
         let iface = args.interface.as_deref().expect("clap requires -i or -w");
@@ -382,7 +383,7 @@ pub fn run(args: Args) -> Result<Status> {
             &stop,
         )?
     };
-    print_report(&report, args.json, args.output.is_some());
+    print_report(&report, args.json, args.output.is_some())?;
     if report.send_errors > 0 {
         anyhow::bail!(
             "{} of the send calls failed, {} packets not sent{}",
@@ -398,7 +399,7 @@ pub fn run(args: Args) -> Result<Status> {
     Ok(Status::Clean)
 }
 
-fn print_report(r: &Report, json: bool, file: bool) {
+fn print_report(r: &Report, json: bool, file: bool) -> Result<()> {
     let secs = r.elapsed_ns as f64 / 1e9;
     if file {
         eprintln!(
@@ -430,6 +431,9 @@ fn print_report(r: &Report, json: bool, file: bool) {
             "last_error": r.last_error,
             "rejected": r.rejected,
         });
-        println!("{v}");
+        let mut out = output::stdout();
+        writeln!(out, "{v}")?;
+        out.commit()?;
     }
+    Ok(())
 }

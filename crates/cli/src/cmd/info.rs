@@ -1,7 +1,8 @@
 //! `weir info`: a capinfos-like summary of each capture file, as text or `--json`.
+#![deny(clippy::print_stdout)]
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -9,7 +10,7 @@ use serde::Serialize;
 use weir_source::{FileReader, Interface, Packet, ReadError};
 
 use super::input::{for_each_packet, Filters, Visitor};
-use crate::output::Status;
+use crate::output::{self, Status};
 use crate::time;
 
 /// Arguments of `weir info`.
@@ -156,10 +157,10 @@ pub fn run(args: Args) -> Result<Status> {
     };
     let mut filters = Filters::new(&[])?;
     let status = for_each_packet(&args.files, &mut filters, &mut collector)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = BufWriter::new(output::stdout());
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &collector.files)?;
-        writeln!(out)?;
+        let json = serde_json::to_string_pretty(&collector.files)?;
+        writeln!(out, "{json}")?;
     } else {
         for (n, f) in collector.files.iter().enumerate() {
             if n > 0 {
@@ -168,6 +169,7 @@ pub fn run(args: Args) -> Result<Status> {
             print_text(&mut out, f)?;
         }
     }
+    out.into_inner().map_err(|e| e.into_error())?.commit()?;
     Ok(status)
 }
 

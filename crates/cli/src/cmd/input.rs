@@ -162,6 +162,7 @@ fn one_file<V: Visitor>(
                 packet.link,
                 packet.data.to_vec(),
                 packet.record_offset,
+                packet.pcap_ts,
             );
             interfaces = reader.interfaces().to_vec();
             if !match_all {
@@ -172,6 +173,7 @@ fn one_file<V: Visitor>(
                 link: p.1,
                 data: &p.2,
                 record_offset: p.3,
+                pcap_ts: p.4,
             };
             if match_all || per_iface[iface].matches(packet.data, packet.meta.orig_len) {
                 visitor.packet(&interfaces, &packet)?;

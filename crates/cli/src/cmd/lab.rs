@@ -1,6 +1,8 @@
 //! `weir lab`: build and tear down the namespace bench, apply queueing setups to its bottleneck,
 //! and run scenarios that measure them (see weir-lab).
+#![deny(clippy::print_stdout)]
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -8,7 +10,7 @@ use weir_lab::bench::{self, Bench, Role};
 use weir_lab::scenario::{self, Scenario};
 use weir_lab::{caps, knobs, LabError};
 
-use crate::output::Status;
+use crate::output::{self, Status};
 
 /// Arguments of `weir lab`.
 #[derive(clap::Args, Debug)]
@@ -91,10 +93,12 @@ fn require_up(b: &Bench) -> Result<()> {
 /// Runs `weir lab`.
 pub fn run(args: Args) -> Result<Status> {
     let b = Bench::new(&args.name)?;
+    let mut stdout = output::stdout();
     match args.action {
         Action::Up => {
             let st = b.up().context("cannot build the bench")?;
-            println!(
+            writeln!(
+                stdout,
                 "bench '{}' up: {} (eth0 {}) — {} (in0 {}, out0 {}) — {} (eth0 {})",
                 b.name(),
                 b.ns(Role::Sender),
@@ -104,60 +108,70 @@ pub fn run(args: Args) -> Result<Status> {
                 bench::ROUTER_OUT_IP,
                 b.ns(Role::Receiver),
                 bench::RECEIVER_IP
-            );
-            println!(
+            )?;
+            writeln!(
+                stdout,
                 "bottleneck: {} out0; MACs {}",
                 b.ns(Role::Router),
                 st.macs.join(" ")
-            );
+            )?;
         }
         Action::Down { all } => {
             let removed = if all { bench::down_all()? } else { b.down()? };
             if removed.is_empty() {
-                println!("nothing to remove");
+                writeln!(stdout, "nothing to remove")?;
             } else {
-                println!("removed {}", removed.join(", "));
+                writeln!(stdout, "removed {}", removed.join(", "))?;
             }
         }
         Action::Status => {
             if b.exists() {
                 let st = b.state().unwrap_or_default();
-                println!("bench '{}' is up: {}", b.name(), st.namespaces.join(", "));
+                writeln!(
+                    stdout,
+                    "bench '{}' is up: {}",
+                    b.name(),
+                    st.namespaces.join(", ")
+                )?;
                 let q = b.exec(
                     Role::Router,
                     &["tc", "qdisc", "show", "dev", knobs::BOTTLENECK],
                 )?;
-                print!("bottleneck qdisc: {}", String::from_utf8_lossy(&q.stdout));
+                write!(
+                    stdout,
+                    "bottleneck qdisc: {}",
+                    String::from_utf8_lossy(&q.stdout)
+                )?;
             } else {
-                println!("bench '{}' is down", b.name());
+                writeln!(stdout, "bench '{}' is down", b.name())?;
             }
             let others = bench::benches()?;
             if !others.is_empty() {
-                println!("benches present: {}", others.join(", "));
+                writeln!(stdout, "benches present: {}", others.join(", "))?;
             }
         }
-        Action::Caps => print!("{}", caps::probe()?.describe()),
+        Action::Caps => write!(stdout, "{}", caps::probe()?.describe())?,
         Action::Qdisc { kind, args: a } => {
             require_up(&b)?;
             let c = caps::probe()?;
             let a: Vec<&str> = a.iter().map(String::as_str).collect();
             knobs::qdisc(&b, Some(&c), &kind, &a).map_err(unsupported)?;
-            println!("{kind} on {}", knobs::BOTTLENECK);
+            writeln!(stdout, "{kind} on {}", knobs::BOTTLENECK)?;
         }
         Action::Bql { limit } => {
             require_up(&b)?;
             knobs::bql(&b, limit).map_err(unsupported)?;
-            println!("byte queue limit {limit} on {}", knobs::BOTTLENECK);
+            writeln!(stdout, "byte queue limit {limit} on {}", knobs::BOTTLENECK)?;
         }
         Action::Tsq { bytes } => {
             require_up(&b)?;
             knobs::tsq(&b, bytes).map_err(unsupported)?;
-            println!("tcp_limit_output_bytes = {bytes} on the sender");
+            writeln!(stdout, "tcp_limit_output_bytes = {bytes} on the sender")?;
         }
         Action::Xdp { state } => {
             require_up(&b)?;
             knobs::xdp(&b, state == "on").map_err(unsupported)?;
-            println!("XDP forwarding {state}");
+            writeln!(stdout, "XDP forwarding {state}")?;
         }
         Action::Run {
             scenario: path,
@@ -177,7 +191,11 @@ pub fn run(args: Args) -> Result<Status> {
                 b.down()?;
             }
             let results = r?;
-            print!("{}", std::fs::read_to_string(out.join("table.txt"))?);
+            write!(
+                stdout,
+                "{}",
+                std::fs::read_to_string(out.join("table.txt"))?
+            )?;
             let measured = results.iter().filter(|r| r.run.is_some()).count();
             eprintln!(
                 "weir: {measured} of {} setups measured; results, captures and charts in {}",
@@ -192,5 +210,6 @@ pub fn run(args: Args) -> Result<Status> {
             }
         }
     }
+    stdout.commit()?;
     Ok(Status::Clean)
 }

@@ -1,9 +1,10 @@
 //! `weir latency A B`: matches the packets of two captures of the same traffic (before and after
 //! a queue, a link, a router) and reports per-stream one-way latency, loss, duplicates,
 //! reordering and jitter, as a table, JSON, CSV (one row per matched packet) and charts.
+#![deny(clippy::print_stdout)]
 
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use weir_latency::plot::Series;
@@ -81,6 +82,16 @@ fn runs(args: &Args) -> Result<Vec<(String, PathBuf, PathBuf)>> {
     Ok(v)
 }
 
+/// Makes sure the charts can be written into `dir` (creating it), before any work is done.
+fn check_plot_dir(dir: &Path) -> Result<()> {
+    let fail =
+        |e: std::io::Error| anyhow::anyhow!("cannot write the charts into {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(format!(".weir-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
+}
+
 /// Runs `weir latency`.
 pub fn run(args: Args) -> Result<Status> {
     if args.window.is_nan() || args.window <= 0.0 {
@@ -97,6 +108,14 @@ pub fn run(args: Args) -> Result<Status> {
         },
     };
 
+    let runs = runs(&args)?;
+    let inputs: Vec<&PathBuf> = runs.iter().flat_map(|(_, a, b)| [a, b]).collect();
+    for out in [&args.json, &args.csv].into_iter().flatten() {
+        output::check_inputs(&inputs, Some(out))?;
+    }
+    if let Some(dir) = &args.plot {
+        check_plot_dir(dir)?;
+    }
     let mut csv = match &args.csv {
         Some(p) => {
             let mut w = BufWriter::with_capacity(1 << 20, output::create(p)?);
@@ -107,7 +126,7 @@ pub fn run(args: Args) -> Result<Status> {
     };
     let mut results: Vec<(String, Run)> = Vec::new();
     let mut status = Status::Clean;
-    for (label, a, b) in runs(&args)? {
+    for (label, a, b) in runs {
         let mut csv_err = None;
         let run = analyze(&a, &b, &cfg, &mut |m| {
             if let Some(w) = &mut csv {
@@ -122,7 +141,7 @@ pub fn run(args: Args) -> Result<Status> {
         })
         .with_context(|| format!("cannot analyse {} against {}", a.display(), b.display()))?;
         if let Some(e) = csv_err {
-            return Err(e).context("cannot write the CSV output");
+            return Err(e.into());
         }
         for d in &run.damage {
             eprintln!("weir: warning: {d}");
@@ -142,8 +161,8 @@ pub fn run(args: Args) -> Result<Status> {
         }
         results.push((label, run));
     }
-    if let Some(mut w) = csv {
-        w.flush()?;
+    if let Some(w) = csv {
+        w.into_inner().map_err(|e| e.into_error())?.commit()?;
     }
     let labelled: Vec<Labelled<'_>> = results
         .iter()
@@ -151,16 +170,18 @@ pub fn run(args: Args) -> Result<Status> {
         .collect();
     if let Some(p) = &args.json {
         let mut out = output::create(p)?;
-        serde_json::to_writer_pretty(&mut out, &report::json(&labelled))?;
-        writeln!(out)?;
-        out.flush()?;
+        let json = serde_json::to_string_pretty(&report::json(&labelled))?;
+        writeln!(out, "{json}")?;
+        out.commit()?;
     }
     let to_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
     let table = report::table(&labelled);
     if to_stdout(&args.json) || to_stdout(&args.csv) {
         eprint!("{table}");
     } else {
-        print!("{table}");
+        let mut out = output::stdout();
+        write!(out, "{table}")?;
+        out.commit()?;
     }
     if let Some(dir) = &args.plot {
         let series: Vec<Series<'_>> = results
@@ -178,7 +199,8 @@ pub fn run(args: Args) -> Result<Status> {
                 })
             })
             .collect();
-        let files = weir_latency::plot::plot_all(dir, &series)?;
+        let files = weir_latency::plot::plot_all(dir, &series)
+            .with_context(|| format!("cannot draw the charts into {}", dir.display()))?;
         eprintln!("weir: {} charts written to {}", files.len(), dir.display());
     }
     Ok(status)

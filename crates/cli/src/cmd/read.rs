@@ -1,16 +1,15 @@
 //! `weir read`: filter and convert capture files, like `tcpdump -r IN -w OUT EXPR`; without `-w`,
 //! print one line per matching packet.
+#![deny(clippy::print_stdout)]
 
-use std::io::Write;
-
-use anyhow::{Context, Result};
-use weir_source::{FileReader, Interface, Packet, ReadError};
+use anyhow::Result;
+use weir_source::{FileFormat, FileReader, Interface, Packet, ReadError};
 use weir_store::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
 
 use super::decode::LinePrinter;
 use super::input::{effective_snaplen, for_each_packet, Filters, Visitor};
 use crate::args;
-use crate::output::{self, Status};
+use crate::output::{self, Output, Status};
 
 /// Output file format.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +64,7 @@ pub fn run(args: Args) -> Result<Status> {
         return Ok(status);
     };
     let format = args.out.format(Format::Pcap);
+    output::check_inputs(&args.inputs.files, Some(out_path))?;
     let out = output::create(out_path)?;
     let mut sink = Sink {
         out: Some(out),
@@ -74,18 +74,18 @@ pub fn run(args: Args) -> Result<Status> {
         written: 0,
         limit: args.count,
         fallback: None,
+        input_unit: None,
     };
     let status = for_each_packet(&args.inputs.files, &mut filters, &mut sink)?;
-    sink.finish()
-        .with_context(|| format!("cannot write {}", out_path.display()))?;
+    sink.finish()?;
     Ok(status)
 }
 
 /// Writes matching packets; the writer is created on the first packet (or at the end), when the
 /// link type of the output is known.
 struct Sink {
-    out: Option<Box<dyn Write + Send>>,
-    writer: Option<PacketWriter<Box<dyn Write + Send>>>,
+    out: Option<Output>,
+    writer: Option<PacketWriter<Output>>,
     format: OutputFormat,
     /// Output interface id of each interface of the current input (`None` = not yet declared).
     iface_map: Vec<Option<u32>>,
@@ -94,6 +94,9 @@ struct Sink {
     /// What an output with no packet declares: the first input's first interface (what tcpdump
     /// does), Ethernet when there was none.
     fallback: Option<InterfaceSpec>,
+    /// The current input's timestamp unit when it is classic pcap: its records' time fields are
+    /// copied as they are into a pcap output of the same unit (what tcpdump does).
+    input_unit: Option<Precision>,
 }
 
 fn spec(i: &Interface) -> InterfaceSpec {
@@ -142,15 +145,22 @@ impl Sink {
             });
             self.writer = Some(PacketWriter::new(out, self.format, &[s])?);
         }
-        let mut out = self.writer.take().expect("writer exists").finish()?;
-        out.flush()?;
-        Ok(())
+        self.writer
+            .take()
+            .expect("writer exists")
+            .finish()?
+            .commit()
     }
 }
 
 impl Visitor for Sink {
     fn start_file(&mut self, reader: &FileReader) -> Result<()> {
         self.iface_map.clear();
+        self.input_unit = match reader.format() {
+            FileFormat::Pcap { nanos: true, .. } => Some(Precision::Nano),
+            FileFormat::Pcap { nanos: false, .. } => Some(Precision::Micro),
+            FileFormat::Pcapng => None,
+        };
         if self.fallback.is_none() {
             self.fallback = reader.interfaces().first().map(spec);
         }
@@ -166,10 +176,14 @@ impl Visitor for Sink {
         };
         let mut meta = packet.meta;
         meta.interface = id;
-        self.writer
+        let w = self
+            .writer
             .as_mut()
-            .expect("writer created with the first interface")
-            .write(&meta, packet.data)?;
+            .expect("writer created with the first interface");
+        match (packet.pcap_ts, self.input_unit) {
+            (Some(ts), Some(unit)) => w.write_pcap_ts(&meta, ts, unit, packet.data)?,
+            _ => w.write(&meta, packet.data)?,
+        }
         self.written += 1;
         Ok(())
     }
