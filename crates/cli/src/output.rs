@@ -10,6 +10,7 @@
 //! the path only by [`Output::commit`]; an output dropped without it (the command failed) is
 //! removed, so a failed command leaves an existing file as it was. [`check_inputs`] opens every
 //! input before an output is created and refuses an output that is one of the inputs.
+#![deny(clippy::print_stdout)]
 
 use std::fs::File;
 use std::io::{self, Write};
