@@ -114,6 +114,21 @@ pub fn create(path: &Path) -> Result<Output> {
     })
 }
 
+/// Opens `path` for writing in place, `-` meaning stdout: for a live capture, whose file must
+/// hold every packet written so far if the process is killed (as `tcpdump -w` does), so it is
+/// not written under a temporary name.
+pub fn create_in_place(path: &Path) -> Result<Output> {
+    if path.as_os_str() == "-" {
+        return Ok(stdout());
+    }
+    let name = path.display().to_string();
+    let file = File::create(path).with_context(|| format!("cannot create {name}"))?;
+    Ok(Output {
+        target: Target::File { file, rename: None },
+        name,
+    })
+}
+
 impl Output {
     fn named(&self, e: io::Error) -> io::Error {
         io::Error::new(e.kind(), format!("cannot write {}: {e}", self.name))

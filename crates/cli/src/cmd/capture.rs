@@ -186,7 +186,7 @@ impl Output {
         {
             bail!("classic pcap holds one link type; use --format pcapng");
         }
-        let w = PacketWriter::new(output::create(path)?, format, &live.interfaces)?;
+        let w = PacketWriter::new(output::create_in_place(path)?, format, &live.interfaces)?;
         Ok(Output::File(w, pcap))
     }
 
