@@ -474,3 +474,51 @@ fn micro_output_is_byte_identical_to_tcpdump_with_out_of_range_microseconds() {
         );
     }
 }
+
+#[test]
+fn a_capture_killed_with_sigkill_leaves_its_packets_in_the_named_file() {
+    // A live capture writes its file in place (as `tcpdump -w`): killed outright, the packets it
+    // had written are in OUT itself, not in a temporary file nobody knows about.
+    let bench = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("live.pcap");
+    let mut child = weir()
+        .args(["capture", "-i", &bench.host_if, "-w"])
+        .arg(&out)
+        .arg("udp")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("capturing on") {
+        assert_eq!(err.read(&mut byte).unwrap(), 1, "capture exited early");
+        seen.push(byte[0]);
+    }
+    bench.send_udp(9999, 20, 100);
+    // The idle flush puts them in the file; wait for tcpdump to see all 20 (a hang bound only).
+    let count = |p: &std::path::Path| {
+        let o = run(Command::new("tcpdump").arg("-r").arg(p));
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    let t = Instant::now();
+    while count(&out) < 20 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap(); // SIGKILL: no clean-up runs
+    child.wait().unwrap();
+    assert_eq!(
+        count(&out),
+        20,
+        "tcpdump reads every packet from {}",
+        out.display()
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "live.pcap")
+        .collect();
+    assert!(leftovers.is_empty(), "no other files: {leftovers:?}");
+}
