@@ -4,6 +4,9 @@
 //! damaged input file, after every readable packet was processed), 2 for a usage error (clap's
 //! own convention). A closed stdout (`weir decode ... | head`) is not an error.
 
+// Output goes through `output::stdout()` (errors checked, a closed pipe a quiet exit 0).
+#![deny(clippy::print_stdout)]
+
 mod args;
 mod cmd;
 mod output;

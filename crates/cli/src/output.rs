@@ -4,13 +4,12 @@
 //! ([`create`]). Its errors name the output ("cannot write to stdout: …", "cannot write PATH: …")
 //! and keep their kind, so a reader that went away ([`is_broken_pipe`]) ends the command quietly
 //! with status 0 and any other write error (a full disk, `> /dev/full`) is reported with status 1.
-//! Nothing panics on a closed stdout: `println!` is denied in the modules that print.
+//! Nothing panics on a closed stdout: `println!` is denied in the whole binary (main.rs).
 //!
 //! A regular-file output is written to a temporary name in the same directory and renamed over
 //! the path only by [`Output::commit`]; an output dropped without it (the command failed) is
 //! removed, so a failed command leaves an existing file as it was. [`check_inputs`] opens every
 //! input before an output is created and refuses an output that is one of the inputs.
-#![deny(clippy::print_stdout)]
 
 use std::fs::File;
 use std::io::{self, Write};

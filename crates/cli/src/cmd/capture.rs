@@ -6,7 +6,6 @@
 //! buffer order. When it falls behind, the buffer drops new packets and counts them, so capture
 //! threads never block. `weir record` is the tool for sustained high rates (segments written
 //! straight from the buffer with O_DIRECT).
-#![deny(clippy::print_stdout)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,5 +1,4 @@
 //! `weir decode`: one tcpdump-like line per packet, for humans.
-#![deny(clippy::print_stdout)]
 
 use std::io::{BufWriter, Write};
 

@@ -1,6 +1,5 @@
 //! `weir gen`: synthetic stamped streams or the replay of a capture file, sent on an interface
 //! through an AF_PACKET TX ring or written to a file with the planned times as timestamps.
-#![deny(clippy::print_stdout)]
 
 use std::io::Write;
 use std::net::IpAddr;

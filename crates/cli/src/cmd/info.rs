@@ -1,5 +1,4 @@
 //! `weir info`: a capinfos-like summary of each capture file, as text or `--json`.
-#![deny(clippy::print_stdout)]
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};

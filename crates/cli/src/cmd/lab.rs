@@ -1,6 +1,5 @@
 //! `weir lab`: build and tear down the namespace bench, apply queueing setups to its bottleneck,
 //! and run scenarios that measure them (see weir-lab).
-#![deny(clippy::print_stdout)]
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,7 +1,6 @@
 //! `weir latency A B`: matches the packets of two captures of the same traffic (before and after
 //! a queue, a link, a router) and reports per-stream one-way latency, loss, duplicates,
 //! reordering and jitter, as a table, JSON, CSV (one row per matched packet) and charts.
-#![deny(clippy::print_stdout)]
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! `weir read`: filter and convert capture files, like `tcpdump -r IN -w OUT EXPR`; without `-w`,
 //! print one line per matching packet.
-#![deny(clippy::print_stdout)]
 
 use anyhow::Result;
 use weir_source::{FileFormat, FileReader, Interface, Packet, ReadError};
