@@ -19,10 +19,11 @@ pub fn peers_required() -> bool {
 
 /// Reports that `what` is missing: panics when peers are required, else prints a skip note.
 /// Always returns `false`, so callers can write `return missing(...)` in a `bool` function.
+#[track_caller]
 pub fn missing(what: &str) -> bool {
     assert!(
         !peers_required(),
-        "{what}; WEIR_REQUIRE_PEERS is set, so a missing peer fails the test (run scripts/setup.sh)"
+        "{what}; WEIR_REQUIRE_PEERS is set, so a missing peer or corpus fails the test (run scripts/setup.sh)"
     );
     eprintln!("SKIPPED: {what} (set WEIR_REQUIRE_PEERS=1 to make this a failure)");
     false
@@ -30,6 +31,7 @@ pub fn missing(what: &str) -> bool {
 
 /// Whether `program` can be started here. When it cannot, [`missing`] decides: a skip note, or
 /// a panic when peers are required.
+#[track_caller]
 pub fn have(program: &str) -> bool {
     match Command::new(program)
         .arg("--version")
@@ -53,6 +55,7 @@ pub fn corpus_dir() -> PathBuf {
 
 /// The corpus files, sorted by name; `None` (after [`missing`]) when the directory cannot be read
 /// or holds no file.
+#[track_caller]
 pub fn corpus() -> Option<Vec<PathBuf>> {
     let dir = corpus_dir();
     let rd = match std::fs::read_dir(&dir) {

@@ -73,6 +73,7 @@ pub fn write_pcap(
 
 /// True when a `tcpdump` binary runs here; when it does not, the caller skips with a note, or
 /// this panics if `WEIR_REQUIRE_PEERS` is set (see `weir_testkit`).
+#[track_caller]
 pub fn have_tcpdump() -> bool {
     weir_testkit::have("tcpdump")
 }
