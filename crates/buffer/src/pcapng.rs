@@ -111,6 +111,22 @@ pub(crate) fn padding_tail(len: usize) -> [u8; 8] {
     t
 }
 
+/// Largest padding block: its `opt_comment` length is a 16-bit field (65528 is the largest
+/// multiple of 8 that fits).
+const MAX_PAD: usize = MIN_BLOCK_LEN + 65_528;
+
+/// Length of the next padding block when `rem` bytes remain to be filled: at most `MAX_PAD`,
+/// and never leaving a remainder under 32 bytes. `rem` is a multiple of 8, at least 32.
+pub(crate) fn pad_piece(rem: usize) -> usize {
+    if rem <= MAX_PAD {
+        rem
+    } else if rem - MAX_PAD >= MIN_BLOCK_LEN {
+        MAX_PAD
+    } else {
+        MAX_PAD - MIN_BLOCK_LEN
+    }
+}
+
 /// Writes a padding block (an ISB that every pcapng reader skips) filling all of `dst`, for a
 /// recorder that must pad the end of a segment file. `dst.len()` must be a multiple of 4 (8
 /// inside the buffer), at least [`MIN_BLOCK_LEN`] and below 64 KiB + 32 (the comment length is
@@ -130,7 +146,7 @@ pub fn write_padding_run(dst: &mut [u8], ts_ns: u64) {
     assert!(dst.len() >= MIN_BLOCK_LEN && dst.len() % 8 == 0);
     let mut rest = dst;
     while !rest.is_empty() {
-        let piece = crate::writer::pad_piece(rest.len());
+        let piece = pad_piece(rest.len());
         let (head, tail) = rest.split_at_mut(piece);
         write_padding(head, ts_ns);
         rest = tail;

@@ -3,8 +3,7 @@
 //! `tests/loom.rs`.
 
 use super::*;
-use crate::pcapng::{record_len, ISB_TYPE};
-use crate::writer::pad_piece;
+use crate::pcapng::{pad_piece, record_len, ISB_TYPE};
 
 /// A small buffer on normal pages: `size` bytes, packets up to 256 bytes, 2 writers.
 fn small(size: usize, readers: usize, best_effort: usize) -> PacketBuffer {

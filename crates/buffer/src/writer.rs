@@ -4,7 +4,7 @@
 //! fence → one `fetch_add` on the offset counter → write the record (or padding, at the end of
 //! the buffer) → mark the slot idle with `Release`. See the crate docs for why that is sound.
 
-use crate::pcapng::{self, record_len, MIN_BLOCK_LEN};
+use crate::pcapng::{self, pad_piece, record_len, MIN_BLOCK_LEN};
 use crate::sync::{fence, Ordering};
 use crate::{dist, Inner, PacketBuffer, WriterSlot, BUSY, IDLE};
 
@@ -17,22 +17,6 @@ pub enum Dropped {
     /// The packet is longer than the buffer's `max_caplen`.
     #[error("packet longer than the packet buffer's max caplen")]
     TooLong,
-}
-
-/// Largest padding block: its `opt_comment` length is a 16-bit field (65528 is the largest
-/// multiple of 8 that fits).
-const MAX_PAD: usize = MIN_BLOCK_LEN + 65_528;
-
-/// Length of the next padding block when `rem` bytes remain to be filled: at most `MAX_PAD`,
-/// and never leaving a remainder under 32 bytes. `rem` is a multiple of 8, at least 32.
-pub(crate) fn pad_piece(rem: usize) -> usize {
-    if rem <= MAX_PAD {
-        rem
-    } else if rem - MAX_PAD >= MIN_BLOCK_LEN {
-        MAX_PAD
-    } else {
-        MAX_PAD - MIN_BLOCK_LEN
-    }
 }
 
 /// One packet of a [`Writer::push_batch`].

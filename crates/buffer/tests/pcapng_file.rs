@@ -4,29 +4,13 @@
 //! capinfos (skipped when missing unless `WEIR_REQUIRE_PEERS` is set).
 #![cfg(not(loom))]
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use weir_buffer::{pcapng, Config};
+use weir_testkit::have;
 
 /// 2026-11-21T10:20:30Z in ns.
 const T0: u64 = 1_795_256_430_000_000_000;
-
-fn have(program: &str) -> bool {
-    let ok = Command::new(program)
-        .arg("-h")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !ok {
-        assert!(
-            std::env::var_os("WEIR_REQUIRE_PEERS").is_none(),
-            "{program} is not installed"
-        );
-        eprintln!("SKIPPED: {program} is not installed");
-    }
-    ok
-}
 
 /// SHB (host byte order) and an Ethernet IDB with `if_tsresol = 9`.
 fn file_head() -> Vec<u8> {

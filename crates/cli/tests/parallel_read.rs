@@ -1,7 +1,11 @@
 //! The parallel reading path of `weir read` (one large classic pcap split across threads) must give
-//! exactly tcpdump's output, also when the split guesses land inside packets (payloads full of fake
-//! record headers) and when the file is damaged. `WEIR_PARALLEL_MIN_BYTES=0` forces the path on
-//! small files.
+//! exactly tcpdump's output and the sequential path's, also when the split guesses land inside
+//! packets (payloads full of fake record headers) and when the file is damaged.
+//! `WEIR_PARALLEL_MIN_BYTES=0` forces the path on small files, a huge value keeps it off.
+//!
+//! Which case a file exercises is checked on `FileReader::split`'s own result (the ranges the
+//! parallel path is given), not on log text: the clean file's guesses are all real record
+//! boundaries, the misleading file's are not, so the exact fallback must run.
 
 mod common;
 
@@ -9,6 +13,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{run, weir};
+use weir_source::FileReader;
 
 /// A µs pcap of UDP/IPv4 frames; with `fakes`, every payload is a run of 16-byte pcap record
 /// headers with zero lengths, which look like a plausible chain of records.
@@ -76,56 +81,104 @@ fn build(path: &Path, packets: usize, fakes: bool) {
     std::fs::write(path, v).unwrap();
 }
 
-/// Runs both tools and compares; returns weir's stderr (debug log included).
-fn compare(input: &Path, expr: &str, dir: &Path) -> String {
-    let (a, b) = (dir.join("weir.pcap"), dir.join("tcpdump.pcap"));
-    let w = run(weir()
-        .env("WEIR_PARALLEL_MIN_BYTES", "0")
-        .env("WEIR_LOG", "debug")
+/// `weir read` of `input` with `expr` into `out`, with the parallel path forced on or kept off.
+fn weir_read(input: &Path, expr: &str, out: &Path, parallel: bool) -> std::process::Output {
+    let min = if parallel {
+        "0"
+    } else {
+        "18446744073709551615"
+    };
+    run(weir()
+        .env("WEIR_PARALLEL_MIN_BYTES", min)
         .args(["read", "--micro", "-r"])
         .arg(input)
         .arg("-w")
-        .arg(&a)
-        .arg(expr));
+        .arg(out)
+        .arg(expr))
+}
+
+/// Runs weir (parallel and sequential) and tcpdump; the three files written must be identical.
+fn compare(input: &Path, expr: &str, dir: &Path) {
+    let (a, s, b) = (
+        dir.join("weir.pcap"),
+        dir.join("weir-seq.pcap"),
+        dir.join("tcpdump.pcap"),
+    );
+    let w = weir_read(input, expr, &a, true);
+    let ws = weir_read(input, expr, &s, false);
     let t = run(Command::new("tcpdump")
         .arg("-r")
         .arg(input)
         .arg("-w")
         .arg(&b)
         .arg(expr));
-    assert_eq!(
-        w.status.success(),
-        t.status.success(),
-        "{}",
-        String::from_utf8_lossy(&w.stderr)
+    for (name, o) in [("parallel", &w), ("sequential", &ws)] {
+        assert_eq!(
+            o.status.success(),
+            t.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let (wa, ws, tb) = (
+        std::fs::read(&a).unwrap(),
+        std::fs::read(&s).unwrap(),
+        std::fs::read(&b).unwrap(),
     );
-    let (wa, tb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     assert!(tb.len() > 24, "tcpdump wrote packets");
-    assert!(
-        wa == tb,
-        "{} [{expr}]: {} vs {} bytes",
-        input.display(),
-        wa.len(),
-        tb.len()
-    );
-    String::from_utf8_lossy(&w.stderr).into_owned()
+    for (name, ours) in [("parallel", &wa), ("sequential", &ws)] {
+        assert!(
+            *ours == tb,
+            "{} [{expr}] {name}: {} vs {} bytes",
+            input.display(),
+            ours.len(),
+            tb.len()
+        );
+    }
+}
+
+/// The ranges `FileReader::split` gives the parallel path for `path` (as many as cores, as `weir
+/// read` asks for on a file under 32 MiB): how many, the packets read in them up to the first
+/// range that ends early, and whether every range but the last ended exactly at the next one's
+/// start (every split guess a real record boundary).
+fn split_ranges(path: &Path) -> (usize, u64, bool) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let reader = FileReader::open(path).unwrap();
+    let ranges = reader
+        .split(cores.max(2))
+        .expect("the file qualifies for the parallel path");
+    let n = ranges.len();
+    let mut packets = 0;
+    for (k, mut r) in ranges.into_iter().enumerate() {
+        loop {
+            match r.next_packet() {
+                Ok(Some(_)) => packets += 1,
+                Ok(None) => break,
+                Err(_) if k + 1 < n => return (n, packets, false),
+                Err(e) => panic!("last range of {}: {e}", path.display()),
+            }
+        }
+    }
+    (n, packets, true)
 }
 
 #[test]
 fn parallel_read_is_exact_for_clean_misleading_and_damaged_files() {
+    const PACKETS: usize = 20_011;
     let tmp = tempfile::tempdir().unwrap();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     for (name, fakes) in [("clean.pcap", false), ("fakes.pcap", true)] {
         let f = tmp.path().join(name);
-        build(&f, 20_011, fakes);
+        build(&f, PACKETS, fakes);
+        // The file is split, and fake headers fool the split guess (so the exact fallback
+        // runs) exactly when the payloads hold them.
+        let (n, packets, exact) = split_ranges(&f);
+        assert!(n >= 2, "{name}: {n} ranges");
+        assert_eq!(exact, !fakes, "{name}: split guesses on record boundaries");
+        if exact {
+            assert_eq!(packets, PACKETS as u64, "{name}: packets in the ranges");
+        }
         for expr in ["", "udp port 53", "dst host 10.0.7.2", "greater 300"] {
-            let log = compare(&f, expr, tmp.path());
-            if cores >= 2 {
-                assert!(log.contains("ranges"), "the parallel path ran: {log}");
-                // Fake headers fool the split guess; the exact fallback must have been taken.
-                let fell_back = log.contains("reading on sequentially");
-                assert_eq!(fell_back, fakes, "{name}: {log}");
-            }
+            compare(&f, expr, tmp.path());
         }
         // Damaged: cut in the middle of the last quarter.
         let bytes = std::fs::read(&f).unwrap();

@@ -1,113 +1,163 @@
-//! Decodes every packet of every classic pcap file in the shared corpus
-//! (`../shared/corpus/pcaps`, real captures from suricata-verify): no panic, and every error
-//! offset inside its frame. The files stay where they are; nothing is copied into the repo.
+//! Decodes every packet of every file of the shared corpus (`../shared/corpus/pcaps`, real
+//! captures from suricata-verify, or `$WEIR_CORPUS`), classic pcap and pcapng alike: no panic,
+//! and every error offset inside its frame. Then the same files rewritten as pcapng by editcap
+//! (Wireshark's) must decode to exactly the same packets and results.
+//!
+//! A missing corpus or editcap is a skip with a note, or a failure when `WEIR_REQUIRE_PEERS` is
+//! set. The files stay where they are; nothing is copied into the repo.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::process::Command;
 
-use weir_decode::{decode, protocol_name, summary, LinkType};
+use weir_decode::{decode, protocol_name, summary};
+use weir_source::{FileFormat, FileReader};
 
-fn corpus_dir() -> Option<PathBuf> {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // crates/decode -> main -> work root, where shared/ lives beside the repository
-    let candidates = [
-        here.join("../../../shared/corpus/pcaps"),
-        PathBuf::from("/work/shared/corpus/pcaps"),
-    ];
-    candidates.into_iter().find(|p| p.is_dir())
+/// What the walk over a set of files saw.
+#[derive(Default)]
+struct Tally {
+    files: usize,
+    packets: u64,
+    /// Files whose reading stopped at damage (the packets before it count).
+    damaged: usize,
+    formats: BTreeMap<&'static str, usize>,
+    links: BTreeMap<u32, u64>,
+    protocols: BTreeMap<&'static str, u64>,
+    errors: BTreeMap<String, u64>,
 }
 
-/// Captured bytes and original length of each record.
-type Packets<'a> = Vec<(&'a [u8], u32)>;
+/// One file's packets: how many, and a digest of every packet's link type, bytes and decoding.
+#[derive(Debug, PartialEq, Eq)]
+struct FileResult {
+    packets: u64,
+    digest: u64,
+}
 
-/// A classic pcap file's link type and packets, or `None` when the bytes are not classic pcap.
-/// Minimal on purpose: 24-byte global header, magic a1b2c3d4 (µs) or a1b23c4d (ns) in either
-/// byte order, 16-byte record headers. A record running past the end ends the file.
-fn parse_pcap(data: &[u8]) -> Option<(u32, Packets<'_>)> {
-    let magic = data.get(..4)?;
-    let le = match magic {
-        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => true,
-        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => false,
-        _ => return None,
+/// Reads and decodes every packet of `path` (either format), checking each decoding; `None` when
+/// the reader refuses the file.
+fn walk(path: &Path, t: &mut Tally) -> Option<FileResult> {
+    let mut r = FileReader::open(path).ok()?;
+    t.files += 1;
+    let format = match r.format() {
+        FileFormat::Pcap { .. } => "pcap",
+        FileFormat::Pcapng => "pcapng",
     };
-    let u32_at = |b: &[u8], at: usize| {
-        let w = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-        if le {
-            u32::from_le_bytes(w)
-        } else {
-            u32::from_be_bytes(w)
-        }
-    };
-    if data.len() < 24 {
-        return None;
-    }
-    let link = u32_at(data, 20) & 0xffff;
-    let mut packets = Vec::new();
-    let mut at = 24;
-    while at + 16 <= data.len() {
-        let caplen = u32_at(data, at + 8) as usize;
-        let orig = u32_at(data, at + 12);
-        let start = at + 16;
-        let Some(bytes) = data.get(start..start.saturating_add(caplen)) else {
-            break;
+    *t.formats.entry(format).or_default() += 1;
+    let (mut packets, mut h) = (0u64, DefaultHasher::new());
+    let mut line = String::new();
+    loop {
+        let p = match r.next_packet() {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            Err(_) => {
+                t.damaged += 1;
+                break;
+            }
         };
-        packets.push((bytes, orig));
-        at = start + caplen;
+        packets += 1;
+        let frame = p.data;
+        let d = decode(p.link, frame);
+        if let Some(e) = d.error() {
+            assert!(
+                e.offset as usize <= frame.len(),
+                "{}: {e} beyond a {}-byte frame",
+                path.display(),
+                frame.len()
+            );
+            *t.errors
+                .entry(format!("{} {}", e.kind, e.layer.name()))
+                .or_default() += 1;
+        }
+        *t.protocols.entry(protocol_name(&d)).or_default() += 1;
+        *t.links.entry(p.link.0).or_default() += 1;
+        line.clear();
+        write!(line, "{}", summary(&d)).unwrap();
+        assert!(!line.is_empty() || d.layers().is_empty());
+        let _ = (d.ip(), d.outer_ip(), d.transport(), d.vlan());
+        (p.link.0, frame, &line).hash(&mut h);
     }
-    Some((link, packets))
+    t.packets += packets;
+    Some(FileResult {
+        packets,
+        digest: h.finish(),
+    })
 }
 
 #[test]
-fn corpus_decodes_without_panic() {
-    let Some(dir) = corpus_dir() else {
-        eprintln!("note: corpus directory not found, skipping the corpus walk");
+fn corpus_decodes_without_panic_as_pcap_and_pcapng() {
+    let Some(files) = weir_testkit::corpus() else {
         return;
     };
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    let (mut n_files, mut skipped, mut n_packets) = (0, 0, 0usize);
-    let mut errors: BTreeMap<String, usize> = BTreeMap::new();
-    let mut protocols: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut links: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut line = String::new();
-    for path in &files {
-        let data = std::fs::read(path).unwrap();
-        let Some((link, packets)) = parse_pcap(&data) else {
-            skipped += 1;
+    let mut t = Tally::default();
+    let results: Vec<_> = files.iter().map(|p| walk(p, &mut t)).collect();
+    eprintln!(
+        "corpus: {} of {} files read ({:?}, {} with a damaged tail), {} packets; link types {:?}",
+        t.files,
+        files.len(),
+        t.formats,
+        t.damaged,
+        t.packets,
+        t.links
+    );
+    eprintln!("protocols: {:?}", t.protocols);
+    eprintln!("stopped early: {:?}", t.errors);
+    // A corpus the reader mostly refuses, or without packets, tests nothing.
+    assert!(
+        t.files * 10 >= files.len() * 9,
+        "only {} of {} corpus files could be read",
+        t.files,
+        files.len()
+    );
+    assert!(
+        t.packets >= t.files as u64,
+        "{} packets in {} files",
+        t.packets,
+        t.files
+    );
+
+    // The same files as pcapng.
+    if !weir_testkit::have("editcap") {
+        return;
+    }
+    let dir = weir_testkit::TempDir::new("decode-pcapng");
+    let mut ng = Tally::default();
+    let mut converted = 0;
+    for (i, (path, ours)) in files.iter().zip(&results).enumerate() {
+        let Some(ours) = ours else { continue };
+        let out = dir.join(&format!("{i}.pcapng"));
+        let st = Command::new("editcap")
+            .args(["-F", "pcapng"])
+            .arg(path)
+            .arg(&out)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("editcap runs");
+        if !st.success() {
             continue;
-        };
-        n_files += 1;
-        *links.entry(link).or_default() += packets.len();
-        for (frame, _orig) in packets {
-            n_packets += 1;
-            let d = decode(LinkType(link), frame);
-            if let Some(e) = d.error() {
-                assert!(
-                    e.offset as usize <= frame.len(),
-                    "{}: {e} beyond a {}-byte frame",
-                    path.display(),
-                    frame.len()
-                );
-                *errors
-                    .entry(format!("{} {}", e.kind, e.layer.name()))
-                    .or_default() += 1;
-            }
-            *protocols.entry(protocol_name(&d)).or_default() += 1;
-            line.clear();
-            use std::fmt::Write;
-            write!(line, "{}", summary(&d)).unwrap();
-            assert!(!line.is_empty() || d.layers().is_empty());
-            let _ = (d.ip(), d.outer_ip(), d.transport(), d.vlan());
         }
+        converted += 1;
+        let theirs = walk(&out, &mut ng)
+            .unwrap_or_else(|| panic!("the pcapng copy of {} is refused", path.display()));
+        assert_eq!(
+            &theirs,
+            ours,
+            "{}: the pcapng copy decodes differently",
+            path.display()
+        );
+        std::fs::remove_file(&out).unwrap();
     }
     eprintln!(
-        "corpus: {n_files} pcap files ({skipped} not classic pcap), {n_packets} packets; link types {links:?}"
+        "pcapng copies: {converted} files ({:?}), {} packets, each decoded as its original",
+        ng.formats, ng.packets
     );
-    eprintln!("protocols: {protocols:?}");
-    eprintln!("stopped early: {errors:?}");
-    assert!(n_packets > 0 || n_files == 0);
+    assert!(
+        converted * 10 >= t.files * 9,
+        "editcap converted only {converted} of {} files",
+        t.files
+    );
+    assert_eq!(ng.formats.get("pcapng"), Some(&converted));
+    assert!(ng.packets * 10 >= t.packets * 9, "{} packets", ng.packets);
 }

@@ -25,6 +25,7 @@
 //! Size: 24 bytes per chunk plus, per key, its value and one varint (usually one byte) per chunk
 //! it appears in. On the corpus trace this is well under 1 % of the data (see bench/README.md).
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod builder;
 mod format;

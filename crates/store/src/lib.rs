@@ -8,6 +8,7 @@
 //!
 //! [`PacketWriter`] picks one of the two at run time, for commands whose output format is a flag.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod pcap;
 mod pcapng;

@@ -71,13 +71,11 @@ pub fn write_pcap(
     std::fs::write(path, out).unwrap();
 }
 
-/// True when a `tcpdump` binary runs here.
+/// True when a `tcpdump` binary runs here; when it does not, the caller skips with a note, or
+/// this panics if `WEIR_REQUIRE_PEERS` is set (see `weir_testkit`).
+#[track_caller]
 pub fn have_tcpdump() -> bool {
-    Command::new("tcpdump")
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
+    weir_testkit::have("tcpdump")
 }
 
 /// `tcpdump -r FILE -d EXPR`: the listing, or tcpdump's error message without the `tcpdump: `
