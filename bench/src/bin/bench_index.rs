@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use weir_index::{IndexBuilder, Key, DEFAULT_CHUNK};
 use weir_packet::LinkType;
-use weir_source::FileReader;
+use weir_pcap::FileReader;
 
 /// Time the indexer on the corpus trace.
 #[derive(Parser)]

@@ -1,4 +1,4 @@
-//! Disk benchmark of the recorder: how fast `weir-record` writes a full packet buffer to disk,
+//! Disk benchmark of the recorder: how fast `weir-store` writes a full packet buffer to disk,
 //! next to `dd oflag=direct bs=1M` writing the same number of bytes to the same filesystem.
 //!
 //! Each round fills a packet buffer (default 4 GiB) with the corpus trace's packets, untimed,
@@ -19,9 +19,9 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use weir_buffer::{Config, Dropped};
-use weir_record::{Options, Recorder, Store};
-use weir_source::FileReader;
-use weir_store::InterfaceSpec;
+use weir_pcap::FileReader;
+use weir_pcap::InterfaceSpec;
+use weir_store::{Options, Recorder, Store};
 
 /// Time the recorder against dd with O_DIRECT.
 #[derive(Parser)]
@@ -159,7 +159,7 @@ fn main() -> Result<()> {
     println!("{:<28} {:>8.2}", "dd oflag=direct bs=1M", d);
     println!(
         "{:<28} {:>8.2}   ({:.0}% of dd; recorder thread CPU {:.2} s per round)",
-        "weir-record (O_DIRECT)",
+        "weir-store (O_DIRECT)",
         w,
         w / d * 100.0,
         c

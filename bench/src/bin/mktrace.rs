@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Parser;
 use weir_packet::{LinkType, PacketMeta};
-use weir_source::FileReader;
-use weir_store::{PcapWriter, Precision};
+use weir_pcap::FileReader;
+use weir_pcap::{PcapWriter, Precision};
 
 /// Build the benchmark trace from the corpus.
 #[derive(Parser)]

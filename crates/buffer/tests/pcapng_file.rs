@@ -97,7 +97,7 @@ fn released_batches_form_a_pcapng_file_peers_read() {
     let stats = buf.stats();
     assert!(stats.padding >= 10, "the run wrapped many times: {stats:?}");
 
-    let mut reader = weir_source::FileReader::from_bytes("buffer.pcapng", file.clone()).unwrap();
+    let mut reader = weir_pcap::FileReader::from_bytes("buffer.pcapng", file.clone()).unwrap();
     let mut n = 0u64;
     while let Some(p) = reader.next_packet().unwrap() {
         assert_eq!(p.data, &frame(n, lens[n as usize])[..]);

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::parser::ValueSource;
 use clap::ArgMatches;
-use weir_store::{OutputFormat, Precision};
+use weir_pcap::{OutputFormat, Precision};
 
 use crate::cmd::read::Format;
 

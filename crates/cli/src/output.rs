@@ -239,8 +239,8 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|e| {
         e.downcast_ref::<io::Error>()
             .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-            || e.downcast_ref::<weir_store::WriteError>().is_some_and(
-                |e| matches!(e, weir_store::WriteError::Io(io) if io.kind() == io::ErrorKind::BrokenPipe),
+            || e.downcast_ref::<weir_pcap::WriteError>().is_some_and(
+                |e| matches!(e, weir_pcap::WriteError::Io(io) if io.kind() == io::ErrorKind::BrokenPipe),
             )
             || e.downcast_ref::<serde_json::Error>()
                 .is_some_and(|e| e.io_error_kind() == Some(io::ErrorKind::BrokenPipe))
@@ -265,19 +265,19 @@ pub fn error_message(err: &anyhow::Error) -> String {
 }
 
 /// Prints a warning about a damaged input; the command goes on with its next input.
-pub fn warn_damage(err: &weir_source::ReadError) {
+pub fn warn_damage(err: &weir_pcap::ReadError) {
     eprintln!("weir: warning: {err}");
 }
 
 /// The reader's next packet. Damage ends this input like its end (`None`), with a warning and
 /// `status` set to [`Status::Damaged`]; other read errors are returned.
 pub fn next_or_damaged<'r>(
-    r: &'r mut weir_source::FileReader,
+    r: &'r mut weir_pcap::FileReader,
     status: &mut Status,
-) -> Result<Option<weir_source::Packet<'r>>> {
+) -> Result<Option<weir_pcap::Packet<'r>>> {
     match r.next_packet() {
         Ok(p) => Ok(p),
-        Err(e @ weir_source::ReadError::Damaged { .. }) => {
+        Err(e @ weir_pcap::ReadError::Damaged { .. }) => {
             warn_damage(&e);
             *status = Status::Damaged;
             Ok(None)

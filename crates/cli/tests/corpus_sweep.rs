@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashMap;
 
 use weir_filter::Filter;
-use weir_source::FileReader;
+use weir_pcap::FileReader;
 
 #[test]
 fn corpus_through_reader_decoder_and_bpf() {

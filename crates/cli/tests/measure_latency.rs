@@ -10,8 +10,8 @@ use std::path::Path;
 
 use common::{run, weir};
 use weir_packet::{LinkType, PacketMeta};
-use weir_source::FileReader;
-use weir_store::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
+use weir_pcap::FileReader;
+use weir_pcap::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
 
 /// One packet of A: time, bytes, (stream, seq) read from its stamp by the test itself.
 struct APacket {

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{run, weir};
-use weir_source::FileReader;
+use weir_pcap::FileReader;
 
 /// A µs pcap of UDP/IPv4 frames; with `fakes`, every payload is a run of 16-byte pcap record
 /// headers with zero lengths, which look like a plausible chain of records.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{corpus, run, segments, weir};
-use weir_source::FileReader;
+use weir_pcap::FileReader;
 
 const FILES: [&str; 5] = [
     "smb2-async-read__input.pcap",

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 
 use weir_decode::{decode, protocol_name, summary};
-use weir_source::{FileFormat, FileReader};
+use weir_pcap::{FileFormat, FileReader};
 
 /// What the walk over a set of files saw.
 #[derive(Default)]

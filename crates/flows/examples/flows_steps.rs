@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use weir_flows::{Config, FlowRecord, Meter, Prepared, RecordSink};
-use weir_source::FileReader;
+use weir_pcap::FileReader;
 
 struct Count(u64);
 

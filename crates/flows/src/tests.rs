@@ -986,7 +986,7 @@ mod fast_path {
 #[ignore]
 fn fast_share() {
     let path = std::env::var("WEIR_TRACE").unwrap();
-    let mut r = weir_source::FileReader::open(&path).unwrap();
+    let mut r = weir_pcap::FileReader::open(&path).unwrap();
     let (mut n, mut fast) = (0u64, 0u64);
     let mut shown = 0;
     while let Some(p) = r.next_packet().unwrap() {

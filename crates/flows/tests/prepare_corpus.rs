@@ -3,7 +3,7 @@
 //! note, or a failure when `WEIR_REQUIRE_PEERS` is set).
 
 use weir_flows::{KeyHasher, Preparer};
-use weir_source::FileReader;
+use weir_pcap::FileReader;
 
 #[test]
 fn fast_path_equals_decoder_on_the_corpus() {

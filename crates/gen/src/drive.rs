@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use weir_packet::PacketMeta;
-use weir_store::{InterfaceSpec, OutputFormat, PacketWriter};
+use weir_pcap::{InterfaceSpec, OutputFormat, PacketWriter};
 
 use crate::source::Source;
 use crate::tx::TxRing;

@@ -27,10 +27,10 @@ pub enum GenError {
     NotUp(String),
     /// Reading the file to replay failed.
     #[error(transparent)]
-    Read(#[from] weir_source::ReadError),
+    Read(#[from] weir_pcap::ReadError),
     /// Writing the output file failed.
     #[error(transparent)]
-    Write(#[from] weir_store::WriteError),
+    Write(#[from] weir_pcap::WriteError),
 }
 
 impl GenError {

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use weir_packet::LinkType;
-use weir_source::FileReader;
+use weir_pcap::FileReader;
 
 use crate::frame::{FlowSpec, FrameBuilder};
 use crate::size::{SizeMix, Sizes};

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use weir_filter::Filter;
 use weir_index::{Index, IndexBuilder, Query};
-use weir_source::FileReader;
+use weir_pcap::FileReader;
 
 fn corpus() -> Vec<PathBuf> {
     let dir = std::env::var_os("WEIR_CORPUS").map_or_else(

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use hashbrown::HashMap;
-use weir_source::{FileReader, ReadError};
+use weir_pcap::{FileReader, ReadError};
 
 use crate::classify::{classify, same_invariant_bytes, FlowKey, Key};
 use crate::stats::StreamStats;
@@ -523,7 +523,7 @@ mod tests {
     use super::*;
     use weir_gen::{FlowSpec, FrameBuilder, Proto, Stamp};
     use weir_packet::{LinkType, PacketMeta};
-    use weir_store::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
+    use weir_pcap::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
 
     /// Writes frames of stream 0 with the given (sequence number, time) list.
     fn write(path: &Path, packets: &[(u32, u64)]) {

@@ -27,7 +27,7 @@ pub use stats::{StreamStats, Summary};
 pub enum LatencyError {
     /// An input could not be read.
     #[error(transparent)]
-    Read(#[from] weir_source::ReadError),
+    Read(#[from] weir_pcap::ReadError),
     /// A chart could not be drawn or written.
     #[error("chart {path}: {message}")]
     Plot {

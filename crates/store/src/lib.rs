@@ -1,165 +1,69 @@
-//! Where packets go.
+//! The recorder: writes what capture threads put in the shared packet buffer to disk, at the
+//! speed of the disk, as standard capture files (HPCAP's design in user space).
 //!
-//! Today: streaming writers for classic pcap ([`PcapWriter`], nanosecond magic by default,
-//! microseconds on request) and pcapng ([`PcapngWriter`], one interface description block per
-//! interface, nanosecond resolution). Both write to any `io::Write` (a file, stdout) through a
-//! large buffer and produce files that tcpdump, tshark, capinfos and Wireshark read with the same
-//! packets, lengths and timestamps.
+//! A store is a directory of fixed-size **segment** files named by the time of their first
+//! packet, plus a small [manifest](manifest::Manifest). In pcapng (the default) the buffer's
+//! records already are the file's blocks, so the [`Recorder`] writes large aligned runs of the
+//! buffer straight to the file with `O_DIRECT` (see [`recorder`] for the layout trick that makes
+//! buffer offsets and file offsets agree modulo the block size), never a write per packet. A
+//! packet that would cross the end of a segment starts the next one, and the rest of the
+//! segment is filled with padding blocks that pcapng readers skip, so every segment has exactly
+//! the configured size and holds whole packets. Classic pcap (nanosecond magic) has no such
+//! padding: its records are converted into an aligned staging buffer and a segment ends at its
+//! last whole packet.
 //!
-//! [`PacketWriter`] picks one of the two at run time, for commands whose output format is a flag.
+//! Crash safety: data is flushed at least every second (the unwritten tail padded to a block
+//! boundary with a padding block, so the file reads cleanly up to there); after `kill -9`,
+//! opening the store again cuts every unfinished segment after its last whole block
+//! ([`scan`]). Disk full: the segment is cut at its last whole packet, writing stops, and
+//! every packet that could not be written is counted.
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
 
-mod pcap;
-mod pcapng;
+pub mod disk;
+pub mod manifest;
+pub mod recorder;
+pub mod scan;
+pub mod store;
 
-use std::io;
+pub use manifest::{InterfaceInfo, Manifest, SegmentInfo, SegmentState};
+pub use recorder::{Options, Recorder, RecorderStats, Summary};
+pub use store::{recorder_running, segment_name, Recovery, Store, StoreLock};
 
-pub use pcap::{PcapWriter, Precision};
-pub use pcapng::PcapngWriter;
-use weir_packet::{LinkType, PacketMeta};
+/// The file format of a store's segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Format {
+    /// pcapng, the buffer's own layout: written without conversion.
+    Pcapng,
+    /// Classic pcap with nanosecond timestamps (magic a1b23c4d).
+    Pcap,
+}
 
-/// Errors of the writers.
+impl Format {
+    /// `pcapng` or `pcap`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Pcapng => "pcapng",
+            Format::Pcap => "pcap",
+        }
+    }
+
+    /// The file name extension.
+    pub fn extension(self) -> &'static str {
+        self.name()
+    }
+}
+
+/// Errors of the recorder.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum WriteError {
-    /// The output failed.
-    #[error("write failed: {0}")]
-    Io(#[from] io::Error),
-    /// A classic pcap file holds one link type; a packet of another one cannot be written there.
-    #[error(
-        "classic pcap holds one link type ({file}); a packet of {packet} needs --format pcapng"
-    )]
-    MixedLinkTypes {
-        /// The file's link type.
-        file: LinkType,
-        /// The packet's link type.
-        packet: LinkType,
-    },
-    /// A packet names an interface that was never added.
-    #[error("packet on interface {0}, which was never described")]
-    UnknownInterface(u32),
-    /// The captured bytes do not fit the 32-bit length fields of the format.
-    #[error("packet of {0} bytes is too large for the file format")]
-    TooLarge(usize),
-}
-
-/// The output format of a packet file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutputFormat {
-    /// Classic pcap with the given timestamp precision.
-    Pcap(Precision),
-    /// pcapng, nanosecond resolution.
-    Pcapng,
-}
-
-/// An interface to declare in an output file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InterfaceSpec {
-    /// Its link type.
-    pub link: LinkType,
-    /// Its snap length (0 = unknown; written as 262144 in pcap, 0 in pcapng).
-    pub snaplen: u32,
-    /// Its name, written as `if_name` in pcapng.
-    pub name: Option<String>,
-}
-
-/// A pcap or pcapng writer chosen at run time.
-pub enum PacketWriter<W: io::Write> {
-    /// Classic pcap.
-    Pcap(PcapWriter<W>),
-    /// pcapng.
-    Pcapng(PcapngWriter<W>),
-}
-
-impl<W: io::Write> PacketWriter<W> {
-    /// Starts a file in `format` declaring `interfaces` (classic pcap uses the first one's link
-    /// type and snap length; later packets must share that link type).
-    pub fn new(
-        out: W,
-        format: OutputFormat,
-        interfaces: &[InterfaceSpec],
-    ) -> Result<Self, WriteError> {
-        Ok(match format {
-            OutputFormat::Pcap(precision) => {
-                let first = interfaces.first().cloned().unwrap_or(InterfaceSpec {
-                    link: LinkType::ETHERNET,
-                    snaplen: 0,
-                    name: None,
-                });
-                PacketWriter::Pcap(PcapWriter::new(out, first.link, first.snaplen, precision)?)
-            }
-            OutputFormat::Pcapng => {
-                let mut w = PcapngWriter::new(out)?;
-                for i in interfaces {
-                    w.add_interface(i)?;
-                }
-                PacketWriter::Pcapng(w)
-            }
-        })
-    }
-
-    /// Declares another interface (pcapng) or checks that it matches the file's link type (pcap).
-    pub fn add_interface(&mut self, spec: &InterfaceSpec) -> Result<u32, WriteError> {
-        match self {
-            PacketWriter::Pcap(w) => {
-                if spec.link != w.link() {
-                    return Err(WriteError::MixedLinkTypes {
-                        file: w.link(),
-                        packet: spec.link,
-                    });
-                }
-                Ok(0)
-            }
-            PacketWriter::Pcapng(w) => w.add_interface(spec),
-        }
-    }
-
-    /// Writes one packet. For pcap, `meta.interface` is ignored.
-    #[inline]
-    pub fn write(&mut self, meta: &PacketMeta, data: &[u8]) -> Result<(), WriteError> {
-        match self {
-            PacketWriter::Pcap(w) => w.write(meta, data),
-            PacketWriter::Pcapng(w) => w.write(meta, data),
-        }
-    }
-
-    /// Writes one packet; a classic pcap of precision `unit` takes the timestamp fields `ts`
-    /// (seconds, fraction in `unit`) as they are, instead of `meta.ts_ns`. For copying records
-    /// between pcap files the way libpcap does (an out-of-range fraction stays as it was).
-    #[inline]
-    pub fn write_pcap_ts(
-        &mut self,
-        meta: &PacketMeta,
-        ts: (u32, u32),
-        unit: Precision,
-        data: &[u8],
-    ) -> Result<(), WriteError> {
-        match self {
-            PacketWriter::Pcap(w) if w.precision() == unit => {
-                w.write_ts_fields(ts.0, ts.1, meta, data)
-            }
-            // libpcap reads nanoseconds at µs precision by dividing the field alone.
-            PacketWriter::Pcap(w) if w.precision() == Precision::Micro => {
-                w.write_ts_fields(ts.0, ts.1 / 1000, meta, data)
-            }
-            _ => self.write(meta, data),
-        }
-    }
-
-    /// Writes out buffered data and flushes the output; the file goes on.
-    pub fn flush(&mut self) -> Result<(), WriteError> {
-        match self {
-            PacketWriter::Pcap(w) => w.flush(),
-            PacketWriter::Pcapng(w) => w.flush(),
-        }
-    }
-
-    /// Flushes buffered data and returns the output.
-    pub fn finish(self) -> Result<W, WriteError> {
-        match self {
-            PacketWriter::Pcap(w) => w.finish(),
-            PacketWriter::Pcapng(w) => w.finish(),
-        }
-    }
+pub enum RecordError {
+    /// A file operation failed (the message names the file and the operation).
+    #[error("{0}")]
+    Io(String),
+    /// Another recorder holds the store.
+    #[error("{0} is in use by another recorder")]
+    Locked(std::path::PathBuf),
+    /// The options cannot work.
+    #[error("{0}")]
+    Config(String),
 }

@@ -15,7 +15,7 @@ impl Read for Trickle {
 
 type Seen = (Vec<(u64, u32, u32, u32, Vec<u8>)>, Option<u64>);
 
-fn collect(mut r: weir_source::FileReader) -> Seen {
+fn collect(mut r: weir_pcap::FileReader) -> Seen {
     let mut out = Vec::new();
     loop {
         match r.next_packet() {
@@ -27,7 +27,7 @@ fn collect(mut r: weir_source::FileReader) -> Seen {
             Ok(None) => return (out, None),
             Err(e) => {
                 let at = match e {
-                    weir_source::ReadError::Damaged { offset, .. } => Some(offset),
+                    weir_pcap::ReadError::Damaged { offset, .. } => Some(offset),
                     _ => Some(u64::MAX),
                 };
                 assert!(matches!(r.next_packet(), Ok(None)), "damage must end the file");
@@ -39,9 +39,9 @@ fn collect(mut r: weir_source::FileReader) -> Seen {
 
 fn main() {
     afl::fuzz!(|data: &[u8]| {
-        let mapped = weir_source::FileReader::from_bytes("fuzz", data.to_vec());
+        let mapped = weir_pcap::FileReader::from_bytes("fuzz", data.to_vec());
         let streamed =
-            weir_source::FileReader::from_reader("fuzz", Box::new(Trickle(std::io::Cursor::new(data.to_vec()))));
+            weir_pcap::FileReader::from_reader("fuzz", Box::new(Trickle(std::io::Cursor::new(data.to_vec()))));
         match (mapped, streamed) {
             (Ok(m), Ok(s)) => assert_eq!(collect(m), collect(s)),
             (Err(_), Err(_)) => {}

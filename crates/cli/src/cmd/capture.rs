@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use weir_packet::{LinkType, PacketMeta};
-use weir_source::{Interface, Packet};
-use weir_store::{OutputFormat, PacketWriter};
+use weir_pcap::{Interface, Packet};
+use weir_pcap::{OutputFormat, PacketWriter};
 
 use super::decode::LinePrinter;
 use super::input::Visitor;

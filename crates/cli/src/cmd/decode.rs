@@ -3,7 +3,7 @@
 use std::io::{BufWriter, Write};
 
 use anyhow::Result;
-use weir_source::{Interface, Packet};
+use weir_pcap::{Interface, Packet};
 
 use super::input::{for_each_packet, Filters, Visitor};
 use crate::args;

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use weir_index::{index_path, Index, IndexError, Query, HEAD_LEN};
 use weir_packet::PacketMeta;
-use weir_source::{FileReader, ReadError};
-use weir_store::{InterfaceSpec, PacketWriter};
+use weir_pcap::{FileReader, ReadError};
+use weir_pcap::{InterfaceSpec, PacketWriter};
 
 use super::input::Filters;
 use super::read::Format;
@@ -103,15 +103,15 @@ pub fn segments_of(inputs: &[PathBuf], status: &mut Status) -> Result<Vec<Segmen
             });
             continue;
         }
-        let live = weir_record::recorder_running(p);
-        let listed = weir_record::Manifest::load(p)
+        let live = weir_store::recorder_running(p);
+        let listed = weir_store::Manifest::load(p)
             .with_context(|| format!("cannot read the manifest of {}", p.display()))?;
         let mut files: Vec<SegmentRef> = match listed {
             Some(m) => {
                 if m.segments.is_empty() {
                     eprintln!("weir: {}: the store holds no segment yet", p.display());
                 }
-                let mut now: Option<weir_record::Manifest> = None;
+                let mut now: Option<weir_store::Manifest> = None;
                 let mut v = Vec::new();
                 for s in &m.segments {
                     let path = p.join(&s.file);
@@ -120,7 +120,7 @@ pub fn segments_of(inputs: &[PathBuf], status: &mut Status) -> Result<Vec<Segmen
                             // Retention of the running recorder deletes old segments: gone
                             // from a fresh manifest too means deleted on purpose.
                             if now.is_none() {
-                                now = weir_record::Manifest::load(p).ok().flatten();
+                                now = weir_store::Manifest::load(p).ok().flatten();
                             }
                             let still = now
                                 .as_ref()
@@ -141,7 +141,7 @@ pub fn segments_of(inputs: &[PathBuf], status: &mut Status) -> Result<Vec<Segmen
                     }
                     v.push(SegmentRef {
                         path,
-                        open: s.state == weir_record::SegmentState::Open,
+                        open: s.state == weir_store::SegmentState::Open,
                         live,
                     });
                 }
@@ -216,7 +216,7 @@ pub fn open_segment(seg: &SegmentRef, status: &mut Status) -> Result<Option<Open
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && seg.live => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        let scan = weir_record::scan::scan_bytes(&bytes, MAX_CAPLEN);
+        let scan = weir_store::scan::scan_bytes(&bytes, MAX_CAPLEN);
         if !seg.live && scan.valid_len < scan.file_len {
             eprintln!(
                 "weir: warning: {}: {} bytes of unfinished tail left by a recorder that stopped \
@@ -537,7 +537,7 @@ fn write_hits(args: &Args, readers: &mut [Option<FileReader>], hits: &[Hit]) -> 
             name: None,
         });
     }
-    let pcap = matches!(format, weir_store::OutputFormat::Pcap(_));
+    let pcap = matches!(format, weir_pcap::OutputFormat::Pcap(_));
     if pcap && specs.iter().any(|s| s.link != specs[0].link) {
         bail!("the packets come from several link types; use --format pcapng");
     }

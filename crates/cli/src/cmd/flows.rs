@@ -25,7 +25,7 @@ use weir_export::{
 };
 use weir_flows::{Config, FlowRecord, Meter, MeterStats, RecordSink};
 use weir_packet::LinkType;
-use weir_source::{FileReader, Interface, Packet, ReadError};
+use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
 use super::input::{for_each_packet, Filters, Visitor};
 use super::live::{on_signal, Live, LiveArgs};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use serde::Serialize;
-use weir_source::{FileReader, Interface, Packet, ReadError};
+use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
 use super::input::{for_each_packet, Filters, Visitor};
 use crate::output::{self, Status};

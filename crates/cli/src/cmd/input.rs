@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use weir_filter::Filter;
 use weir_packet::LinkType;
-use weir_source::{FileReader, Interface, Packet, ReadError};
+use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
 use super::ordered::{self, Flow};
 use crate::output::{warn_damage, Status};

@@ -64,7 +64,7 @@ pub fn ls(args: LsArgs) -> Result<Status> {
             args.dir.display()
         );
     }
-    let manifest = weir_record::Manifest::load(&args.dir)
+    let manifest = weir_store::Manifest::load(&args.dir)
         .with_context(|| format!("cannot read the manifest of {}", args.dir.display()))?
         .with_context(|| format!("{} is not a store (no manifest.json)", args.dir.display()))?;
     let mut rows = Vec::new();

@@ -16,7 +16,7 @@ use weir_capture::{FanoutMode, RingConfig, RxRing, TimestampSource};
 use weir_decode::SliceLevel;
 use weir_filter::Filter;
 use weir_packet::LinkType;
-use weir_store::InterfaceSpec;
+use weir_pcap::InterfaceSpec;
 
 use super::capture::{link_type, Fanout};
 use crate::args;

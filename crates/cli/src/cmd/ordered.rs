@@ -21,7 +21,7 @@ use std::sync::{Condvar, Mutex};
 
 use anyhow::Result;
 use weir_filter::Filter;
-use weir_source::{FileReader, Interface, Packet, ReadError};
+use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
 /// Bytes per range: large enough to amortise a thread hand-off, small enough to bound memory.
 const RANGE_BYTES: u64 = 32 << 20;

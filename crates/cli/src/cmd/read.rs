@@ -2,8 +2,8 @@
 //! print one line per matching packet.
 
 use anyhow::Result;
-use weir_source::{FileFormat, FileReader, Interface, Packet, ReadError};
-use weir_store::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
+use weir_pcap::{FileFormat, FileReader, Interface, Packet, ReadError};
+use weir_pcap::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
 
 use super::decode::LinePrinter;
 use super::input::{effective_snaplen, for_each_packet, Filters, Visitor};

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use weir_buffer::{Dropped, PacketBuffer};
-use weir_record::{Format, Options, Recorder, RecorderStats, Store};
-use weir_source::FileReader;
-use weir_store::InterfaceSpec;
+use weir_pcap::FileReader;
+use weir_pcap::InterfaceSpec;
+use weir_store::{Format, Options, Recorder, RecorderStats, Store};
 
 use super::extract::usage_exit;
 use super::flows::{FlowArgs, LiveMeter};
@@ -170,7 +170,7 @@ fn check_sizes(args: &Args) -> Result<Sizes, String> {
         return Err("--segment-mib must be at least 1".into());
     }
     let segment = mib(args.segment_mib, "--segment-mib")?;
-    if let Ok(fs) = weir_record::disk::filesystem_size(&args.dir) {
+    if let Ok(fs) = weir_store::disk::filesystem_size(&args.dir) {
         if segment > fs {
             return Err(format!(
                 "--segment-mib {} is larger than the filesystem that would hold {} ({})",
@@ -231,7 +231,7 @@ pub fn run(args: Args) -> Result<Status> {
         }
         None => None,
     };
-    let lock = weir_record::StoreLock::take(&args.dir)?;
+    let lock = weir_store::StoreLock::take(&args.dir)?;
     let stop_capture = Arc::new(AtomicBool::new(false));
     on_signal(stop_capture.clone())?;
     let readers = 1;
@@ -302,7 +302,7 @@ pub fn run(args: Args) -> Result<Status> {
     let rec_thread = {
         let stop = stop_recorder.clone();
         std::thread::Builder::new().name("recorder".into()).spawn(
-            move || -> Result<(weir_record::Summary, Recorder)> {
+            move || -> Result<(weir_store::Summary, Recorder)> {
                 let s = recorder.run(&mut reader, &stop)?;
                 Ok((s, recorder))
             },

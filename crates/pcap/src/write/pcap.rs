@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Write};
 
 use weir_packet::{split_ns, LinkType, PacketMeta};
 
-use crate::WriteError;
+use super::WriteError;
 
 /// Timestamp precision of a classic pcap file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -1,4 +1,4 @@
-//! Where packets come from.
+//! Reading packet files (pcap and pcapng).
 //!
 //! Today: capture files. [`FileReader`] reads classic pcap (µs and ns magic, both byte orders,
 //! the modified "Kuznetzov" format) and pcapng (several sections and interfaces, any
@@ -10,13 +10,12 @@
 //! packet before the damage, then one [`ReadError::Damaged`] naming the byte offset, then the end.
 //!
 //! ```no_run
-//! let mut reader = weir_source::FileReader::open("trace.pcap")?;
+//! let mut reader = weir_pcap::FileReader::open("trace.pcap")?;
 //! while let Some(packet) = reader.next_packet()? {
 //!     println!("{} bytes at {} ns", packet.data.len(), packet.meta.ts_ns);
 //! }
-//! # Ok::<(), weir_source::ReadError>(())
+//! # Ok::<(), weir_pcap::ReadError>(())
 //! ```
-#![deny(missing_docs)]
 
 mod backing;
 mod error;

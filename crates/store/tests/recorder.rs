@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use weir_buffer::{Config, Dropped};
 use weir_packet::LinkType;
-use weir_record::{Format, Options, Recorder, SegmentState, Store};
-use weir_source::FileReader;
-use weir_store::InterfaceSpec;
+use weir_pcap::FileReader;
+use weir_pcap::InterfaceSpec;
+use weir_store::{Format, Options, Recorder, SegmentState, Store};
 
 fn tempdir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("weir-rec-{tag}-{}", std::process::id()));
@@ -41,7 +41,7 @@ fn interfaces() -> Vec<InterfaceSpec> {
 
 /// Pushes `n` packets (retrying when the buffer is full: this feeder is lossless) while a
 /// recorder records them; returns the recorder after `run` or, when `crash`, without finishing.
-fn record(dir: &Path, opts: Options, n: u64, crash: bool) -> weir_record::Summary {
+fn record(dir: &Path, opts: Options, n: u64, crash: bool) -> weir_store::Summary {
     let buffer = Config::new(4 << 20).huge_pages(false).build().unwrap();
     let mut reader = buffer.reader(0).unwrap();
     let mut writer = buffer.writer().unwrap();
@@ -70,7 +70,7 @@ fn record(dir: &Path, opts: Options, n: u64, crash: bool) -> weir_record::Summar
         }
         // No Drop impl finishes anything: dropping it is a crash, minus the process exit.
         drop(rec);
-        return weir_record::Summary::default();
+        return weir_store::Summary::default();
     }
     let s2 = stop.clone();
     let t = std::thread::spawn(move || {
@@ -142,7 +142,7 @@ fn pcapng_segments_hold_every_packet_and_have_the_exact_size() {
             "packet {i}"
         );
     }
-    let m = weir_record::Manifest::load(&dir).unwrap().unwrap();
+    let m = weir_store::Manifest::load(&dir).unwrap().unwrap();
     assert_eq!(m.segments.len(), segs.len());
     assert_eq!(m.segments.iter().map(|s| s.packets).sum::<u64>(), n);
     assert!(m.segments.iter().all(|s| s.state == SegmentState::Closed));
@@ -220,7 +220,7 @@ fn retention_keeps_the_store_under_its_size() {
         .find(|&i| packet(i).0 == got[0].1)
         .expect("first kept packet");
     assert_eq!(first + got.len() as u64, 20_000);
-    let m = weir_record::Manifest::load(&dir).unwrap().unwrap();
+    let m = weir_store::Manifest::load(&dir).unwrap().unwrap();
     assert_eq!(m.segments.len(), segs.len());
     std::fs::remove_dir_all(&dir).unwrap();
 }

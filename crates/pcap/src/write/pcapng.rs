@@ -5,8 +5,8 @@ use std::io::{self, BufWriter, Write};
 
 use weir_packet::PacketMeta;
 
-use crate::pcap::BUFFER;
-use crate::{InterfaceSpec, WriteError};
+use super::pcap::BUFFER;
+use super::{InterfaceSpec, WriteError};
 
 /// Streams packets into a pcapng file.
 pub struct PcapngWriter<W: Write> {

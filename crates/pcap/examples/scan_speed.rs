@@ -3,11 +3,11 @@
 //! do), one range after the other on this thread. Each packet's first and last bytes are read,
 //! as a consumer would.
 //!
-//! usage: cargo run --release -p weir-source --example scan_speed -- FILE [RUNS]
+//! usage: cargo run --release -p weir-pcap --example scan_speed -- FILE [RUNS]
 
 use std::time::{Duration, Instant};
 
-use weir_source::FileReader;
+use weir_pcap::FileReader;
 
 /// Packets seen and a checksum of the bytes read, so the work cannot be optimised away.
 fn walk(r: &mut FileReader, n: &mut u64, sum: &mut u64) {

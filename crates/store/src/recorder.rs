@@ -36,7 +36,7 @@ use weir_buffer::pcapng::{write_padding, write_padding_run, MIN_BLOCK_LEN};
 use weir_buffer::{Block, Reader};
 use weir_index::{head_hash, index_path, IndexBuilder, HEAD_LEN};
 use weir_packet::LinkType;
-use weir_store::{InterfaceSpec, PcapngWriter};
+use weir_pcap::{InterfaceSpec, PcapngWriter};
 
 use crate::disk::{align_down, align_up, AlignedBuf, SegmentFile, ALIGN};
 use crate::manifest::{InterfaceInfo, SegmentInfo, SegmentState};

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use weir_packet::{LinkType, PacketMeta};
 
-use crate::backing::Backing;
-use crate::error::ReadError;
-use crate::{pcap, pcapng};
+use super::backing::Backing;
+use super::error::ReadError;
+use super::{pcap, pcapng};
 
 /// The container format of a capture file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::io::Cursor;
 
 use proptest::prelude::*;
 use weir_packet::LinkType;
-use weir_source::{FileFormat, FileReader, ReadError};
+use weir_pcap::{FileFormat, FileReader, ReadError};
 
 /// (ts_ns, orig_len, data)
 type Pkt = (u64, u32, Vec<u8>);

@@ -23,7 +23,7 @@ const PAGE: usize = 4096;
 /// line of it: the hardware prefetchers stop at page boundaries and some (AMD's) follow a stream
 /// of irregular strides poorly, so the reader, which finds each record header only from the
 /// previous one, would otherwise wait for memory at every record. Measured with `cargo run
-/// --release -p weir-source --example scan_speed FILE` (3 M packets, 0.94 GB, one core, Xeon
+/// --release -p weir-pcap --example scan_speed FILE` (3 M packets, 0.94 GB, one core, Xeon
 /// VM): 150 ms with one line fetched 2 KiB ahead per record, 141 / 133 / 131 ms with every
 /// line 1 / 2 / 4 KiB ahead; 2 KiB also did best in `bench/flows_vs_peers.py`.
 const PREFETCH_AHEAD: usize = 2048;

@@ -1,0 +1,17 @@
+//! Packet files: where packets come from and where they go when they are not recorded.
+//!
+//! [`read`] holds [`FileReader`], which reads classic pcap (µs and ns, both byte orders, the
+//! modified format) and pcapng (sections, interfaces, any `if_tsresol`), memory-mapped for
+//! regular files and streamed for pipes. [`write`] holds the streaming writers [`PcapWriter`]
+//! and [`PcapngWriter`] and [`PacketWriter`], which picks one at run time. Both sides speak
+//! `weir_packet`'s vocabulary (link types, packet metadata), so a packet read here can be
+//! written here unchanged.
+#![deny(missing_docs)]
+
+pub mod read;
+pub mod write;
+
+pub use read::{FileFormat, FileReader, Interface, Packet, ReadError};
+pub use write::{
+    InterfaceSpec, OutputFormat, PacketWriter, PcapWriter, PcapngWriter, Precision, WriteError,
+};
