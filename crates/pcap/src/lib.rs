@@ -5,9 +5,11 @@
 //! regular files and streamed for pipes. [`write`] holds the streaming writers [`PcapWriter`]
 //! and [`PcapngWriter`] and [`PacketWriter`], which picks one at run time. Both sides speak
 //! `weir_packet`'s vocabulary (link types, packet metadata), so a packet read here can be
-//! written here unchanged.
+//! written here unchanged. [`parallel`] reads one large classic pcap file on every core while
+//! keeping file order.
 #![deny(missing_docs)]
 
+pub mod parallel;
 pub mod read;
 pub mod write;
 
