@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use weir_buffer::{Config, Dropped};
 use weir_pcap::FileReader;
-use weir_pcap::InterfaceSpec;
+use weir_pcap::Interface;
 use weir_store::{Options, Recorder, Store};
 
 /// Time the recorder against dd with O_DIRECT.
@@ -85,10 +85,9 @@ fn main() -> Result<()> {
             }
             bytes = buffer.stats().reserved;
             gbs = bytes as f64 / 1e9;
-            let iface = InterfaceSpec {
-                link: links.expect("a packet"),
-                snaplen: 262_144,
+            let iface = Interface {
                 name: Some("bench".into()),
+                ..Interface::new(links.expect("a packet"), 262_144)
             };
             let store_dir = args.dir.join("store");
             let mut opts = Options::new(vec![iface]);

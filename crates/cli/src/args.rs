@@ -13,7 +13,25 @@ use clap::parser::ValueSource;
 use clap::ArgMatches;
 use weir_pcap::{OutputFormat, Precision};
 
-use crate::cmd::read::Format;
+/// Output file format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Classic pcap, nanosecond timestamps (microsecond ones with --micro where a command has it).
+    Pcap,
+    /// pcapng with one interface block per input interface, nanosecond timestamps.
+    Pcapng,
+}
+
+impl Format {
+    /// The writer's format; `micro` asks classic pcap for microsecond timestamps.
+    pub fn output(self, micro: bool) -> OutputFormat {
+        match self {
+            Format::Pcap if micro => OutputFormat::Pcap(Precision::Micro),
+            Format::Pcap => OutputFormat::Pcap(Precision::Nano),
+            Format::Pcapng => OutputFormat::Pcapng,
+        }
+    }
+}
 
 /// The largest snap length, and what `-s 0` means (as in tcpdump).
 pub const MAX_SNAPLEN: u32 = 262_144;

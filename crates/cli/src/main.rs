@@ -9,6 +9,8 @@
 
 mod args;
 mod cmd;
+mod input;
+mod lines;
 mod output;
 mod progress;
 mod time;

@@ -15,6 +15,7 @@
 //! * [`program`]: the [`Insn`] type, opcodes, validation and `tcpdump -d` listings.
 //! * [`engine`](mod@engine): the interpreter, bug-for-bug with libpcap 1.10's `bpf_filter()`.
 //! * [`libpcap_oracle`]: libpcap reading files and filtering, for tests and benchmarks.
+//! * [`FilterSet`]: one expression compiled for each interface of the files read.
 //! * [`testing`]: the shared list of expressions the oracle tests use.
 #![deny(missing_docs)]
 
@@ -23,6 +24,7 @@ pub mod engine;
 mod ffi;
 pub mod libpcap_oracle;
 pub mod program;
+mod set;
 pub mod testing;
 
 use std::fmt;
@@ -32,6 +34,7 @@ use weir_packet::LinkType;
 
 use crate::engine::{Op, Program};
 pub use crate::program::{op, Insn, Listing, ProgramError, Validation};
+pub use crate::set::{FilterSet, FilterSetError};
 
 /// Why a filter could not be built.
 #[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]

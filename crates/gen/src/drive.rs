@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use weir_packet::PacketMeta;
-use weir_pcap::{InterfaceSpec, OutputFormat, PacketWriter};
+use weir_pcap::{Interface, OutputFormat, PacketWriter};
 
 use crate::source::Source;
 use crate::tx::TxRing;
@@ -78,11 +78,7 @@ pub fn to_file<W: Write>(
                 .into(),
         ));
     }
-    let spec = InterfaceSpec {
-        link: src.link(),
-        snaplen: 0,
-        name: None,
-    };
+    let spec = Interface::new(src.link(), 0);
     let mut w = PacketWriter::new(out, format, &[spec])?;
     let mut buf = vec![0u8; src.max_len()];
     let mut rep = Report::default();

@@ -1,8 +1,9 @@
 //! The shared vocabulary of weir's data path.
 //!
 //! Every stage (file or live source, filter, decoder, writer, flow meter) talks about packets with
-//! the types defined here: [`LinkType`], the framing of the first byte of a packet, and
-//! [`PacketMeta`], what a capture record says about a packet besides its bytes.
+//! the types defined here: [`LinkType`], the framing of the first byte of a packet,
+//! [`Interface`], what is known of the interface a packet came from, and [`PacketMeta`], what a
+//! capture record says about a packet besides its bytes.
 #![deny(missing_docs)]
 
 use std::fmt;
@@ -90,6 +91,45 @@ impl fmt::Display for LinkType {
         match self.name() {
             Some(n) => write!(f, "{n} ({})", self.0),
             None => write!(f, "unknown link type {}", self.0),
+        }
+    }
+}
+
+/// An interface packets were captured on: what a file's header or interface block declares, what
+/// a live capture knows of its interfaces, and what a writer declares in its output. Index `i` of
+/// a list of these is the interface of [`PacketMeta::interface`] `i`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Interface {
+    /// How its frames start.
+    pub link: LinkType,
+    /// Snap length as declared (0 = none declared; a pcap writer writes 262144 for it, a pcapng
+    /// writer 0).
+    pub snaplen: u32,
+    /// Its name (`if_name` in pcapng, `eth0` for a live capture), when known.
+    pub name: Option<String>,
+    /// `if_description` (pcapng), when given.
+    pub description: Option<String>,
+    /// Timestamp resolution in the file it was read from, as a human string ("ns", "µs",
+    /// "2^-30 s"...); empty when it was not read from a file.
+    pub ts_resolution: String,
+    /// Bytes of frame check sequence at the end of each frame, when the file says so.
+    pub fcs_len: u32,
+    /// The file (or pcapng section) was written in the other byte order than this machine's.
+    /// It matters for BSD loopback headers, whose family is in the writer's host order.
+    pub swapped: bool,
+}
+
+impl Interface {
+    /// An interface of link type `link` and snap length `snaplen`, nothing else known.
+    pub fn new(link: LinkType, snaplen: u32) -> Interface {
+        Interface {
+            link,
+            snaplen,
+            name: None,
+            description: None,
+            ts_resolution: String::new(),
+            fcs_len: 0,
+            swapped: false,
         }
     }
 }

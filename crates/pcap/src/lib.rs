@@ -14,6 +14,4 @@ pub mod read;
 pub mod write;
 
 pub use read::{FileFormat, FileReader, Interface, Packet, ReadError};
-pub use write::{
-    InterfaceSpec, OutputFormat, PacketWriter, PcapWriter, PcapngWriter, Precision, WriteError,
-};
+pub use write::{OutputFormat, PacketWriter, PcapWriter, PcapngWriter, Precision, WriteError};

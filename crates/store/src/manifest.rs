@@ -38,6 +38,25 @@ pub struct InterfaceInfo {
     pub snaplen: u32,
 }
 
+impl From<&weir_packet::Interface> for InterfaceInfo {
+    fn from(i: &weir_packet::Interface) -> InterfaceInfo {
+        InterfaceInfo {
+            name: i.name.clone(),
+            link: i.link.0,
+            snaplen: i.snaplen,
+        }
+    }
+}
+
+impl From<&InterfaceInfo> for weir_packet::Interface {
+    fn from(i: &InterfaceInfo) -> weir_packet::Interface {
+        weir_packet::Interface {
+            name: i.name.clone(),
+            ..weir_packet::Interface::new(weir_packet::LinkType(i.link), i.snaplen)
+        }
+    }
+}
+
 /// Where a segment is in its life.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

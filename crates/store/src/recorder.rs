@@ -36,7 +36,7 @@ use weir_buffer::pcapng::{write_padding, write_padding_run, MIN_BLOCK_LEN};
 use weir_buffer::{Block, Reader};
 use weir_index::{head_hash, index_path, IndexBuilder, HEAD_LEN};
 use weir_packet::LinkType;
-use weir_pcap::{InterfaceSpec, PcapngWriter};
+use weir_pcap::{Interface, PcapngWriter};
 
 use crate::disk::{align_down, align_up, AlignedBuf, SegmentFile, ALIGN};
 use crate::manifest::{InterfaceInfo, SegmentInfo, SegmentState};
@@ -55,7 +55,7 @@ pub struct Options {
     /// Size of a full segment in bytes (a multiple of 4096, at least 1 MiB).
     pub segment_size: u64,
     /// The interfaces, in interface-id order (the buffer's records carry the id).
-    pub interfaces: Vec<InterfaceSpec>,
+    pub interfaces: Vec<Interface>,
     /// Delete the oldest segments while the store holds more than this.
     pub max_bytes: Option<u64>,
     /// Delete segments whose last packet is older than this (ns), measured against the newest
@@ -87,7 +87,7 @@ impl std::fmt::Debug for Options {
 
 impl Options {
     /// pcapng, 1 GiB segments, 4 MiB writes, a flush every second.
-    pub fn new(interfaces: Vec<InterfaceSpec>) -> Options {
+    pub fn new(interfaces: Vec<Interface>) -> Options {
         Options {
             format: Format::Pcapng,
             segment_size: 1 << 30,
@@ -328,15 +328,7 @@ impl Recorder {
             Format::Pcap => opts.write_size,
         };
         let mut store = store;
-        store.manifest.interfaces = opts
-            .interfaces
-            .iter()
-            .map(|i| InterfaceInfo {
-                name: i.name.clone(),
-                link: i.link.0,
-                snaplen: i.snaplen,
-            })
-            .collect();
+        store.manifest.interfaces = opts.interfaces.iter().map(InterfaceInfo::from).collect();
         store.save()?;
         Ok(Recorder {
             store,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use weir_buffer::{Config, Dropped};
 use weir_packet::LinkType;
 use weir_pcap::FileReader;
-use weir_pcap::InterfaceSpec;
+use weir_pcap::Interface;
 use weir_store::{Format, Options, Recorder, SegmentState, Store};
 
 fn tempdir(tag: &str) -> PathBuf {
@@ -28,13 +28,12 @@ fn packet(i: u64) -> (u64, u32, Vec<u8>) {
     (ts, len as u32 + (i % 3) as u32, data)
 }
 
-fn interfaces() -> Vec<InterfaceSpec> {
+fn interfaces() -> Vec<Interface> {
     ["a", "b"]
         .iter()
-        .map(|n| InterfaceSpec {
-            link: LinkType::ETHERNET,
-            snaplen: 262_144,
+        .map(|n| Interface {
             name: Some(n.to_string()),
+            ..Interface::new(LinkType::ETHERNET, 262_144)
         })
         .collect()
 }

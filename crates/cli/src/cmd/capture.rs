@@ -16,11 +16,11 @@ use weir_packet::{LinkType, PacketMeta};
 use weir_pcap::{Interface, Packet};
 use weir_pcap::{OutputFormat, PacketWriter};
 
-use super::decode::LinePrinter;
-use super::input::Visitor;
 use super::live::{on_signal, Live, LiveArgs};
-use super::read::Format;
 use crate::args;
+use crate::args::Format;
+use crate::input::Visitor;
+use crate::lines::LinePrinter;
 use crate::output::{self, Status};
 
 /// How often an idle capture flushes what it wrote and, writing to stdout, checks that its
@@ -84,19 +84,7 @@ pub fn run(args: Args) -> Result<Status> {
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
     let mut live = Live::start(&args.live, &args.expr.joined(), 1, 0, "capturing", 64)?;
-    let interfaces: Vec<Interface> = live
-        .interfaces
-        .iter()
-        .map(|i| Interface {
-            link: i.link,
-            snaplen: i.snaplen,
-            name: i.name.clone(),
-            description: None,
-            ts_resolution: "ns".into(),
-            fcs_len: 0,
-            swapped: false,
-        })
-        .collect();
+    let interfaces = live.interfaces.clone();
     let mut out = Output::open(&args, &live)?;
     let mut reader = live.buffer.reader(0)?;
     let started = Instant::now();

@@ -14,11 +14,10 @@ use anyhow::{bail, Context, Result};
 use weir_index::{index_path, Index, IndexError, Query, HEAD_LEN};
 use weir_packet::PacketMeta;
 use weir_pcap::{FileReader, ReadError};
-use weir_pcap::{InterfaceSpec, PacketWriter};
+use weir_pcap::{Interface, PacketWriter};
 
-use super::input::Filters;
-use super::read::Format;
 use crate::args;
+use crate::args::Format;
 use crate::output::{self, Status};
 
 /// Arguments of `weir extract`.
@@ -302,7 +301,7 @@ pub fn run(args: Args) -> Result<Status> {
     let mut inputs = vec![args.input.clone()];
     inputs.extend(args.more.iter().cloned());
     refuse_stdin(&inputs, "extract");
-    let mut filters = Filters::new(&args.expr.words)?;
+    let mut filters = weir_filter::FilterSet::new(&args.expr.joined())?;
     let query = Query::from_expr(&args.expr.joined());
     let mut status = Status::Clean;
     let segments = segments_of(&inputs, &mut status)?;
@@ -496,7 +495,7 @@ fn report_damage(
 /// segment's interfaces to the output's.
 fn write_hits(args: &Args, readers: &mut [Option<FileReader>], hits: &[Hit]) -> Result<u64> {
     let format = args.out.format(Format::Pcap);
-    let mut specs: Vec<InterfaceSpec> = Vec::new();
+    let mut specs: Vec<Interface> = Vec::new();
     // Interfaces of every segment involved, in order of first use.
     let mut maps: Vec<Option<Vec<u32>>> = readers.iter().map(|_| None).collect();
     for h in hits {
@@ -511,11 +510,7 @@ fn write_hits(args: &Args, readers: &mut [Option<FileReader>], hits: &[Hit]) -> 
             .interfaces()
             .iter()
             .map(|i| {
-                let spec = InterfaceSpec {
-                    link: i.link,
-                    snaplen: i.snaplen,
-                    name: i.name.clone(),
-                };
+                let spec = i.clone();
                 match specs
                     .iter()
                     .position(|s| s.link == spec.link && s.name == spec.name)
@@ -531,11 +526,7 @@ fn write_hits(args: &Args, readers: &mut [Option<FileReader>], hits: &[Hit]) -> 
         *slot = Some(map);
     }
     if specs.is_empty() {
-        specs.push(InterfaceSpec {
-            link: weir_packet::LinkType::ETHERNET,
-            snaplen: 262_144,
-            name: None,
-        });
+        specs.push(Interface::new(weir_packet::LinkType::ETHERNET, 262_144));
     }
     let pcap = matches!(format, weir_pcap::OutputFormat::Pcap(_));
     if pcap && specs.iter().any(|s| s.link != specs[0].link) {

@@ -23,14 +23,15 @@ use weir_export::{
     open_sink, ExportError, ExportStats, FlowSink, NetflowFormat, SinkSpec, Target,
     DEFAULT_COLLECTOR,
 };
+use weir_filter::FilterSet;
 use weir_flows::{Config, FlowRecord, Meter, MeterStats, RecordSink};
 use weir_packet::LinkType;
+use weir_pcap::parallel::Plan;
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
-use super::input::{for_each_packet, Filters, Visitor};
 use super::live::{on_signal, Live, LiveArgs};
-use super::ordered;
 use crate::args;
+use crate::input::{for_each_packet, matches, parallel_plan, Visitor};
 use crate::output::{warn_damage, Status};
 
 /// NetFlow-family format of `--export`.
@@ -278,10 +279,10 @@ pub fn run(args: Args) -> Result<Status> {
     if !args.live.interfaces.is_empty() {
         return run_live(&args, &cfg, sinks, stats);
     }
-    let mut filters = Filters::new(&args.expr.words)?;
+    let mut filters = FilterSet::new(&args.expr.joined())?;
     // one large classic pcap file: read on every core
     let plan = match &args.inputs.files[..] {
-        [single] => ordered::plan_ranges(single, RANGE_BYTES).map(|p| p.lookahead(LOOKAHEAD)),
+        [single] => parallel_plan(single, RANGE_BYTES).map(|p| p.lookahead(LOOKAHEAD)),
         _ => None,
     };
     let cfg = Config {
@@ -590,20 +591,16 @@ const RANGE_BYTES: u64 = 8 << 20;
 /// Ranges read ahead of the slowest shard: what bounds the batches in flight.
 const LOOKAHEAD: usize = 4;
 
-/// Meters one large classic pcap file with every core ([`ordered::run_lanes`]): each thread
+/// Meters one large classic pcap file with every core ([`Plan::run_lanes`]): each thread
 /// reads a range, filters and prepares its packets ([`Preparer`](weir_flows::Preparer),
 /// stateless), routes them to the shards ([`Router`](weir_flows::Router)), then meters each
 /// shard's batch itself when that shard is free and the batch is next in file order
 /// ([`Lanes`](weir_flows::Lanes)), so the records are exactly those of the sequential path.
-fn meter_in_parallel(
-    plan: ordered::Plan,
-    filters: &mut Filters,
-    m: &mut Metering,
-) -> Result<Status> {
+fn meter_in_parallel(plan: Plan, filters: &mut FilterSet, m: &mut Metering) -> Result<Status> {
     let filter = if filters.is_empty() {
         None
     } else {
-        Some(filters.for_interface(&plan.interfaces[0])?.clone())
+        Some(filters.for_interface(&plan.interfaces()[0])?.clone())
     };
     let preparer = m.meter.preparer().clone();
     // room for a range of 64-byte records in every shard's batch: no regrowing
@@ -612,10 +609,9 @@ fn meter_in_parallel(
         .meter
         .lanes()
         .context("the meter runs on this thread's lanes")?;
-    let outcome = ordered::run_lanes(
-        plan,
-        filter.as_ref(),
+    let outcome = plan.run_lanes(
         (4096, lanes.len()),
+        |p| matches(filter.as_ref(), p),
         (
             || template.empty_like(),
             |r: &mut weir_flows::Router, p: &Packet<'_>| {

@@ -15,8 +15,8 @@ use weir_gen::{
     TxRing,
 };
 
-use super::read::Format;
 use crate::args;
+use crate::args::Format;
 use crate::output::{self, Status};
 
 /// Arguments of `weir gen`.

@@ -8,7 +8,9 @@ use anyhow::Result;
 use serde::Serialize;
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
-use super::input::{for_each_packet, Filters, Visitor};
+use weir_filter::FilterSet;
+
+use crate::input::{for_each_packet, Visitor};
 use crate::output::{self, Status};
 use crate::time;
 
@@ -154,7 +156,7 @@ pub fn run(args: Args) -> Result<Status> {
         cur: FileInfo::default(),
         prev_ts: 0,
     };
-    let mut filters = Filters::new(&[])?;
+    let mut filters = FilterSet::new("")?;
     let status = for_each_packet(&args.files, &mut filters, &mut collector)?;
     let mut out = BufWriter::new(output::stdout());
     if args.json {

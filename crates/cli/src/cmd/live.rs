@@ -16,7 +16,7 @@ use weir_capture::{FanoutMode, RingConfig, RxRing, TimestampSource};
 use weir_decode::SliceLevel;
 use weir_filter::Filter;
 use weir_packet::LinkType;
-use weir_pcap::InterfaceSpec;
+use weir_pcap::Interface;
 
 use super::capture::{link_type, Fanout};
 use crate::args;
@@ -165,7 +165,7 @@ pub struct Live {
     /// The shared buffer.
     pub buffer: PacketBuffer,
     /// The interfaces, in interface-id order.
-    pub interfaces: Vec<InterfaceSpec>,
+    pub interfaces: Vec<Interface>,
     counters: Vec<Arc<FeedCounters>>,
     baseline: Arc<Vec<(String, PreRing)>>,
     stop: Arc<AtomicBool>,
@@ -339,10 +339,9 @@ impl Live {
             .interfaces
             .iter()
             .zip(&links)
-            .map(|(name, link)| InterfaceSpec {
-                link: *link,
-                snaplen: args.snaplen,
+            .map(|(name, link)| Interface {
                 name: Some(name.clone()),
+                ..Interface::new(*link, args.snaplen)
             })
             .collect();
         Ok(Live {

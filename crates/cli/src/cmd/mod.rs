@@ -1,4 +1,4 @@
-//! One module per subcommand, plus the input loop they share.
+//! One module per subcommand.
 
 pub mod capture;
 pub mod decode;
@@ -6,11 +6,9 @@ pub mod extract;
 pub mod flows;
 pub mod gen;
 pub mod info;
-pub mod input;
 pub mod inventory;
 pub mod lab;
 pub mod latency;
 pub mod live;
-pub mod ordered;
 pub mod read;
 pub mod record;

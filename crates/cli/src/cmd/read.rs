@@ -2,33 +2,14 @@
 //! print one line per matching packet.
 
 use anyhow::Result;
+use weir_filter::{effective_snaplen, FilterSet};
 use weir_pcap::{FileFormat, FileReader, Interface, Packet, ReadError};
-use weir_pcap::{InterfaceSpec, OutputFormat, PacketWriter, Precision};
+use weir_pcap::{OutputFormat, PacketWriter, Precision};
 
-use super::decode::LinePrinter;
-use super::input::{effective_snaplen, for_each_packet, Filters, Visitor};
-use crate::args;
+use crate::args::{self, Format};
+use crate::input::{for_each_packet, Visitor};
+use crate::lines::LinePrinter;
 use crate::output::{self, Output, Status};
-
-/// Output file format.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// Classic pcap, nanosecond timestamps (microsecond ones with --micro where a command has it).
-    Pcap,
-    /// pcapng with one interface block per input interface, nanosecond timestamps.
-    Pcapng,
-}
-
-impl Format {
-    /// The writer's format; `micro` asks classic pcap for microsecond timestamps.
-    pub fn output(self, micro: bool) -> OutputFormat {
-        match self {
-            Format::Pcap if micro => OutputFormat::Pcap(Precision::Micro),
-            Format::Pcap => OutputFormat::Pcap(Precision::Nano),
-            Format::Pcapng => OutputFormat::Pcapng,
-        }
-    }
-}
 
 /// Arguments of `weir read`.
 #[derive(clap::Args, Debug)]
@@ -55,7 +36,7 @@ impl Args {
 
 /// Runs `weir read`.
 pub fn run(args: Args) -> Result<Status> {
-    let mut filters = Filters::new(&args.expr.words)?;
+    let mut filters = FilterSet::new(&args.expr.joined())?;
     let Some(out_path) = &args.out.path else {
         let mut printer = LinePrinter::stdout(args.count);
         let status = for_each_packet(&args.inputs.files, &mut filters, &mut printer)?;
@@ -92,17 +73,17 @@ struct Sink {
     limit: Option<u64>,
     /// What an output with no packet declares: the first input's first interface (what tcpdump
     /// does), Ethernet when there was none.
-    fallback: Option<InterfaceSpec>,
+    fallback: Option<Interface>,
     /// The current input's timestamp unit when it is classic pcap: its records' time fields are
     /// copied as they are into a pcap output of the same unit (what tcpdump does).
     input_unit: Option<Precision>,
 }
 
-fn spec(i: &Interface) -> InterfaceSpec {
-    InterfaceSpec {
-        link: i.link,
-        snaplen: effective_snaplen(i),
-        name: i.name.clone(),
+/// An input's interface as the output declares it: with libpcap's snap length, as tcpdump.
+fn spec(i: &Interface) -> Interface {
+    Interface {
+        snaplen: effective_snaplen(i.snaplen),
+        ..i.clone()
     }
 }
 
@@ -137,11 +118,10 @@ impl Sink {
         if self.writer.is_none() {
             // No packet matched: still write a valid, empty file.
             let out = self.out.take().expect("output taken once");
-            let s = self.fallback.take().unwrap_or(InterfaceSpec {
-                link: weir_packet::LinkType::ETHERNET,
-                snaplen: 0,
-                name: None,
-            });
+            let s = self
+                .fallback
+                .take()
+                .unwrap_or(Interface::new(weir_packet::LinkType::ETHERNET, 0));
             self.writer = Some(PacketWriter::new(out, self.format, &[s])?);
         }
         self.writer

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use weir_buffer::{Dropped, PacketBuffer};
 use weir_pcap::FileReader;
-use weir_pcap::InterfaceSpec;
+use weir_pcap::Interface;
 use weir_store::{Format, Options, Recorder, RecorderStats, Store};
 
 use super::extract::usage_exit;
@@ -521,22 +521,14 @@ fn import(
 ) -> Result<(
     std::thread::JoinHandle<Result<Totals>>,
     PacketBuffer,
-    Vec<InterfaceSpec>,
+    Vec<Interface>,
     Arc<AtomicBool>,
 )> {
     let mut first = first;
     // A pcapng file describes its interfaces in blocks before its first packet: read it (and
     // keep it, to push first) so they are known.
     let pending = first.next_packet()?.map(|p| (p.meta, p.data.to_vec()));
-    let interfaces: Vec<InterfaceSpec> = first
-        .interfaces()
-        .iter()
-        .map(|i| InterfaceSpec {
-            link: i.link,
-            snaplen: i.snaplen,
-            name: i.name.clone(),
-        })
-        .collect();
+    let interfaces = first.interfaces().to_vec();
     let buffer = weir_buffer::Config::new(buffer_mib << 20)
         .readers(readers)
         .best_effort_readers(best_effort)

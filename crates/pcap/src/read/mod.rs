@@ -24,4 +24,5 @@ mod pcapng;
 mod reader;
 
 pub use error::ReadError;
-pub use reader::{FileFormat, FileReader, Interface, Packet};
+pub use reader::{FileFormat, FileReader, Packet};
+pub use weir_packet::Interface;

@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use weir_packet::{LinkType, PacketMeta};
+use weir_packet::{Interface, LinkType, PacketMeta};
 
 use super::backing::Backing;
 use super::error::ReadError;
@@ -36,26 +36,6 @@ impl FileFormat {
             FileFormat::Pcapng => "pcapng",
         }
     }
-}
-
-/// An interface a file's packets came from (classic pcap has exactly one).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Interface {
-    /// How its frames start.
-    pub link: LinkType,
-    /// Snap length as declared in the file (0 = none declared).
-    pub snaplen: u32,
-    /// `if_name`, when given.
-    pub name: Option<String>,
-    /// `if_description`, when given.
-    pub description: Option<String>,
-    /// Timestamp resolution in the file, as a human string ("ns", "µs", "2^-30 s"...).
-    pub ts_resolution: String,
-    /// Bytes of frame check sequence at the end of each frame, when the file says so.
-    pub fcs_len: u32,
-    /// The file (or pcapng section) was written in the other byte order than this machine's.
-    /// It matters for BSD loopback headers, whose family is in the writer's host order.
-    pub swapped: bool,
 }
 
 /// One packet, borrowing the reader's buffer until the next call.

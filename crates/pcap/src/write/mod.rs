@@ -7,6 +7,8 @@
 //! packets, lengths and timestamps.
 //!
 //! [`PacketWriter`] picks one of the two at run time, for commands whose output format is a flag.
+//! Interfaces are declared as [`Interface`]s (link type, snap length, name), the type the reader
+//! hands out, so a file's interfaces can be declared again as they were read.
 
 #![forbid(unsafe_code)]
 
@@ -17,7 +19,7 @@ use std::io;
 
 pub use pcap::{PcapWriter, Precision};
 pub use pcapng::PcapngWriter;
-use weir_packet::{LinkType, PacketMeta};
+use weir_packet::{Interface, LinkType, PacketMeta};
 
 /// Errors of the writers.
 #[derive(Debug, thiserror::Error)]
@@ -53,17 +55,6 @@ pub enum OutputFormat {
     Pcapng,
 }
 
-/// An interface to declare in an output file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InterfaceSpec {
-    /// Its link type.
-    pub link: LinkType,
-    /// Its snap length (0 = unknown; written as 262144 in pcap, 0 in pcapng).
-    pub snaplen: u32,
-    /// Its name, written as `if_name` in pcapng.
-    pub name: Option<String>,
-}
-
 /// A pcap or pcapng writer chosen at run time.
 pub enum PacketWriter<W: io::Write> {
     /// Classic pcap.
@@ -75,19 +66,13 @@ pub enum PacketWriter<W: io::Write> {
 impl<W: io::Write> PacketWriter<W> {
     /// Starts a file in `format` declaring `interfaces` (classic pcap uses the first one's link
     /// type and snap length; later packets must share that link type).
-    pub fn new(
-        out: W,
-        format: OutputFormat,
-        interfaces: &[InterfaceSpec],
-    ) -> Result<Self, WriteError> {
+    pub fn new(out: W, format: OutputFormat, interfaces: &[Interface]) -> Result<Self, WriteError> {
         Ok(match format {
             OutputFormat::Pcap(precision) => {
-                let first = interfaces.first().cloned().unwrap_or(InterfaceSpec {
-                    link: LinkType::ETHERNET,
-                    snaplen: 0,
-                    name: None,
-                });
-                PacketWriter::Pcap(PcapWriter::new(out, first.link, first.snaplen, precision)?)
+                let (link, snaplen) = interfaces
+                    .first()
+                    .map_or((LinkType::ETHERNET, 0), |i| (i.link, i.snaplen));
+                PacketWriter::Pcap(PcapWriter::new(out, link, snaplen, precision)?)
             }
             OutputFormat::Pcapng => {
                 let mut w = PcapngWriter::new(out)?;
@@ -100,7 +85,7 @@ impl<W: io::Write> PacketWriter<W> {
     }
 
     /// Declares another interface (pcapng) or checks that it matches the file's link type (pcap).
-    pub fn add_interface(&mut self, spec: &InterfaceSpec) -> Result<u32, WriteError> {
+    pub fn add_interface(&mut self, spec: &Interface) -> Result<u32, WriteError> {
         match self {
             PacketWriter::Pcap(w) => {
                 if spec.link != w.link() {

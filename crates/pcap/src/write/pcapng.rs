@@ -6,7 +6,7 @@ use std::io::{self, BufWriter, Write};
 use weir_packet::PacketMeta;
 
 use super::pcap::BUFFER;
-use super::{InterfaceSpec, WriteError};
+use super::{Interface, WriteError};
 
 /// Streams packets into a pcapng file.
 pub struct PcapngWriter<W: Write> {
@@ -53,7 +53,7 @@ impl<W: Write> PcapngWriter<W> {
     }
 
     /// Declares an interface and returns its id (ids count from 0 in the order added).
-    pub fn add_interface(&mut self, spec: &InterfaceSpec) -> Result<u32, WriteError> {
+    pub fn add_interface(&mut self, spec: &Interface) -> Result<u32, WriteError> {
         let mut body = Vec::with_capacity(64);
         // LINKTYPE values in pcapng IDBs are 16 bits wide.
         body.extend_from_slice(&(spec.link.0 as u16).to_ne_bytes());

@@ -1,80 +1,28 @@
 //! The loop every offline command shares: open each input (file or stdin), run the BPF filter
-//! compiled for each interface's link type, hand matching packets to the command, and turn damage
-//! into a warning plus a `Damaged` status instead of an abort.
+//! compiled for each interface's link type ([`FilterSet`]), hand matching packets to the command,
+//! and turn damage into a warning plus a `Damaged` status instead of an abort. One large classic
+//! pcap file is read on every core ([`weir_pcap::parallel`]).
 
-use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
-use weir_filter::Filter;
-use weir_packet::LinkType;
+use anyhow::Result;
+use weir_filter::{Filter, FilterSet};
+use weir_pcap::parallel::Plan;
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
-use super::ordered::{self, Flow};
 use crate::output::{warn_damage, Status};
 use crate::progress::Progress;
 
-/// The snap length libpcap would use when compiling a filter for this interface.
-pub fn effective_snaplen(i: &Interface) -> u32 {
-    weir_filter::effective_snaplen(i.snaplen)
-}
-
-/// A BPF expression compiled lazily once per (link type, snap length, byte order), as interfaces
-/// appear: libpcap's code depends on all three, exactly as when tcpdump opens each file.
-pub struct Filters {
-    expr: String,
-    compiled: HashMap<(LinkType, u32, bool), Filter>,
-}
-
-impl Filters {
-    /// Joins the expression words like tcpdump does and checks it compiles for Ethernet, so a
-    /// syntax error is reported before any input is opened.
-    pub fn new(words: &[String]) -> Result<Filters> {
-        let expr = words.join(" ");
-        let f = Filters {
-            expr,
-            compiled: HashMap::new(),
-        };
-        if !f.expr.trim().is_empty() {
-            let probe = Filter::compile(&f.expr, LinkType::ETHERNET, 0);
-            // A link-specific error (e.g. "vlan" on raw IP) is only fatal for inputs of that link.
-            if let Err(e) = probe {
-                if !is_link_specific(&e.to_string()) {
-                    return Err(e).context("invalid filter expression");
-                }
-            }
-        }
-        Ok(f)
-    }
-
-    /// True when the expression is empty (everything matches).
-    pub fn is_empty(&self) -> bool {
-        self.expr.trim().is_empty()
-    }
-
-    /// The filters of a file's interfaces, in interface-id order.
-    pub fn for_interfaces(&mut self, interfaces: &[Interface]) -> Result<Vec<Filter>> {
-        interfaces
-            .iter()
-            .map(|i| self.for_interface(i).cloned())
-            .collect()
-    }
-
-    /// The filter for an interface, compiling it on first use.
-    pub fn for_interface(&mut self, i: &Interface) -> Result<&Filter> {
-        let key = (i.link, effective_snaplen(i), i.swapped);
-        if !self.compiled.contains_key(&key) {
-            let f = Filter::compile_for_file(&self.expr, key.0, key.1, key.2)
-                .with_context(|| format!("cannot compile the filter for link type {}", key.0))?;
-            self.compiled.insert(key, f);
-        }
-        Ok(&self.compiled[&key])
-    }
-}
-
-/// Errors libpcap gives because the expression makes no sense for one link type.
-fn is_link_specific(msg: &str) -> bool {
-    msg.contains("not supported") || msg.contains("link-layer") || msg.contains("link type")
+/// A parallel read of `path` in ranges of about `range_bytes`, or `None` when the file does not
+/// qualify ([`Plan::new`]). `WEIR_PARALLEL_MIN_BYTES` lowers the size threshold, so tests can
+/// exercise this path on small files (and a huge value keeps it off).
+pub fn parallel_plan(path: &Path, range_bytes: u64) -> Option<Plan> {
+    let min = std::env::var("WEIR_PARALLEL_MIN_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(Plan::MIN_BYTES);
+    Plan::new(path, range_bytes, min)
 }
 
 /// What a command is told about each input as it goes.
@@ -103,7 +51,7 @@ pub trait Visitor {
 /// Runs `visitor` over every matching packet of every input in order.
 pub fn for_each_packet<V: Visitor>(
     inputs: &[PathBuf],
-    filters: &mut Filters,
+    filters: &mut FilterSet,
     visitor: &mut V,
 ) -> Result<Status> {
     if let ([single], true) = (inputs, visitor.parallel_read()) {
@@ -134,7 +82,7 @@ pub fn for_each_packet<V: Visitor>(
 fn one_file<V: Visitor>(
     path: &Path,
     reader: &mut FileReader,
-    filters: &mut Filters,
+    filters: &mut FilterSet,
     visitor: &mut V,
 ) -> Result<Status> {
     visitor.start_file(reader)?;
@@ -198,45 +146,52 @@ fn one_file<V: Visitor>(
     })
 }
 
-/// Reads one large classic pcap file with every core ([`ordered`](super::ordered)): workers
+/// Reads one large classic pcap file with every core ([`Plan::for_each`]): the reading threads
 /// filter byte ranges into lists of matching record offsets, and this thread replays them in
 /// file order into the visitor. Returns `None` when the input does not qualify.
 fn parallel_one_file<V: Visitor>(
     path: &Path,
-    filters: &mut Filters,
+    filters: &mut FilterSet,
     visitor: &mut V,
 ) -> Result<Option<Status>> {
-    let Some(plan) = ordered::plan(path) else {
+    let Some(plan) = parallel_plan(path, Plan::RANGE_BYTES) else {
         return Ok(None);
     };
-    let interfaces = plan.interfaces.clone();
+    let interfaces = plan.interfaces().to_vec();
     let filter = if filters.is_empty() {
         None
     } else {
         Some(filters.for_interface(&interfaces[0])?.clone())
     };
-    visitor.start_file(&plan.reader)?;
+    visitor.start_file(plan.reader())?;
     let progress = Progress::for_file(path);
     let mut replayed = 0u64;
-    let outcome = ordered::run(
-        plan,
-        filter.as_ref(),
+    let outcome = plan.for_each(
+        |p| matches(filter.as_ref(), p),
         |p| p.record_offset,
         |offset, reader| {
-            reader.seek(offset)?;
-            let p = reader
-                .next_packet()?
-                .expect("a record read once reads again");
-            visitor.packet(&interfaces, &p)?;
+            let mut replay = || -> Result<()> {
+                reader.seek(offset)?;
+                let p = reader
+                    .next_packet()?
+                    .expect("a record read once reads again");
+                visitor.packet(&interfaces, &p)
+            };
+            if let Err(e) = replay() {
+                return ControlFlow::Break(Err(e));
+            }
             replayed += 1;
             progress.tick(replayed, offset);
-            Ok(if visitor.done() {
-                Flow::Stop
+            if visitor.done() {
+                ControlFlow::Break(Ok(()))
             } else {
-                Flow::Continue
-            })
+                ControlFlow::Continue(())
+            }
         },
     )?;
+    if let Some(Err(e)) = outcome.stopped {
+        return Err(e);
+    }
     progress.finish();
     tracing::debug!("{} packets read, {replayed} matched", outcome.packets);
     if let Some(e) = &outcome.damage {
@@ -248,4 +203,10 @@ fn parallel_one_file<V: Visitor>(
     } else {
         Status::Clean
     }))
+}
+
+/// Whether `filter` (none: every packet) accepts `p`.
+#[inline]
+pub fn matches(filter: Option<&Filter>, p: &Packet<'_>) -> bool {
+    filter.is_none_or(|f| f.matches(p.data, p.meta.orig_len))
 }
