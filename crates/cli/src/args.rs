@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::parser::ValueSource;
 use clap::ArgMatches;
-use weir_pcap::{OutputFormat, Precision};
+use weir_pcap::{FileFormat, Precision};
 
 /// Output file format.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,11 +24,11 @@ pub enum Format {
 
 impl Format {
     /// The writer's format; `micro` asks classic pcap for microsecond timestamps.
-    pub fn output(self, micro: bool) -> OutputFormat {
+    pub fn output(self, micro: bool) -> FileFormat {
         match self {
-            Format::Pcap if micro => OutputFormat::Pcap(Precision::Micro),
-            Format::Pcap => OutputFormat::Pcap(Precision::Nano),
-            Format::Pcapng => OutputFormat::Pcapng,
+            Format::Pcap if micro => FileFormat::Pcap(Precision::Micro),
+            Format::Pcap => FileFormat::Pcap(Precision::Nano),
+            Format::Pcapng => FileFormat::Pcapng,
         }
     }
 }
@@ -62,10 +62,10 @@ pub struct Output {
 
 impl Output {
     /// The writer's format: `--format`, else pcap with `--micro`, else `default`.
-    pub fn format(&self, default: Format) -> OutputFormat {
+    pub fn format(&self, default: Format) -> FileFormat {
         match (self.format, self.micro) {
             (Some(f), micro) => f.output(micro),
-            (None, true) => OutputFormat::Pcap(Precision::Micro),
+            (None, true) => FileFormat::Pcap(Precision::Micro),
             (None, false) => default.output(false),
         }
     }

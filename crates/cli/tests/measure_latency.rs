@@ -11,7 +11,7 @@ use std::path::Path;
 use common::{run, weir};
 use weir_packet::{LinkType, PacketMeta};
 use weir_pcap::FileReader;
-use weir_pcap::{Interface, OutputFormat, PacketWriter, Precision};
+use weir_pcap::{FileFormat, Interface, PacketWriter, Precision};
 
 /// One packet of A: time, bytes, (stream, seq) read from its stamp by the test itself.
 struct APacket {
@@ -74,7 +74,7 @@ fn write_b(a: &[APacket], path: &Path, clock_ns: i64) -> Vec<(u16, u32, u64, u64
     arrivals.sort_by_key(|&(t, i, dup)| (t, i, dup)); // stable, explicit tie-break
     let out = std::fs::File::create(path).unwrap();
     let spec = Interface::new(LinkType::ETHERNET, 0);
-    let mut w = PacketWriter::new(out, OutputFormat::Pcap(Precision::Nano), &[spec]).unwrap();
+    let mut w = PacketWriter::new(out, FileFormat::Pcap(Precision::Nano), &[spec]).unwrap();
     let mut records = Vec::new();
     for &(t, i, dup) in &arrivals {
         let mut data = a[i].data.clone();

@@ -42,7 +42,7 @@ fn walk(path: &Path, t: &mut Tally) -> Option<FileResult> {
     let mut r = FileReader::open(path).ok()?;
     t.files += 1;
     let format = match r.format() {
-        FileFormat::Pcap { .. } => "pcap",
+        FileFormat::Pcap(_) => "pcap",
         FileFormat::Pcapng => "pcapng",
     };
     *t.formats.entry(format).or_default() += 1;

@@ -102,3 +102,57 @@ impl FilterSet {
 fn is_link_specific(msg: &str) -> bool {
     msg.contains("not supported") || msg.contains("link-layer") || msg.contains("link type")
 }
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    #[test]
+    fn a_syntax_error_is_refused_up_front_with_libpcaps_message() {
+        let e = FilterSet::new("tcp port").unwrap_err();
+        assert!(matches!(e, FilterSetError::Invalid(_)), "{e:?}");
+        assert_eq!(e.to_string(), "invalid filter expression");
+        assert!(e.source().is_some_and(|s| !s.to_string().is_empty()));
+    }
+
+    #[test]
+    fn compiles_once_per_link_snaplen_and_byte_order() {
+        let mut set = FilterSet::new("udp").unwrap();
+        assert!(!set.is_empty());
+        let eth = Interface::new(LinkType::ETHERNET, 0);
+        let max = Interface::new(LinkType::ETHERNET, 262_144);
+        let raw = Interface::new(LinkType::RAW, 65535);
+        let got = set.for_interfaces(&[eth, max, raw]).unwrap();
+        assert_eq!(got.len(), 3);
+        // 0 and 262144 are the same snap length for libpcap
+        assert_eq!(set.compiled.len(), 2);
+        assert!(FilterSet::new(" ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_link_specific_error_is_only_fatal_for_that_link() {
+        let mut set = FilterSet::new("ether host 02:00:00:00:00:01").unwrap();
+        assert!(set
+            .for_interface(&Interface::new(LinkType::ETHERNET, 0))
+            .is_ok());
+        let e = set
+            .for_interface(&Interface::new(LinkType::RAW, 0))
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FilterSetError::ForLink {
+                    link: LinkType::RAW,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "cannot compile the filter for link type RAW (101)"
+        );
+    }
+}

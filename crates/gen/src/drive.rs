@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use weir_packet::PacketMeta;
-use weir_pcap::{Interface, OutputFormat, PacketWriter};
+use weir_pcap::{FileFormat, Interface, PacketWriter};
 
 use crate::source::Source;
 use crate::tx::TxRing;
@@ -69,7 +69,7 @@ pub fn realtime_ns() -> u64 {
 pub fn to_file<W: Write>(
     src: &mut dyn Source,
     out: W,
-    format: OutputFormat,
+    format: FileFormat,
     start_ns: u64,
 ) -> Result<(Report, W), GenError> {
     if !src.paced() {

@@ -523,7 +523,7 @@ mod tests {
     use super::*;
     use weir_gen::{FlowSpec, FrameBuilder, Proto, Stamp};
     use weir_packet::{LinkType, PacketMeta};
-    use weir_pcap::{Interface, OutputFormat, PacketWriter, Precision};
+    use weir_pcap::{FileFormat, Interface, PacketWriter, Precision};
 
     /// Writes frames of stream 0 with the given (sequence number, time) list.
     fn write(path: &Path, packets: &[(u32, u64)]) {
@@ -542,7 +542,7 @@ mod tests {
         .unwrap();
         let spec = Interface::new(LinkType::ETHERNET, 0);
         let f = std::fs::File::create(path).unwrap();
-        let mut w = PacketWriter::new(f, OutputFormat::Pcap(Precision::Nano), &[spec]).unwrap();
+        let mut w = PacketWriter::new(f, FileFormat::Pcap(Precision::Nano), &[spec]).unwrap();
         let mut buf = [0u8; 64];
         for &(seq, t) in packets {
             let st = Stamp {

@@ -9,9 +9,11 @@
 //! keeping file order.
 #![deny(missing_docs)]
 
+mod format;
 pub mod parallel;
 pub mod read;
 pub mod write;
 
-pub use read::{FileFormat, FileReader, Interface, Packet, ReadError};
-pub use write::{OutputFormat, PacketWriter, PcapWriter, PcapngWriter, Precision, WriteError};
+pub use format::{FileFormat, Precision};
+pub use read::{FileReader, Interface, Packet, ReadError};
+pub use write::{PacketWriter, PcapWriter, PcapngWriter, WriteError};

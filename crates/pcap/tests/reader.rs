@@ -5,7 +5,7 @@ use std::io::Cursor;
 
 use proptest::prelude::*;
 use weir_packet::LinkType;
-use weir_pcap::{FileFormat, FileReader, ReadError};
+use weir_pcap::{FileFormat, FileReader, Precision, ReadError};
 
 /// (ts_ns, orig_len, data)
 type Pkt = (u64, u32, Vec<u8>);
@@ -125,14 +125,14 @@ fn classic_pcap_all_variants() {
         for nanos in [false, true] {
             let bytes = pcap(be, nanos, 1, 65535, &pkts());
             let r = FileReader::from_bytes("mem", bytes.clone()).unwrap();
-            assert_eq!(
-                r.format(),
-                FileFormat::Pcap {
-                    nanos,
-                    swapped: be,
-                    modified: false
-                }
-            );
+            let precision = if nanos {
+                Precision::Nano
+            } else {
+                Precision::Micro
+            };
+            assert_eq!(r.format(), FileFormat::Pcap(precision));
+            assert_eq!(r.interfaces()[0].swapped, be);
+            assert!(!r.is_modified_pcap());
             let (got, err) = read_all(bytes);
             assert!(err.is_none());
             assert_eq!(got.len(), 3);

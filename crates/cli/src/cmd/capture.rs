@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use weir_packet::{LinkType, PacketMeta};
+use weir_pcap::{FileFormat, PacketWriter};
 use weir_pcap::{Interface, Packet};
-use weir_pcap::{OutputFormat, PacketWriter};
 
 use super::live::{on_signal, Live, LiveArgs};
 use crate::args;
@@ -164,7 +164,7 @@ impl Output {
             return Ok(Output::Lines(LinePrinter::stdout(None)));
         };
         let format = args.out.format(Format::Pcapng);
-        let pcap = matches!(format, OutputFormat::Pcap(_));
+        let pcap = matches!(format, FileFormat::Pcap(_));
         if pcap
             && live
                 .interfaces

@@ -528,7 +528,7 @@ fn write_hits(args: &Args, readers: &mut [Option<FileReader>], hits: &[Hit]) -> 
     if specs.is_empty() {
         specs.push(Interface::new(weir_packet::LinkType::ETHERNET, 262_144));
     }
-    let pcap = matches!(format, weir_pcap::OutputFormat::Pcap(_));
+    let pcap = matches!(format, weir_pcap::FileFormat::Pcap(_));
     if pcap && specs.iter().any(|s| s.link != specs[0].link) {
         bail!("the packets come from several link types; use --format pcapng");
     }

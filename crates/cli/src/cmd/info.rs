@@ -81,7 +81,7 @@ impl Visitor for Collector {
     fn start_file(&mut self, reader: &FileReader) -> Result<()> {
         self.cur = FileInfo {
             file: reader.path().display().to_string(),
-            format: reader.format().name().to_string(),
+            format: reader.format_name().to_string(),
             ..FileInfo::default()
         };
         self.prev_ts = 0;

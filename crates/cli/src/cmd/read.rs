@@ -4,7 +4,7 @@
 use anyhow::Result;
 use weir_filter::{effective_snaplen, FilterSet};
 use weir_pcap::{FileFormat, FileReader, Interface, Packet, ReadError};
-use weir_pcap::{OutputFormat, PacketWriter, Precision};
+use weir_pcap::{PacketWriter, Precision};
 
 use crate::args::{self, Format};
 use crate::input::{for_each_packet, Visitor};
@@ -66,7 +66,7 @@ pub fn run(args: Args) -> Result<Status> {
 struct Sink {
     out: Option<Output>,
     writer: Option<PacketWriter<Output>>,
-    format: OutputFormat,
+    format: FileFormat,
     /// Output interface id of each interface of the current input (`None` = not yet declared).
     iface_map: Vec<Option<u32>>,
     written: u64,
@@ -103,7 +103,7 @@ impl Sink {
                 // Like tcpdump, a pcap header describes the first input's interface (its snap
                 // length may differ from the matching packet's file).
                 let header = match (&self.format, &self.fallback) {
-                    (OutputFormat::Pcap(_), Some(first)) if first.link == s.link => first.clone(),
+                    (FileFormat::Pcap(_), Some(first)) if first.link == s.link => first.clone(),
                     _ => s,
                 };
                 self.writer = Some(PacketWriter::new(out, self.format, &[header])?);
@@ -136,8 +136,7 @@ impl Visitor for Sink {
     fn start_file(&mut self, reader: &FileReader) -> Result<()> {
         self.iface_map.clear();
         self.input_unit = match reader.format() {
-            FileFormat::Pcap { nanos: true, .. } => Some(Precision::Nano),
-            FileFormat::Pcap { nanos: false, .. } => Some(Precision::Micro),
+            FileFormat::Pcap(unit) => Some(unit),
             FileFormat::Pcapng => None,
         };
         if self.fallback.is_none() {

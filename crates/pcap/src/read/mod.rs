@@ -23,6 +23,7 @@ mod pcap;
 mod pcapng;
 mod reader;
 
+pub use crate::format::FileFormat;
 pub use error::ReadError;
-pub use reader::{FileFormat, FileReader, Packet};
+pub use reader::{FileReader, Packet};
 pub use weir_packet::Interface;

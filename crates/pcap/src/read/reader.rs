@@ -9,34 +9,7 @@ use weir_packet::{Interface, LinkType, PacketMeta};
 use super::backing::Backing;
 use super::error::ReadError;
 use super::{pcap, pcapng};
-
-/// The container format of a capture file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FileFormat {
-    /// Classic pcap.
-    Pcap {
-        /// Nanosecond timestamps (magic a1b23c4d) rather than microseconds.
-        nanos: bool,
-        /// Written in the other byte order than this machine's.
-        swapped: bool,
-        /// The modified ("Kuznetzov", magic a1b2cd34) variant with longer record headers.
-        modified: bool,
-    },
-    /// pcapng.
-    Pcapng,
-}
-
-impl FileFormat {
-    /// Short name for humans: "pcap", "pcap (ns)", "pcapng".
-    pub fn name(&self) -> &'static str {
-        match self {
-            FileFormat::Pcap { modified: true, .. } => "pcap (modified)",
-            FileFormat::Pcap { nanos: true, .. } => "pcap (ns)",
-            FileFormat::Pcap { .. } => "pcap",
-            FileFormat::Pcapng => "pcapng",
-        }
-    }
-}
+use crate::format::{FileFormat, Precision};
 
 /// One packet, borrowing the reader's buffer until the next call.
 #[derive(Clone, Copy, Debug)]
@@ -166,11 +139,11 @@ impl FileReader {
                 reason,
             })?;
             backing.advance(24);
-            reader.format = FileFormat::Pcap {
-                nanos: h.nanos,
-                swapped: h.swapped,
-                modified: h.modified,
-            };
+            reader.format = FileFormat::Pcap(if h.nanos {
+                Precision::Nano
+            } else {
+                Precision::Micro
+            });
             reader.interfaces.push(Interface {
                 link: h.link,
                 snaplen: h.snaplen,
@@ -213,9 +186,24 @@ impl FileReader {
         }
     }
 
-    /// The container format.
+    /// The container format (for classic pcap, with its timestamp unit).
     pub fn format(&self) -> FileFormat {
         self.format
+    }
+
+    /// True for the modified ("Kuznetzov", magic a1b2cd34) classic pcap variant, whose record
+    /// headers are longer.
+    pub fn is_modified_pcap(&self) -> bool {
+        self.pcap.is_some_and(|h| h.modified)
+    }
+
+    /// Short name of the format for humans: "pcap", "pcap (ns)", "pcap (modified)", "pcapng".
+    pub fn format_name(&self) -> &'static str {
+        if self.is_modified_pcap() {
+            "pcap (modified)"
+        } else {
+            self.format.name()
+        }
     }
 
     /// The file's name as given.

@@ -17,9 +17,11 @@ mod pcapng;
 
 use std::io;
 
-pub use pcap::{PcapWriter, Precision};
+pub use pcap::PcapWriter;
 pub use pcapng::PcapngWriter;
 use weir_packet::{Interface, LinkType, PacketMeta};
+
+pub use crate::format::{FileFormat, Precision};
 
 /// Errors of the writers.
 #[derive(Debug, thiserror::Error)]
@@ -46,15 +48,6 @@ pub enum WriteError {
     TooLarge(usize),
 }
 
-/// The output format of a packet file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutputFormat {
-    /// Classic pcap with the given timestamp precision.
-    Pcap(Precision),
-    /// pcapng, nanosecond resolution.
-    Pcapng,
-}
-
 /// A pcap or pcapng writer chosen at run time.
 pub enum PacketWriter<W: io::Write> {
     /// Classic pcap.
@@ -66,15 +59,15 @@ pub enum PacketWriter<W: io::Write> {
 impl<W: io::Write> PacketWriter<W> {
     /// Starts a file in `format` declaring `interfaces` (classic pcap uses the first one's link
     /// type and snap length; later packets must share that link type).
-    pub fn new(out: W, format: OutputFormat, interfaces: &[Interface]) -> Result<Self, WriteError> {
+    pub fn new(out: W, format: FileFormat, interfaces: &[Interface]) -> Result<Self, WriteError> {
         Ok(match format {
-            OutputFormat::Pcap(precision) => {
+            FileFormat::Pcap(precision) => {
                 let (link, snaplen) = interfaces
                     .first()
                     .map_or((LinkType::ETHERNET, 0), |i| (i.link, i.snaplen));
                 PacketWriter::Pcap(PcapWriter::new(out, link, snaplen, precision)?)
             }
-            OutputFormat::Pcapng => {
+            FileFormat::Pcapng => {
                 let mut w = PcapngWriter::new(out)?;
                 for i in interfaces {
                     w.add_interface(i)?;

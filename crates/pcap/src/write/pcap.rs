@@ -6,16 +6,7 @@ use std::io::{self, BufWriter, Write};
 use weir_packet::{split_ns, LinkType, PacketMeta};
 
 use super::WriteError;
-
-/// Timestamp precision of a classic pcap file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Precision {
-    /// Nanoseconds (magic a1b23c4d), weir's default: no information is lost.
-    #[default]
-    Nano,
-    /// Microseconds (magic a1b2c3d4), for old readers; nanoseconds are truncated.
-    Micro,
-}
+use crate::format::Precision;
 
 /// Snap length written when none is known: libpcap's maximum.
 const DEFAULT_SNAPLEN: u32 = 262_144;
