@@ -229,6 +229,59 @@ impl<'a, T: AsRef<[u8]> + ?Sized> SnapHeader<&'a T> {
     }
 }
 
+/// The construct side (smoltcp's setters): write the fields of a frame in place.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    /// Sets the destination MAC address.
+    #[inline]
+    pub fn set_dst_addr(&mut self, a: MacAddr) {
+        self.buffer.as_mut()[field::DST].copy_from_slice(&a.0);
+    }
+
+    /// Sets the source MAC address.
+    #[inline]
+    pub fn set_src_addr(&mut self, a: MacAddr) {
+        self.buffer.as_mut()[field::SRC].copy_from_slice(&a.0);
+    }
+
+    /// Sets the type/length field.
+    #[inline]
+    pub fn set_ethertype(&mut self, t: u16) {
+        self.buffer.as_mut()[field::ETHERTYPE].copy_from_slice(&t.to_be_bytes());
+    }
+
+    /// The bytes after the header, to write the next layer into.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[field::PAYLOAD]
+    }
+}
+
+/// The fields of an Ethernet II header, to [`emit`](EthernetRepr::emit) into a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EthernetRepr {
+    /// Source MAC address.
+    pub src_addr: MacAddr,
+    /// Destination MAC address.
+    pub dst_addr: MacAddr,
+    /// Ethertype of the payload.
+    pub ethertype: u16,
+}
+
+impl EthernetRepr {
+    /// Bytes the header takes.
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `frame`.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut EthernetFrame<T>) {
+        frame.set_dst_addr(self.dst_addr);
+        frame.set_src_addr(self.src_addr);
+        frame.set_ethertype(self.ethertype);
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;

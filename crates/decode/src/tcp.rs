@@ -187,6 +187,74 @@ impl<'a, T: AsRef<[u8]> + ?Sized> TcpPacket<&'a T> {
     }
 }
 
+/// The construct side (smoltcp's setters): write the fields of a header in place.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
+    /// Sets the source port.
+    #[inline]
+    pub fn set_src_port(&mut self, p: u16) {
+        self.buffer.as_mut()[field::SRC_PORT].copy_from_slice(&p.to_be_bytes());
+    }
+
+    /// Sets the destination port.
+    #[inline]
+    pub fn set_dst_port(&mut self, p: u16) {
+        self.buffer.as_mut()[field::DST_PORT].copy_from_slice(&p.to_be_bytes());
+    }
+
+    /// Sets the sequence number.
+    #[inline]
+    pub fn set_seq_number(&mut self, n: u32) {
+        self.buffer.as_mut()[field::SEQ_NUM].copy_from_slice(&n.to_be_bytes());
+    }
+
+    /// Sets the acknowledgement number.
+    #[inline]
+    pub fn set_ack_number(&mut self, n: u32) {
+        self.buffer.as_mut()[field::ACK_NUM].copy_from_slice(&n.to_be_bytes());
+    }
+
+    /// Sets the header length in bytes (a multiple of 4; the reserved bits and AE are cleared).
+    #[inline]
+    pub fn set_header_len(&mut self, n: usize) {
+        self.buffer.as_mut()[field::DATA_OFF] = ((n / 4) as u8) << 4;
+    }
+
+    /// Sets the eight classic flag bits ([`SYN`], [`ACK`]...).
+    #[inline]
+    pub fn set_flags(&mut self, f: u8) {
+        self.buffer.as_mut()[field::FLAGS] = f;
+    }
+
+    /// Sets the window.
+    #[inline]
+    pub fn set_window(&mut self, w: u16) {
+        self.buffer.as_mut()[field::WINDOW].copy_from_slice(&w.to_be_bytes());
+    }
+
+    /// Sets the checksum field as given.
+    #[inline]
+    pub fn set_checksum(&mut self, c: u16) {
+        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// Sets the urgent pointer.
+    #[inline]
+    pub fn set_urgent(&mut self, u: u16) {
+        self.buffer.as_mut()[field::URGENT].copy_from_slice(&u.to_be_bytes());
+    }
+
+    /// Computes the checksum over the pseudo-header sum `pseudo` (from
+    /// [`checksum::pseudo_header`](crate::checksum::pseudo_header), without the length) and the
+    /// whole buffer as the segment, and writes it.
+    #[inline]
+    pub fn fill_checksum(&mut self, pseudo: u32) {
+        self.set_checksum(0);
+        let b = self.buffer.as_ref();
+        let c = crate::checksum::fold(crate::checksum::sum16(pseudo + b.len() as u32, b));
+        self.set_checksum(c);
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;

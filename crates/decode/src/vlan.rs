@@ -74,6 +74,27 @@ impl<'a, T: AsRef<[u8]> + ?Sized> VlanTag<&'a T> {
     }
 }
 
+/// The construct side: write a tag in place.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> VlanTag<T> {
+    /// Sets the whole tag control information.
+    #[inline]
+    pub fn set_tci(&mut self, tci: u16) {
+        self.buffer.as_mut()[field::TCI].copy_from_slice(&tci.to_be_bytes());
+    }
+
+    /// Sets priority, drop eligibility and VLAN id (`pcp` is cut to 3 bits, `vid` to 12).
+    #[inline]
+    pub fn set_fields(&mut self, pcp: u8, dei: bool, vid: u16) {
+        self.set_tci((u16::from(pcp & 7) << 13) | (u16::from(dei) << 12) | (vid & 0x0fff));
+    }
+
+    /// Sets the type/length that follows the tag.
+    #[inline]
+    pub fn set_ethertype(&mut self, t: u16) {
+        self.buffer.as_mut()[field::ETHERTYPE].copy_from_slice(&t.to_be_bytes());
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
