@@ -3,7 +3,9 @@
 
 use core::fmt;
 
-use crate::{be16, be32, ErrorKind, Result};
+use weir_packet::bytes::{be16, be32};
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
@@ -76,7 +78,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// The type/length field: an ethertype from 0x0600 on, an 802.3 length up to 1500.
     #[inline]
     pub fn ethertype(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::ETHERTYPE])
+        be16(self.buffer.as_ref(), field::ETHERTYPE.start)
     }
 
     /// True when the type/length field is an 802.3 length (so LLC follows).
@@ -205,13 +207,13 @@ impl<T: AsRef<[u8]>> SnapHeader<T> {
     #[inline]
     pub fn oui(&self) -> u32 {
         let b = &self.buffer.as_ref()[snap_field::OUI];
-        be32(&[0, b[0], b[1], b[2]])
+        be32(&[0, b[0], b[1], b[2]], 0)
     }
 
     /// Protocol id.
     #[inline]
     pub fn protocol(&self) -> u16 {
-        be16(&self.buffer.as_ref()[snap_field::PROTOCOL])
+        be16(self.buffer.as_ref(), snap_field::PROTOCOL.start)
     }
 
     /// True when the protocol id is an ethertype: OUI 00-00-00 (RFC 1042) or 00-00-F8 (802.1H).

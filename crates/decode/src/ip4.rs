@@ -2,7 +2,9 @@
 
 use core::net::Ipv4Addr;
 
-use crate::{be16, ErrorKind, Result};
+use weir_packet::bytes::be16;
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
@@ -95,43 +97,43 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Total length field: header and payload, in bytes.
     #[inline]
     pub fn total_len(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::TOTAL_LEN])
+        be16(self.buffer.as_ref(), field::TOTAL_LEN.start)
     }
 
     /// Identification.
     #[inline]
     pub fn ident(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::IDENT])
+        be16(self.buffer.as_ref(), field::IDENT.start)
     }
 
     /// The reserved ("evil") flag bit.
     #[inline]
     pub fn reserved_flag(&self) -> bool {
-        be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x8000 != 0
+        be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x8000 != 0
     }
 
     /// Don't fragment.
     #[inline]
     pub fn dont_frag(&self) -> bool {
-        be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x4000 != 0
+        be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x4000 != 0
     }
 
     /// More fragments.
     #[inline]
     pub fn more_frags(&self) -> bool {
-        be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x2000 != 0
+        be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x2000 != 0
     }
 
     /// Fragment offset in bytes (the field is in 8-byte units).
     #[inline]
     pub fn frag_offset(&self) -> u16 {
-        (be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x1fff) << 3
+        (be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x1fff) << 3
     }
 
     /// True when this packet is a fragment (more fragments, or a non-zero offset).
     #[inline]
     pub fn is_fragment(&self) -> bool {
-        be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x3fff != 0
+        be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x3fff != 0
     }
 
     /// Time to live.
@@ -149,7 +151,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Header checksum, as carried (not verified).
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::CHECKSUM])
+        be16(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// Source address.

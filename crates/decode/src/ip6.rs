@@ -3,7 +3,9 @@
 
 use core::net::Ipv6Addr;
 
-use crate::{be16, be32, ip_proto, ErrorKind, Result};
+use weir_packet::bytes::{be16, be32};
+
+use crate::{ip_proto, ErrorKind, Result};
 
 mod field {
     use crate::Field;
@@ -43,7 +45,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 
     #[inline]
     fn first_word(&self) -> u32 {
-        be32(&self.buffer.as_ref()[field::VER_TC_FLOW])
+        be32(self.buffer.as_ref(), field::VER_TC_FLOW.start)
     }
 
     /// Version (6).
@@ -67,7 +69,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Payload length: everything after the fixed header, extension headers included.
     #[inline]
     pub fn payload_len(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::PAYLOAD_LEN])
+        be16(self.buffer.as_ref(), field::PAYLOAD_LEN.start)
     }
 
     /// Next header: the first extension header or the upper-layer protocol.
@@ -243,19 +245,19 @@ impl<T: AsRef<[u8]>> Ipv6FragmentHeader<T> {
     /// Fragment offset in bytes (the field is in 8-byte units).
     #[inline]
     pub fn frag_offset(&self) -> u16 {
-        be16(&self.buffer.as_ref()[frag_field::OFF_M]) & 0xfff8
+        be16(self.buffer.as_ref(), frag_field::OFF_M.start) & 0xfff8
     }
 
     /// More fragments.
     #[inline]
     pub fn more_frags(&self) -> bool {
-        be16(&self.buffer.as_ref()[frag_field::OFF_M]) & 1 != 0
+        be16(self.buffer.as_ref(), frag_field::OFF_M.start) & 1 != 0
     }
 
     /// Identification.
     #[inline]
     pub fn ident(&self) -> u32 {
-        be32(&self.buffer.as_ref()[frag_field::IDENT])
+        be32(self.buffer.as_ref(), frag_field::IDENT.start)
     }
 }
 

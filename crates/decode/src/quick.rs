@@ -175,23 +175,21 @@ impl Headers {
 #[inline(always)]
 pub fn parse(link: LinkType, frame: &[u8]) -> Option<Headers> {
     let mut h = Headers::default();
-    let (t, at) = match link {
+    // one call site for each IP version below keeps the parser small once inlined
+    let (v6, ip) = match link {
         LinkType::ETHERNET => {
             if frame.len() < 14 {
                 return None;
             }
-            (be16(frame, 12), 14)
+            network(&mut h, be16(frame, 12), frame, 14)?
         }
-        LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 => {
-            return match frame.first()? >> 4 {
-                4 => ipv4(&mut h, frame),
-                6 => ipv6(&mut h, frame),
-                _ => None,
-            }
-            .map(|()| h);
-        }
-        LinkType::IPV4 => return ipv4(&mut h, frame).map(|()| h),
-        LinkType::IPV6 => return ipv6(&mut h, frame).map(|()| h),
+        LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 => match frame.first()? >> 4 {
+            4 => (false, frame),
+            6 => (true, frame),
+            _ => return None,
+        },
+        LinkType::IPV4 => (false, frame),
+        LinkType::IPV6 => (true, frame),
         LinkType::LINUX_SLL | LinkType::LINUX_SLL2 => {
             let (hatype, proto, at) = if link == LinkType::LINUX_SLL {
                 if frame.len() < 16 {
@@ -207,34 +205,42 @@ pub fn parse(link: LinkType, frame: &[u8]) -> Option<Headers> {
             if hatype == link::ARPHRD_NETLINK {
                 return None;
             }
-            (proto, at)
+            network(&mut h, proto, frame, at)?
         }
         LinkType::NULL | LinkType::LOOP => {
             let head = *frame.first_chunk::<4>()?;
             let family = link::loopback_family(head, link == LinkType::LOOP);
-            let rest = &frame[4..];
-            return if family == link::AF_INET {
-                ipv4(&mut h, rest)
+            if family == link::AF_INET {
+                (false, &frame[4..])
             } else if link::AF_INET6.contains(&family) {
-                ipv6(&mut h, rest)
+                (true, &frame[4..])
             } else {
-                None
+                return None;
             }
-            .map(|()| h);
         }
         _ => return None,
     };
-    ethertype(&mut h, t, frame, at)?;
+    if v6 {
+        ipv6(&mut h, ip)?;
+    } else {
+        ipv4(&mut h, ip)?;
+    }
     Some(h)
 }
 
-/// From an ethertype `t` whose payload starts at `frame[at..]`: VLAN tags, MPLS labels, IP.
+/// From an ethertype `t` whose payload starts at `frame[at..]`, through VLAN tags and MPLS
+/// labels: the IP version (true for IPv6) and the IP packet.
 #[inline(always)]
-fn ethertype(h: &mut Headers, mut t: u16, frame: &[u8], mut at: usize) -> Option<()> {
+fn network<'a>(
+    h: &mut Headers,
+    mut t: u16,
+    frame: &'a [u8],
+    mut at: usize,
+) -> Option<(bool, &'a [u8])> {
     loop {
         match t {
-            ethertype::IPV4 => return ipv4(h, &frame[at..]),
-            ethertype::IPV6 => return ipv6(h, &frame[at..]),
+            ethertype::IPV4 => return Some((false, &frame[at..])),
+            ethertype::IPV6 => return Some((true, &frame[at..])),
             ethertype::VLAN
             | ethertype::QINQ_8021AD
             | ethertype::QINQ_9100
@@ -249,30 +255,36 @@ fn ethertype(h: &mut Headers, mut t: u16, frame: &[u8], mut at: usize) -> Option
                 t = be16(frame, at + 2);
                 at += 4;
             }
-            ethertype::MPLS | ethertype::MPLS_MC => return mpls(h, &frame[at..]),
+            ethertype::MPLS | ethertype::MPLS_MC => {
+                let (labels, v6) = mpls(&frame[at..])?;
+                h.mpls_labels = labels;
+                return Some((v6, &frame[at + 4 * usize::from(labels)..]));
+            }
             // 802.3 lengths (LLC), ARP, PPPoE... : the decoder's
             _ => return None,
         }
     }
 }
 
-/// An MPLS label stack, then IPv4 or IPv6 told by the first nibble (as the decoder guesses).
+/// An MPLS label stack: how many labels, and whether IPv4 (false) or IPv6 (true) follows, told
+/// by the first nibble after the bottom of the stack (as the decoder guesses).
 #[cold]
-fn mpls(h: &mut Headers, mut b: &[u8]) -> Option<()> {
+#[inline(never)]
+fn mpls(b: &[u8]) -> Option<(u8, bool)> {
+    let mut labels = 0u8;
     loop {
-        if h.mpls_labels == MAX_MPLS_LABELS || b.len() < 4 {
+        let at = 4 * usize::from(labels);
+        if labels == MAX_MPLS_LABELS || b.len() < at + 4 {
             return None;
         }
-        h.mpls_labels += 1;
-        let bottom = b[2] & 1 != 0;
-        b = &b[4..];
-        if bottom {
+        labels += 1;
+        if b[at + 2] & 1 != 0 {
             break;
         }
     }
-    match b.first()? >> 4 {
-        4 => ipv4(h, b),
-        6 => ipv6(h, b),
+    match b.get(4 * usize::from(labels))? >> 4 {
+        4 => Some((labels, false)),
+        6 => Some((labels, true)),
         // a pseudowire control word and Ethernet, or an unknown payload: the decoder's
         _ => None,
     }

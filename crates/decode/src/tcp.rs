@@ -1,6 +1,8 @@
 //! TCP headers (RFC 9293): ports, sequence numbers, flags, window, options, payload.
 
-use crate::{be16, be32, ErrorKind, Result};
+use weir_packet::bytes::{be16, be32};
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
@@ -60,25 +62,25 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Source port.
     #[inline]
     pub fn src_port(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::SRC_PORT])
+        be16(self.buffer.as_ref(), field::SRC_PORT.start)
     }
 
     /// Destination port.
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::DST_PORT])
+        be16(self.buffer.as_ref(), field::DST_PORT.start)
     }
 
     /// Sequence number.
     #[inline]
     pub fn seq_number(&self) -> u32 {
-        be32(&self.buffer.as_ref()[field::SEQ_NUM])
+        be32(self.buffer.as_ref(), field::SEQ_NUM.start)
     }
 
     /// Acknowledgement number (meaningful when ACK is set).
     #[inline]
     pub fn ack_number(&self) -> u32 {
-        be32(&self.buffer.as_ref()[field::ACK_NUM])
+        be32(self.buffer.as_ref(), field::ACK_NUM.start)
     }
 
     /// Data offset: header length in 32-bit words.
@@ -157,19 +159,19 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Receive window (unscaled).
     #[inline]
     pub fn window(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::WINDOW])
+        be16(self.buffer.as_ref(), field::WINDOW.start)
     }
 
     /// Checksum, as carried (not verified).
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::CHECKSUM])
+        be16(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// Urgent pointer.
     #[inline]
     pub fn urgent(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::URGENT])
+        be16(self.buffer.as_ref(), field::URGENT.start)
     }
 }
 

@@ -1,6 +1,8 @@
 //! UDP headers (RFC 768): ports, length, checksum, payload.
 
-use crate::{be16, ErrorKind, Result};
+use weir_packet::bytes::be16;
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
@@ -36,26 +38,26 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Source port.
     #[inline]
     pub fn src_port(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::SRC_PORT])
+        be16(self.buffer.as_ref(), field::SRC_PORT.start)
     }
 
     /// Destination port.
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::DST_PORT])
+        be16(self.buffer.as_ref(), field::DST_PORT.start)
     }
 
     /// Length field: header and payload.
     #[inline]
     #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::LENGTH])
+        be16(self.buffer.as_ref(), field::LENGTH.start)
     }
 
     /// Checksum, as carried (0 = none).
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::CHECKSUM])
+        be16(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// True when the length field claims more bytes than the buffer holds.

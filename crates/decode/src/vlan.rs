@@ -1,6 +1,8 @@
 //! IEEE 802.1Q / 802.1ad VLAN tags: the 4 bytes after a TPID (0x8100, 0x88a8, 0x9100, 0x9200).
 
-use crate::{be16, ErrorKind, Result};
+use weir_packet::bytes::be16;
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
@@ -32,7 +34,7 @@ impl<T: AsRef<[u8]>> VlanTag<T> {
     /// The whole tag control information.
     #[inline]
     pub fn tci(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::TCI])
+        be16(self.buffer.as_ref(), field::TCI.start)
     }
 
     /// Priority code point (3 bits).
@@ -56,7 +58,7 @@ impl<T: AsRef<[u8]>> VlanTag<T> {
     /// The type/length that follows the tag (an 802.3 length when at most 1500).
     #[inline]
     pub fn ethertype(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::ETHERTYPE])
+        be16(self.buffer.as_ref(), field::ETHERTYPE.start)
     }
 }
 

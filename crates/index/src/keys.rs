@@ -100,3 +100,52 @@ pub fn keys_of_decoded(link: LinkType, frame: &[u8], out: &mut Vec<Key>) -> bool
     }
     d.error().is_none()
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// Ethernet with `tags` 802.1Q tags, IPv4, UDP 1000 -> 53.
+    fn tagged(tags: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        for i in 0..tags {
+            f.extend_from_slice(&[0x81, 0x00, 0, i as u8 + 1]);
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.extend_from_slice(&[
+            0x45, 0, 0, 28, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ]);
+        f.extend_from_slice(&[0x03, 0xe8, 0, 53, 0, 8, 0, 0]);
+        f
+    }
+
+    /// Any depth of VLAN tags gives the decoder's keys: the fast parser follows up to
+    /// `quick::MAX_VLAN_TAGS`, the decoder the rest (before, the fast path here took one tag
+    /// and the flow meter's two; both fell back to the decoder beyond, so no key changed).
+    #[test]
+    fn vlan_stacks_of_any_depth_give_the_decoders_keys() {
+        for tags in 0..7 {
+            let f = tagged(tags);
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            assert!(keys_of(LinkType::ETHERNET, &f, &mut fast));
+            assert!(keys_of_decoded(LinkType::ETHERNET, &f, &mut slow));
+            assert_eq!(fast, slow, "{tags} tags");
+            assert_eq!(
+                fast,
+                [
+                    Key::V4(0x0a00_0001),
+                    Key::V4(0x0a00_0002),
+                    Key::Proto(17),
+                    Key::Port(1000),
+                    Key::Port(53)
+                ]
+            );
+            let read = quick::parse(LinkType::ETHERNET, &f).is_some();
+            assert_eq!(
+                read,
+                tags <= usize::from(quick::MAX_VLAN_TAGS),
+                "{tags} tags"
+            );
+        }
+    }
+}
