@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 SECS="${1:-60}"; shift || true
-TARGETS=("${@:-fuzz_reader fuzz_decode fuzz_index}")
+TARGETS=("${@:-fuzz_reader fuzz_decode fuzz_quick fuzz_index}")
 command -v cargo-afl >/dev/null || cargo install cargo-afl
 cargo afl config --build >/dev/null 2>&1 || true
 cargo afl build --release
@@ -20,6 +20,8 @@ for t in ${TARGETS[@]}; do
   for f in $(ls -S "$CORPUS" | tail -n 24); do
     if [ "$t" = fuzz_decode ]; then
       { printf '\x01\xff'; tail -c +41 "$CORPUS/$f" | head -c 1500; } > "$seeds/$f"
+    elif [ "$t" = fuzz_quick ]; then
+      { printf '\x01'; tail -c +41 "$CORPUS/$f" | head -c 1500; } > "$seeds/$f"
     elif [ "$t" = fuzz_index ]; then
       # Mode 0 (a frame for the key differential) and mode 1 (an index, CRC stripped).
       { printf '\x00'; tail -c +41 "$CORPUS/$f" | head -c 1500; } > "$seeds/frame-$f"

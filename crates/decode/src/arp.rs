@@ -2,7 +2,9 @@
 
 use core::net::Ipv4Addr;
 
-use crate::{be16, ErrorKind, MacAddr, Result};
+use weir_packet::bytes::be16;
+
+use crate::{ErrorKind, MacAddr, Result};
 
 mod field {
     use crate::Field;
@@ -41,13 +43,13 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// Hardware type (1 = Ethernet).
     #[inline]
     pub fn hardware_type(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::HTYPE])
+        be16(self.buffer.as_ref(), field::HTYPE.start)
     }
 
     /// Protocol type (0x0800 = IPv4).
     #[inline]
     pub fn protocol_type(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::PTYPE])
+        be16(self.buffer.as_ref(), field::PTYPE.start)
     }
 
     /// Hardware address length.
@@ -65,7 +67,7 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// Operation (1 request, 2 reply, 3/4 RARP).
     #[inline]
     pub fn operation(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::OPER])
+        be16(self.buffer.as_ref(), field::OPER.start)
     }
 
     /// Length of the packet the fixed part announces: 8 + 2 × (hardware + protocol length).

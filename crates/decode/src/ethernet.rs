@@ -3,7 +3,9 @@
 
 use core::fmt;
 
-use crate::{be16, be32, ErrorKind, Result};
+use weir_packet::bytes::{be16, be32};
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
@@ -76,7 +78,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// The type/length field: an ethertype from 0x0600 on, an 802.3 length up to 1500.
     #[inline]
     pub fn ethertype(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::ETHERTYPE])
+        be16(self.buffer.as_ref(), field::ETHERTYPE.start)
     }
 
     /// True when the type/length field is an 802.3 length (so LLC follows).
@@ -205,13 +207,13 @@ impl<T: AsRef<[u8]>> SnapHeader<T> {
     #[inline]
     pub fn oui(&self) -> u32 {
         let b = &self.buffer.as_ref()[snap_field::OUI];
-        be32(&[0, b[0], b[1], b[2]])
+        be32(&[0, b[0], b[1], b[2]], 0)
     }
 
     /// Protocol id.
     #[inline]
     pub fn protocol(&self) -> u16 {
-        be16(&self.buffer.as_ref()[snap_field::PROTOCOL])
+        be16(self.buffer.as_ref(), snap_field::PROTOCOL.start)
     }
 
     /// True when the protocol id is an ethertype: OUI 00-00-00 (RFC 1042) or 00-00-F8 (802.1H).
@@ -226,6 +228,59 @@ impl<'a, T: AsRef<[u8]> + ?Sized> SnapHeader<&'a T> {
     #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[snap_field::PAYLOAD]
+    }
+}
+
+/// The construct side (smoltcp's setters): write the fields of a frame in place.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    /// Sets the destination MAC address.
+    #[inline]
+    pub fn set_dst_addr(&mut self, a: MacAddr) {
+        self.buffer.as_mut()[field::DST].copy_from_slice(&a.0);
+    }
+
+    /// Sets the source MAC address.
+    #[inline]
+    pub fn set_src_addr(&mut self, a: MacAddr) {
+        self.buffer.as_mut()[field::SRC].copy_from_slice(&a.0);
+    }
+
+    /// Sets the type/length field.
+    #[inline]
+    pub fn set_ethertype(&mut self, t: u16) {
+        self.buffer.as_mut()[field::ETHERTYPE].copy_from_slice(&t.to_be_bytes());
+    }
+
+    /// The bytes after the header, to write the next layer into.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[field::PAYLOAD]
+    }
+}
+
+/// The fields of an Ethernet II header, to [`emit`](EthernetRepr::emit) into a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EthernetRepr {
+    /// Source MAC address.
+    pub src_addr: MacAddr,
+    /// Destination MAC address.
+    pub dst_addr: MacAddr,
+    /// Ethertype of the payload.
+    pub ethertype: u16,
+}
+
+impl EthernetRepr {
+    /// Bytes the header takes.
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `frame`.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut EthernetFrame<T>) {
+        frame.set_dst_addr(self.dst_addr);
+        frame.set_src_addr(self.src_addr);
+        frame.set_ethertype(self.ethertype);
     }
 }
 

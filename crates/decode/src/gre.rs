@@ -1,7 +1,9 @@
 //! GRE headers (RFC 2784 with the key and sequence number of RFC 2890, and PPTP's enhanced GRE,
 //! version 1, RFC 2637), and the ERSPAN type II and III headers that ride on GRE.
 
-use crate::{be16, be32, ErrorKind, Result};
+use weir_packet::bytes::{be16, be32};
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
@@ -89,7 +91,7 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
     /// Protocol type of the payload: an ethertype (0x0800 IPv4, 0x6558 Ethernet, 0x880b PPP...).
     #[inline]
     pub fn protocol(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::PROTOCOL])
+        be16(self.buffer.as_ref(), field::PROTOCOL.start)
     }
 
     #[inline]
@@ -109,7 +111,7 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
 
     #[inline]
     fn word(&self, index: usize) -> u32 {
-        be32(&self.buffer.as_ref()[FIXED_LEN + 4 * index..])
+        be32(self.buffer.as_ref(), FIXED_LEN + 4 * index)
     }
 
     /// The checksum, when present (not verified).
@@ -215,25 +217,25 @@ impl<T: AsRef<[u8]>> ErspanHeader<T> {
     /// VLAN of the mirrored frame.
     #[inline]
     pub fn vlan(&self) -> u16 {
-        be16(&self.buffer.as_ref()[erspan_field::VER_VLAN]) & 0x0fff
+        be16(self.buffer.as_ref(), erspan_field::VER_VLAN.start) & 0x0fff
     }
 
     /// Class of service.
     #[inline]
     pub fn cos(&self) -> u8 {
-        (be16(&self.buffer.as_ref()[erspan_field::COS_SESSION]) >> 13) as u8
+        (be16(self.buffer.as_ref(), erspan_field::COS_SESSION.start) >> 13) as u8
     }
 
     /// Session id (10 bits).
     #[inline]
     pub fn session_id(&self) -> u16 {
-        be16(&self.buffer.as_ref()[erspan_field::COS_SESSION]) & 0x03ff
+        be16(self.buffer.as_ref(), erspan_field::COS_SESSION.start) & 0x03ff
     }
 
     /// Type II: the 20-bit port index. Type III: the timestamp.
     #[inline]
     pub fn word1(&self) -> u32 {
-        let w = be32(&self.buffer.as_ref()[erspan_field::WORD1]);
+        let w = be32(self.buffer.as_ref(), erspan_field::WORD1.start);
         if self.version() == 1 {
             w & 0x000f_ffff
         } else {

@@ -1,7 +1,9 @@
 //! ICMP (RFC 792) and ICMPv6 (RFC 4443) messages: type, code, and the echo identifier and
 //! sequence number. Both share the 4-byte type/code/checksum start and one view.
 
-use crate::{be16, ErrorKind, Result};
+use weir_packet::bytes::be16;
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
@@ -58,7 +60,7 @@ impl<T: AsRef<[u8]>> IcmpPacket<T> {
     /// Checksum, as carried.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::CHECKSUM])
+        be16(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// The rest-of-header word (bytes 4..8), when captured.
@@ -80,7 +82,10 @@ impl<T: AsRef<[u8]>> IcmpPacket<T> {
         if b.len() < HEADER_LEN {
             None
         } else {
-            Some((be16(&b[field::ECHO_IDENT]), be16(&b[field::ECHO_SEQ])))
+            Some((
+                be16(b, field::ECHO_IDENT.start),
+                be16(b, field::ECHO_SEQ.start),
+            ))
         }
     }
 }

@@ -2,7 +2,9 @@
 
 use core::net::Ipv4Addr;
 
-use crate::{be16, ErrorKind, Result};
+use weir_packet::bytes::be16;
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
@@ -95,43 +97,43 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Total length field: header and payload, in bytes.
     #[inline]
     pub fn total_len(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::TOTAL_LEN])
+        be16(self.buffer.as_ref(), field::TOTAL_LEN.start)
     }
 
     /// Identification.
     #[inline]
     pub fn ident(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::IDENT])
+        be16(self.buffer.as_ref(), field::IDENT.start)
     }
 
     /// The reserved ("evil") flag bit.
     #[inline]
     pub fn reserved_flag(&self) -> bool {
-        be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x8000 != 0
+        be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x8000 != 0
     }
 
     /// Don't fragment.
     #[inline]
     pub fn dont_frag(&self) -> bool {
-        be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x4000 != 0
+        be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x4000 != 0
     }
 
     /// More fragments.
     #[inline]
     pub fn more_frags(&self) -> bool {
-        be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x2000 != 0
+        be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x2000 != 0
     }
 
     /// Fragment offset in bytes (the field is in 8-byte units).
     #[inline]
     pub fn frag_offset(&self) -> u16 {
-        (be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x1fff) << 3
+        (be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x1fff) << 3
     }
 
     /// True when this packet is a fragment (more fragments, or a non-zero offset).
     #[inline]
     pub fn is_fragment(&self) -> bool {
-        be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x3fff != 0
+        be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x3fff != 0
     }
 
     /// Time to live.
@@ -149,7 +151,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Header checksum, as carried (not verified).
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::CHECKSUM])
+        be16(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// Source address.
@@ -192,6 +194,129 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Ipv4Packet<&'a T> {
             total.min(b.len())
         };
         &b[self.header_len()..end]
+    }
+}
+
+/// The construct side (smoltcp's setters): write the fields of a header in place.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
+    /// Sets version 4 and the header length in 32-bit words.
+    #[inline]
+    pub fn set_version_ihl(&mut self, ihl: u8) {
+        self.buffer.as_mut()[field::VER_IHL] = 0x40 | (ihl & 0x0f);
+    }
+
+    /// Sets the type-of-service byte.
+    #[inline]
+    pub fn set_tos(&mut self, tos: u8) {
+        self.buffer.as_mut()[field::TOS] = tos;
+    }
+
+    /// Sets the total length.
+    #[inline]
+    pub fn set_total_len(&mut self, n: u16) {
+        self.buffer.as_mut()[field::TOTAL_LEN].copy_from_slice(&n.to_be_bytes());
+    }
+
+    /// Sets the identification.
+    #[inline]
+    pub fn set_ident(&mut self, id: u16) {
+        self.buffer.as_mut()[field::IDENT].copy_from_slice(&id.to_be_bytes());
+    }
+
+    /// Sets the flags and the fragment offset (in bytes, a multiple of 8).
+    #[inline]
+    pub fn set_frag(&mut self, dont_frag: bool, more_frags: bool, offset: u16) {
+        let v = (u16::from(dont_frag) << 14) | (u16::from(more_frags) << 13) | (offset >> 3);
+        self.buffer.as_mut()[field::FLG_OFF].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// Sets the time to live.
+    #[inline]
+    pub fn set_ttl(&mut self, ttl: u8) {
+        self.buffer.as_mut()[field::TTL] = ttl;
+    }
+
+    /// Sets the payload's protocol.
+    #[inline]
+    pub fn set_protocol(&mut self, p: u8) {
+        self.buffer.as_mut()[field::PROTOCOL] = p;
+    }
+
+    /// Sets the header checksum field as given.
+    #[inline]
+    pub fn set_checksum(&mut self, c: u16) {
+        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// Sets the source address.
+    #[inline]
+    pub fn set_src_addr(&mut self, a: Ipv4Addr) {
+        self.buffer.as_mut()[field::SRC_ADDR].copy_from_slice(&a.octets());
+    }
+
+    /// Sets the destination address.
+    #[inline]
+    pub fn set_dst_addr(&mut self, a: Ipv4Addr) {
+        self.buffer.as_mut()[field::DST_ADDR].copy_from_slice(&a.octets());
+    }
+
+    /// Computes the header checksum (options included) and writes it.
+    #[inline]
+    pub fn fill_checksum(&mut self) {
+        self.set_checksum(0);
+        let hl = self.header_len();
+        let c = crate::checksum::fold(crate::checksum::sum16(0, &self.buffer.as_ref()[..hl]));
+        self.set_checksum(c);
+    }
+
+    /// The bytes after the header (options included in the header), to write the next layer.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let hl = self.header_len();
+        &mut self.buffer.as_mut()[hl..]
+    }
+}
+
+/// The fields of an IPv4 header without options, to [`emit`](Ipv4Repr::emit) into a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Repr {
+    /// Source address.
+    pub src_addr: Ipv4Addr,
+    /// Destination address.
+    pub dst_addr: Ipv4Addr,
+    /// Protocol of the payload.
+    pub protocol: u8,
+    /// Payload length in bytes (the total length is 20 more).
+    pub payload_len: usize,
+    /// Type-of-service byte.
+    pub tos: u8,
+    /// Time to live.
+    pub ttl: u8,
+    /// Identification.
+    pub ident: u16,
+    /// Don't-fragment flag.
+    pub dont_frag: bool,
+}
+
+impl Ipv4Repr {
+    /// Bytes the header takes.
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Writes the header (no options, not a fragment) into `packet`, checksum included.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Ipv4Packet<T>) {
+        packet.set_version_ihl(5);
+        packet.set_tos(self.tos);
+        packet.set_total_len((HEADER_LEN + self.payload_len) as u16);
+        packet.set_ident(self.ident);
+        packet.set_frag(self.dont_frag, false, 0);
+        packet.set_ttl(self.ttl);
+        packet.set_protocol(self.protocol);
+        packet.set_src_addr(self.src_addr);
+        packet.set_dst_addr(self.dst_addr);
+        packet.fill_checksum();
     }
 }
 

@@ -3,7 +3,9 @@
 
 use core::net::Ipv6Addr;
 
-use crate::{be16, be32, ip_proto, ErrorKind, Result};
+use weir_packet::bytes::{be16, be32};
+
+use crate::{ip_proto, ErrorKind, Result};
 
 mod field {
     use crate::Field;
@@ -43,7 +45,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 
     #[inline]
     fn first_word(&self) -> u32 {
-        be32(&self.buffer.as_ref()[field::VER_TC_FLOW])
+        be32(self.buffer.as_ref(), field::VER_TC_FLOW.start)
     }
 
     /// Version (6).
@@ -67,7 +69,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Payload length: everything after the fixed header, extension headers included.
     #[inline]
     pub fn payload_len(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::PAYLOAD_LEN])
+        be16(self.buffer.as_ref(), field::PAYLOAD_LEN.start)
     }
 
     /// Next header: the first extension header or the upper-layer protocol.
@@ -243,19 +245,102 @@ impl<T: AsRef<[u8]>> Ipv6FragmentHeader<T> {
     /// Fragment offset in bytes (the field is in 8-byte units).
     #[inline]
     pub fn frag_offset(&self) -> u16 {
-        be16(&self.buffer.as_ref()[frag_field::OFF_M]) & 0xfff8
+        be16(self.buffer.as_ref(), frag_field::OFF_M.start) & 0xfff8
     }
 
     /// More fragments.
     #[inline]
     pub fn more_frags(&self) -> bool {
-        be16(&self.buffer.as_ref()[frag_field::OFF_M]) & 1 != 0
+        be16(self.buffer.as_ref(), frag_field::OFF_M.start) & 1 != 0
     }
 
     /// Identification.
     #[inline]
     pub fn ident(&self) -> u32 {
-        be32(&self.buffer.as_ref()[frag_field::IDENT])
+        be32(self.buffer.as_ref(), frag_field::IDENT.start)
+    }
+}
+
+/// The construct side (smoltcp's setters): write the fields of a header in place.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    /// Sets version 6, the traffic class and the flow label (cut to 20 bits).
+    #[inline]
+    pub fn set_first_word(&mut self, traffic_class: u8, flow_label: u32) {
+        let w = (6u32 << 28) | (u32::from(traffic_class) << 20) | (flow_label & 0x000f_ffff);
+        self.buffer.as_mut()[field::VER_TC_FLOW].copy_from_slice(&w.to_be_bytes());
+    }
+
+    /// Sets the payload length.
+    #[inline]
+    pub fn set_payload_len(&mut self, n: u16) {
+        self.buffer.as_mut()[field::PAYLOAD_LEN].copy_from_slice(&n.to_be_bytes());
+    }
+
+    /// Sets the next header.
+    #[inline]
+    pub fn set_next_header(&mut self, p: u8) {
+        self.buffer.as_mut()[field::NEXT_HEADER] = p;
+    }
+
+    /// Sets the hop limit.
+    #[inline]
+    pub fn set_hop_limit(&mut self, h: u8) {
+        self.buffer.as_mut()[field::HOP_LIMIT] = h;
+    }
+
+    /// Sets the source address.
+    #[inline]
+    pub fn set_src_addr(&mut self, a: Ipv6Addr) {
+        self.buffer.as_mut()[field::SRC_ADDR].copy_from_slice(&a.octets());
+    }
+
+    /// Sets the destination address.
+    #[inline]
+    pub fn set_dst_addr(&mut self, a: Ipv6Addr) {
+        self.buffer.as_mut()[field::DST_ADDR].copy_from_slice(&a.octets());
+    }
+
+    /// The bytes after the fixed header, to write the next layer into.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[HEADER_LEN..]
+    }
+}
+
+/// The fields of an IPv6 header, to [`emit`](Ipv6Repr::emit) into a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv6Repr {
+    /// Source address.
+    pub src_addr: Ipv6Addr,
+    /// Destination address.
+    pub dst_addr: Ipv6Addr,
+    /// Next header.
+    pub next_header: u8,
+    /// Payload length in bytes.
+    pub payload_len: usize,
+    /// Traffic class.
+    pub traffic_class: u8,
+    /// Flow label (20 bits).
+    pub flow_label: u32,
+    /// Hop limit.
+    pub hop_limit: u8,
+}
+
+impl Ipv6Repr {
+    /// Bytes the header takes.
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Writes the header into `packet`.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Ipv6Packet<T>) {
+        packet.set_first_word(self.traffic_class, self.flow_label);
+        packet.set_payload_len(self.payload_len as u16);
+        packet.set_next_header(self.next_header);
+        packet.set_hop_limit(self.hop_limit);
+        packet.set_src_addr(self.src_addr);
+        packet.set_dst_addr(self.dst_addr);
     }
 }
 

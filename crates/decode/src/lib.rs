@@ -61,6 +61,21 @@
 //! packet's fields except tunnels (weir reports the inner header), framings etherparse does not
 //! follow, and one IPv6 packet whose extension-header chain exceeds [`MAX_LAYERS`].
 //!
+//! # The fast path: [`quick`]
+//!
+//! The hot paths (flow metering, index keys) read only a few header fields of mostly plain
+//! packets; [`quick::parse`] reads them in one pass into a small `Copy` [`quick::Headers`]
+//! (VLAN and MPLS stacks, IPv4/IPv6 addresses, protocol, IP length, ports, TCP flags, fragment
+//! fields) and refuses everything else, which its callers then give to [`decode_into`]. The two
+//! agree on every frame `quick` accepts (a proptest, the corpus, and an AFL++ target check it).
+//!
+//! # Writing packets
+//!
+//! The views also write, as smoltcp's do: `EthernetFrame`, `VlanTag`, `Ipv4Packet`,
+//! `Ipv6Packet`, `UdpPacket` and `TcpPacket` over a mutable buffer have setters, the IPv4 header
+//! and the transport checksums fill themselves ([`checksum`]), and [`EthernetRepr`],
+//! [`Ipv4Repr`] and [`Ipv6Repr`] `emit` a whole header. `weir-gen` builds its frames this way.
+//!
 //! In a loop, prefer [`decode_into`] with one reused [`Decoded`]: [`decode`] returns a new one by
 //! value, which costs a copy of about 400 bytes per packet.
 //!
@@ -91,6 +106,7 @@
 mod macros;
 
 pub mod arp;
+pub mod checksum;
 pub mod ethernet;
 pub mod gre;
 pub mod icmp;
@@ -99,6 +115,7 @@ pub mod ip6;
 pub mod link;
 pub mod mpls;
 pub mod ppp;
+pub mod quick;
 pub mod sctp;
 pub mod tcp;
 pub mod udp;
@@ -116,11 +133,11 @@ pub use arp::ArpPacket;
 pub use decode::{decode, decode_into};
 pub use decoded::{Decoded, Fragment, IpInfo, Transport, MAX_LAYERS, MAX_TUNNELS};
 pub use error::{DecodeError, ErrorKind, Result};
-pub use ethernet::{EthernetFrame, LlcHeader, MacAddr, SnapHeader};
+pub use ethernet::{EthernetFrame, EthernetRepr, LlcHeader, MacAddr, SnapHeader};
 pub use gre::{ErspanHeader, GrePacket};
 pub use icmp::IcmpPacket;
-pub use ip4::Ipv4Packet;
-pub use ip6::{Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6Packet};
+pub use ip4::{Ipv4Packet, Ipv4Repr};
+pub use ip6::{Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6Packet, Ipv6Repr};
 pub use layer::{Layer, LayerKind};
 pub use link::{Sll2Header, SllHeader};
 pub use mpls::MplsLabel;
@@ -141,18 +158,6 @@ pub const LINKTYPE_C_HDLC: LinkType = LinkType::C_HDLC;
 pub(crate) type Field = core::ops::Range<usize>;
 /// The variable rest of a header or packet, from a byte offset on.
 pub(crate) type Rest = core::ops::RangeFrom<usize>;
-
-/// Reads a big-endian `u16` from the first two bytes of `b`.
-#[inline(always)]
-pub(crate) fn be16(b: &[u8]) -> u16 {
-    u16::from_be_bytes([b[0], b[1]])
-}
-
-/// Reads a big-endian `u32` from the first four bytes of `b`.
-#[inline(always)]
-pub(crate) fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
 
 /// Ethernet type numbers the decoder follows (IEEE registry values).
 pub mod ethertype {

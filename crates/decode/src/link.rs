@@ -1,7 +1,9 @@
 //! Capture-only link headers: BSD loopback address families and Linux "cooked" capture headers
 //! (SLL, 16 bytes; SLL2, 20 bytes).
 
-use crate::{be16, be32, ErrorKind, Result};
+use weir_packet::bytes::{be16, be32};
+
+use crate::{ErrorKind, Result};
 
 /// BSD loopback address family for IPv4.
 pub const AF_INET: u32 = 2;
@@ -62,19 +64,19 @@ impl<T: AsRef<[u8]>> SllHeader<T> {
     /// Packet type: 0 to us, 1 broadcast, 2 multicast, 3 to another host, 4 sent by us.
     #[inline]
     pub fn packet_type(&self) -> u16 {
-        be16(&self.buffer.as_ref()[sll_field::PACKET_TYPE])
+        be16(self.buffer.as_ref(), sll_field::PACKET_TYPE.start)
     }
 
     /// ARPHRD type of the interface (1 Ethernet, 772 loopback, 778 IP GRE, 824 netlink...).
     #[inline]
     pub fn hardware_type(&self) -> u16 {
-        be16(&self.buffer.as_ref()[sll_field::HATYPE])
+        be16(self.buffer.as_ref(), sll_field::HATYPE.start)
     }
 
     /// Length of the link-layer address.
     #[inline]
     pub fn addr_len(&self) -> u16 {
-        be16(&self.buffer.as_ref()[sll_field::HALEN])
+        be16(self.buffer.as_ref(), sll_field::HALEN.start)
     }
 
     /// The link-layer address (up to 8 bytes, as many as `addr_len` says).
@@ -87,7 +89,7 @@ impl<T: AsRef<[u8]>> SllHeader<T> {
     /// Protocol: an ethertype, or a small Linux value (4 = 802.2 LLC).
     #[inline]
     pub fn protocol(&self) -> u16 {
-        be16(&self.buffer.as_ref()[sll_field::PROTOCOL])
+        be16(self.buffer.as_ref(), sll_field::PROTOCOL.start)
     }
 }
 
@@ -133,25 +135,25 @@ impl<T: AsRef<[u8]>> Sll2Header<T> {
     /// Protocol: an ethertype, or a small Linux value (4 = 802.2 LLC).
     #[inline]
     pub fn protocol(&self) -> u16 {
-        be16(&self.buffer.as_ref()[sll2_field::PROTOCOL])
+        be16(self.buffer.as_ref(), sll2_field::PROTOCOL.start)
     }
 
     /// The reserved field (0).
     #[inline]
     pub fn reserved(&self) -> u16 {
-        be16(&self.buffer.as_ref()[sll2_field::RESERVED])
+        be16(self.buffer.as_ref(), sll2_field::RESERVED.start)
     }
 
     /// Interface index the packet was seen on.
     #[inline]
     pub fn interface_index(&self) -> u32 {
-        be32(&self.buffer.as_ref()[sll2_field::IFINDEX])
+        be32(self.buffer.as_ref(), sll2_field::IFINDEX.start)
     }
 
     /// ARPHRD type of the interface.
     #[inline]
     pub fn hardware_type(&self) -> u16 {
-        be16(&self.buffer.as_ref()[sll2_field::HATYPE])
+        be16(self.buffer.as_ref(), sll2_field::HATYPE.start)
     }
 
     /// Packet type, as in [`SllHeader::packet_type`].

@@ -1,6 +1,8 @@
 //! MPLS label stack entries (RFC 3032): label, traffic class, bottom-of-stack bit, TTL.
 
-use crate::{be32, ErrorKind, Result};
+use weir_packet::bytes::be32;
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
@@ -34,7 +36,7 @@ impl<T: AsRef<[u8]>> MplsLabel<T> {
 
     #[inline]
     fn entry(&self) -> u32 {
-        be32(&self.buffer.as_ref()[field::ENTRY])
+        be32(self.buffer.as_ref(), field::ENTRY.start)
     }
 
     /// The 20-bit label.

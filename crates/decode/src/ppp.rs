@@ -2,7 +2,9 @@
 //! protocol field compression), the PPPoE header that carries them over Ethernet (RFC 2516), and
 //! Cisco HDLC, which shares PPP's serial links.
 
-use crate::{be16, ErrorKind, Result};
+use weir_packet::bytes::be16;
+
+use crate::{ErrorKind, Result};
 
 /// PPP protocol numbers the decoder follows.
 pub mod protocol {
@@ -72,7 +74,7 @@ impl<T: AsRef<[u8]>> PppFrame<T> {
         if b[0] & 1 == 1 {
             u16::from(b[0])
         } else {
-            be16(b)
+            be16(b, 0)
         }
     }
 
@@ -143,13 +145,13 @@ impl<T: AsRef<[u8]>> PppoeHeader<T> {
     /// Session id.
     #[inline]
     pub fn session_id(&self) -> u16 {
-        be16(&self.buffer.as_ref()[pppoe_field::SESSION_ID])
+        be16(self.buffer.as_ref(), pppoe_field::SESSION_ID.start)
     }
 
     /// The payload length field.
     #[inline]
     pub fn length(&self) -> u16 {
-        be16(&self.buffer.as_ref()[pppoe_field::LENGTH])
+        be16(self.buffer.as_ref(), pppoe_field::LENGTH.start)
     }
 }
 
@@ -209,7 +211,7 @@ impl<T: AsRef<[u8]>> ChdlcHeader<T> {
     /// Protocol: an ethertype (0x8035 is Cisco's SLARP keepalive).
     #[inline]
     pub fn protocol(&self) -> u16 {
-        be16(&self.buffer.as_ref()[chdlc_field::PROTOCOL])
+        be16(self.buffer.as_ref(), chdlc_field::PROTOCOL.start)
     }
 }
 

@@ -1,6 +1,8 @@
 //! SCTP common headers (RFC 9260): ports, verification tag, checksum, first chunk.
 
-use crate::{be16, be32, ErrorKind, Result};
+use weir_packet::bytes::{be16, be32};
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
@@ -33,25 +35,25 @@ impl<T: AsRef<[u8]>> SctpPacket<T> {
     /// Source port.
     #[inline]
     pub fn src_port(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::SRC_PORT])
+        be16(self.buffer.as_ref(), field::SRC_PORT.start)
     }
 
     /// Destination port.
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::DST_PORT])
+        be16(self.buffer.as_ref(), field::DST_PORT.start)
     }
 
     /// Verification tag.
     #[inline]
     pub fn verification_tag(&self) -> u32 {
-        be32(&self.buffer.as_ref()[field::VTAG])
+        be32(self.buffer.as_ref(), field::VTAG.start)
     }
 
     /// CRC32c checksum, as carried.
     #[inline]
     pub fn checksum(&self) -> u32 {
-        be32(&self.buffer.as_ref()[field::CHECKSUM])
+        be32(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// Type of the first chunk (0 DATA, 1 INIT, 2 INIT ACK...), when one is captured.

@@ -1,6 +1,8 @@
 //! TCP headers (RFC 9293): ports, sequence numbers, flags, window, options, payload.
 
-use crate::{be16, be32, ErrorKind, Result};
+use weir_packet::bytes::{be16, be32};
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
@@ -60,25 +62,25 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Source port.
     #[inline]
     pub fn src_port(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::SRC_PORT])
+        be16(self.buffer.as_ref(), field::SRC_PORT.start)
     }
 
     /// Destination port.
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::DST_PORT])
+        be16(self.buffer.as_ref(), field::DST_PORT.start)
     }
 
     /// Sequence number.
     #[inline]
     pub fn seq_number(&self) -> u32 {
-        be32(&self.buffer.as_ref()[field::SEQ_NUM])
+        be32(self.buffer.as_ref(), field::SEQ_NUM.start)
     }
 
     /// Acknowledgement number (meaningful when ACK is set).
     #[inline]
     pub fn ack_number(&self) -> u32 {
-        be32(&self.buffer.as_ref()[field::ACK_NUM])
+        be32(self.buffer.as_ref(), field::ACK_NUM.start)
     }
 
     /// Data offset: header length in 32-bit words.
@@ -157,19 +159,19 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Receive window (unscaled).
     #[inline]
     pub fn window(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::WINDOW])
+        be16(self.buffer.as_ref(), field::WINDOW.start)
     }
 
     /// Checksum, as carried (not verified).
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::CHECKSUM])
+        be16(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// Urgent pointer.
     #[inline]
     pub fn urgent(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::URGENT])
+        be16(self.buffer.as_ref(), field::URGENT.start)
     }
 }
 
@@ -184,6 +186,74 @@ impl<'a, T: AsRef<[u8]> + ?Sized> TcpPacket<&'a T> {
     #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[self.header_len()..]
+    }
+}
+
+/// The construct side (smoltcp's setters): write the fields of a header in place.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
+    /// Sets the source port.
+    #[inline]
+    pub fn set_src_port(&mut self, p: u16) {
+        self.buffer.as_mut()[field::SRC_PORT].copy_from_slice(&p.to_be_bytes());
+    }
+
+    /// Sets the destination port.
+    #[inline]
+    pub fn set_dst_port(&mut self, p: u16) {
+        self.buffer.as_mut()[field::DST_PORT].copy_from_slice(&p.to_be_bytes());
+    }
+
+    /// Sets the sequence number.
+    #[inline]
+    pub fn set_seq_number(&mut self, n: u32) {
+        self.buffer.as_mut()[field::SEQ_NUM].copy_from_slice(&n.to_be_bytes());
+    }
+
+    /// Sets the acknowledgement number.
+    #[inline]
+    pub fn set_ack_number(&mut self, n: u32) {
+        self.buffer.as_mut()[field::ACK_NUM].copy_from_slice(&n.to_be_bytes());
+    }
+
+    /// Sets the header length in bytes (a multiple of 4; the reserved bits and AE are cleared).
+    #[inline]
+    pub fn set_header_len(&mut self, n: usize) {
+        self.buffer.as_mut()[field::DATA_OFF] = ((n / 4) as u8) << 4;
+    }
+
+    /// Sets the eight classic flag bits ([`SYN`], [`ACK`]...).
+    #[inline]
+    pub fn set_flags(&mut self, f: u8) {
+        self.buffer.as_mut()[field::FLAGS] = f;
+    }
+
+    /// Sets the window.
+    #[inline]
+    pub fn set_window(&mut self, w: u16) {
+        self.buffer.as_mut()[field::WINDOW].copy_from_slice(&w.to_be_bytes());
+    }
+
+    /// Sets the checksum field as given.
+    #[inline]
+    pub fn set_checksum(&mut self, c: u16) {
+        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// Sets the urgent pointer.
+    #[inline]
+    pub fn set_urgent(&mut self, u: u16) {
+        self.buffer.as_mut()[field::URGENT].copy_from_slice(&u.to_be_bytes());
+    }
+
+    /// Computes the checksum over the pseudo-header sum `pseudo` (from
+    /// [`checksum::pseudo_header`](crate::checksum::pseudo_header), without the length) and the
+    /// whole buffer as the segment, and writes it.
+    #[inline]
+    pub fn fill_checksum(&mut self, pseudo: u32) {
+        self.set_checksum(0);
+        let b = self.buffer.as_ref();
+        let c = crate::checksum::fold(crate::checksum::sum16(pseudo + b.len() as u32, b));
+        self.set_checksum(c);
     }
 }
 

@@ -1,6 +1,8 @@
 //! UDP headers (RFC 768): ports, length, checksum, payload.
 
-use crate::{be16, ErrorKind, Result};
+use weir_packet::bytes::be16;
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
@@ -36,26 +38,26 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Source port.
     #[inline]
     pub fn src_port(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::SRC_PORT])
+        be16(self.buffer.as_ref(), field::SRC_PORT.start)
     }
 
     /// Destination port.
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::DST_PORT])
+        be16(self.buffer.as_ref(), field::DST_PORT.start)
     }
 
     /// Length field: header and payload.
     #[inline]
     #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::LENGTH])
+        be16(self.buffer.as_ref(), field::LENGTH.start)
     }
 
     /// Checksum, as carried (0 = none).
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::CHECKSUM])
+        be16(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// True when the length field claims more bytes than the buffer holds.
@@ -73,6 +75,46 @@ impl<'a, T: AsRef<[u8]> + ?Sized> UdpPacket<&'a T> {
         let n = self.len() as usize;
         let end = if n == 0 { b.len() } else { n.min(b.len()) };
         &b[HEADER_LEN..end.max(HEADER_LEN)]
+    }
+}
+
+/// The construct side (smoltcp's setters): write the fields of a header in place.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
+    /// Sets the source port.
+    #[inline]
+    pub fn set_src_port(&mut self, p: u16) {
+        self.buffer.as_mut()[field::SRC_PORT].copy_from_slice(&p.to_be_bytes());
+    }
+
+    /// Sets the destination port.
+    #[inline]
+    pub fn set_dst_port(&mut self, p: u16) {
+        self.buffer.as_mut()[field::DST_PORT].copy_from_slice(&p.to_be_bytes());
+    }
+
+    /// Sets the length field (header and payload).
+    #[inline]
+    pub fn set_len(&mut self, n: u16) {
+        self.buffer.as_mut()[field::LENGTH].copy_from_slice(&n.to_be_bytes());
+    }
+
+    /// Sets the checksum field as given.
+    #[inline]
+    pub fn set_checksum(&mut self, c: u16) {
+        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// Computes the checksum over the pseudo-header sum `pseudo` (from
+    /// [`checksum::pseudo_header`](crate::checksum::pseudo_header), without the length) and the
+    /// datagram (the length field's bytes, clamped to the buffer), and writes it; a computed 0 is
+    /// sent as 0xffff (0 means "no checksum").
+    #[inline]
+    pub fn fill_checksum(&mut self, pseudo: u32) {
+        self.set_checksum(0);
+        let n = usize::from(self.len()).min(self.buffer.as_ref().len());
+        let acc = crate::checksum::sum16(pseudo + n as u32, &self.buffer.as_ref()[..n]);
+        let c = crate::checksum::fold(acc);
+        self.set_checksum(if c == 0 { 0xffff } else { c });
     }
 }
 

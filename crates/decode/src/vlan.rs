@@ -1,6 +1,8 @@
 //! IEEE 802.1Q / 802.1ad VLAN tags: the 4 bytes after a TPID (0x8100, 0x88a8, 0x9100, 0x9200).
 
-use crate::{be16, ErrorKind, Result};
+use weir_packet::bytes::be16;
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
@@ -32,7 +34,7 @@ impl<T: AsRef<[u8]>> VlanTag<T> {
     /// The whole tag control information.
     #[inline]
     pub fn tci(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::TCI])
+        be16(self.buffer.as_ref(), field::TCI.start)
     }
 
     /// Priority code point (3 bits).
@@ -56,7 +58,7 @@ impl<T: AsRef<[u8]>> VlanTag<T> {
     /// The type/length that follows the tag (an 802.3 length when at most 1500).
     #[inline]
     pub fn ethertype(&self) -> u16 {
-        be16(&self.buffer.as_ref()[field::ETHERTYPE])
+        be16(self.buffer.as_ref(), field::ETHERTYPE.start)
     }
 }
 
@@ -71,6 +73,27 @@ impl<'a, T: AsRef<[u8]> + ?Sized> VlanTag<&'a T> {
         } else {
             rest
         }
+    }
+}
+
+/// The construct side: write a tag in place.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> VlanTag<T> {
+    /// Sets the whole tag control information.
+    #[inline]
+    pub fn set_tci(&mut self, tci: u16) {
+        self.buffer.as_mut()[field::TCI].copy_from_slice(&tci.to_be_bytes());
+    }
+
+    /// Sets priority, drop eligibility and VLAN id (`pcp` is cut to 3 bits, `vid` to 12).
+    #[inline]
+    pub fn set_fields(&mut self, pcp: u8, dei: bool, vid: u16) {
+        self.set_tci((u16::from(pcp & 7) << 13) | (u16::from(dei) << 12) | (vid & 0x0fff));
+    }
+
+    /// Sets the type/length that follows the tag.
+    #[inline]
+    pub fn set_ethertype(&mut self, t: u16) {
+        self.buffer.as_mut()[field::ETHERTYPE].copy_from_slice(&t.to_be_bytes());
     }
 }
 

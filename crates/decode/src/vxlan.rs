@@ -1,6 +1,8 @@
 //! VXLAN headers (RFC 7348): flags and the 24-bit network identifier; Ethernet follows.
 
-use crate::{be32, ErrorKind, Result};
+use weir_packet::bytes::be32;
+
+use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
@@ -47,7 +49,7 @@ impl<T: AsRef<[u8]>> VxlanHeader<T> {
     /// VXLAN network identifier (24 bits).
     #[inline]
     pub fn vni(&self) -> u32 {
-        be32(&self.buffer.as_ref()[field::VNI]) >> 8
+        be32(self.buffer.as_ref(), field::VNI.start) >> 8
     }
 }
 

@@ -3,6 +3,10 @@
 //! and every error offset inside its frame. Then the same files rewritten as pcapng by editcap
 //! (Wireshark's) must decode to exactly the same packets and results.
 //!
+//! Every packet also goes through the fast header parser, `weir_decode::quick`: whatever it
+//! accepts must agree with the full decoder (`common::quick_agrees`), and it must accept most of
+//! the corpus (it is the hot path of flows and index).
+//!
 //! A missing corpus or editcap is a skip with a note, or a failure when `WEIR_REQUIRE_PEERS` is
 //! set. The files stay where they are; nothing is copied into the repo.
 
@@ -12,6 +16,8 @@ use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::process::Command;
+
+mod common;
 
 use weir_decode::{decode, protocol_name, summary};
 use weir_pcap::{FileFormat, FileReader};
@@ -27,6 +33,8 @@ struct Tally {
     links: BTreeMap<u32, u64>,
     protocols: BTreeMap<&'static str, u64>,
     errors: BTreeMap<String, u64>,
+    /// Packets `weir_decode::quick` accepted (and agreed on with the decoder).
+    quick: u64,
 }
 
 /// One file's packets: how many, and a digest of every packet's link type, bytes and decoding.
@@ -77,6 +85,7 @@ fn walk(path: &Path, t: &mut Tally) -> Option<FileResult> {
         write!(line, "{}", summary(&d)).unwrap();
         assert!(!line.is_empty() || d.layers().is_empty());
         let _ = (d.ip(), d.outer_ip(), d.transport(), d.vlan());
+        t.quick += u64::from(common::quick_agrees(p.link, frame));
         (p.link.0, frame, &line).hash(&mut h);
     }
     t.packets += packets;
@@ -103,6 +112,18 @@ fn corpus_decodes_without_panic_as_pcap_and_pcapng() {
         t.links
     );
     eprintln!("protocols: {:?}", t.protocols);
+    eprintln!(
+        "quick parser: {} of {} packets accepted, each agreeing with the decoder",
+        t.quick, t.packets
+    );
+    // the corpus is mostly plain Ethernet / IP: quick must read most of it, or the fast paths
+    // of flows and index would be the decoder's speed
+    assert!(
+        t.quick * 10 >= t.packets * 8,
+        "quick accepted only {} of {} packets",
+        t.quick,
+        t.packets
+    );
     eprintln!("stopped early: {:?}", t.errors);
     // A corpus the reader mostly refuses, or without packets, tests nothing.
     assert!(

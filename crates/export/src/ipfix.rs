@@ -69,6 +69,7 @@ mod tests {
     use crate::packer::{Datagram, Packer};
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     use weir_flows::{Direction, EndReason, FlowKey, FlowRecord};
+    use weir_packet::bytes::{be16, be32, be64};
 
     const T0: u64 = 1_795_256_430_000_000_000; // 2026-11-21T10:20:30Z
 
@@ -103,18 +104,6 @@ mod tests {
             },
             end_reason: EndReason::EndOfFlow,
         }
-    }
-
-    fn be16(b: &[u8], at: usize) -> u16 {
-        u16::from_be_bytes([b[at], b[at + 1]])
-    }
-
-    fn be32(b: &[u8], at: usize) -> u32 {
-        u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
-    }
-
-    fn be64(b: &[u8], at: usize) -> u64 {
-        u64::from_be_bytes(b[at..at + 8].try_into().unwrap())
     }
 
     fn one(biflow: bool, nanos: bool, r: &FlowRecord) -> Datagram {

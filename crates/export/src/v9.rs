@@ -69,6 +69,7 @@ mod tests {
     use crate::packer::{Datagram, Packer};
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     use weir_flows::{Direction, EndReason, FlowKey, FlowRecord};
+    use weir_packet::bytes::{be16, be32};
 
     const T0: u64 = 1_795_256_430_000_000_000; // 2026-11-21T10:20:30Z
 
@@ -117,14 +118,6 @@ mod tests {
         }
         out.extend(p.flush(clock));
         out
-    }
-
-    fn be16(b: &[u8], at: usize) -> u16 {
-        u16::from_be_bytes([b[at], b[at + 1]])
-    }
-
-    fn be32(b: &[u8], at: usize) -> u32 {
-        u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
     }
 
     #[test]

@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+pub mod bytes;
+
 /// Asks the CPU to bring the cache line holding `r` into its caches, ahead of a use a few
 /// packets later. A hint only: no effect on any result, and a no-op off x86-64. Used where a
 /// benchmark shows the miss it hides (the file reader's look-ahead, the flow table's buckets;

@@ -6,6 +6,8 @@
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 
+use weir_packet::bytes::ne32 as u32_at;
+
 /// What a scan found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Scan {
@@ -77,10 +79,6 @@ impl<'a> Cursor<'a> {
         let s = (off - self.buf_at) as usize;
         Ok(Some(&self.buf[s..s + n]))
     }
-}
-
-fn u32_at(b: &[u8], i: usize) -> u32 {
-    u32::from_ne_bytes(b[i..i + 4].try_into().expect("4 bytes"))
 }
 
 /// Scans a pcapng segment written by weir (native byte order, nanosecond timestamps).

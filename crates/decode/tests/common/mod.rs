@@ -459,3 +459,110 @@ pub fn all_encapsulations() -> Vec<(&'static str, u32, Vec<u8>)> {
         ),
     ]
 }
+
+/// Checks `weir_decode::quick` against the full decoder on one frame: when quick accepts it,
+/// the decoder must decode it without error, with the same IP header, VLAN, stack depths and
+/// transport fields. Returns whether quick accepted the frame; panics on any disagreement.
+pub fn quick_agrees(link: weir_decode::LinkType, frame: &[u8]) -> bool {
+    use weir_decode::quick::{self, Upper};
+    use weir_decode::{decode, Layer, Transport};
+    let Some(h) = quick::parse(link, frame) else {
+        return false;
+    };
+    let d = decode(link, frame);
+    let ctx = || {
+        format!(
+            "link {} frame {frame:02x?}\nquick {h:?}\ndecoder {d:?}",
+            link.0
+        )
+    };
+    assert_eq!(d.error(), None, "{}", ctx());
+    let ip = d.ip().unwrap_or_else(|| panic!("no IP: {}", ctx()));
+    assert_eq!(d.ip_index(), d.outer_ip().and(d.ip_index()), "{}", ctx());
+    let ips = d
+        .layers()
+        .iter()
+        .filter(|l| matches!(l, Layer::Ipv4(_) | Layer::Ipv6(_)))
+        .count();
+    assert_eq!(ips, 1, "a tunnel: {}", ctx());
+    let count = |f: fn(&Layer<'_>) -> bool| d.layers().iter().filter(|l| f(l)).count() as u8;
+    assert_eq!(
+        (h.vlan_tags, h.mpls_labels, h.ipv6_extensions),
+        (
+            count(|l| matches!(l, Layer::Vlan { .. })),
+            count(|l| matches!(l, Layer::Mpls(_))),
+            count(|l| matches!(l, Layer::Ipv6Ext { .. })),
+        ),
+        "{}",
+        ctx()
+    );
+    assert_eq!(h.vlan(), d.vlan(), "{}", ctx());
+    assert_eq!(
+        (
+            h.version(),
+            h.src_addr(),
+            h.dst_addr(),
+            h.proto,
+            h.ttl,
+            h.tos,
+            h.ip_len,
+            h.fragment
+        ),
+        (
+            ip.version,
+            ip.src,
+            ip.dst,
+            ip.proto,
+            ip.ttl,
+            ip.tos,
+            ip.len,
+            ip.fragment
+        ),
+        "{}",
+        ctx()
+    );
+    let t = d.transport();
+    let ok = match (h.upper, t) {
+        (
+            Upper::Tcp,
+            Some(Transport::Tcp {
+                src, dst, flags, ..
+            }),
+        ) => (src, dst, flags) == (h.src_port, h.dst_port, h.tcp_flags),
+        (Upper::Udp, Some(Transport::Udp { src, dst, .. }))
+        | (Upper::Sctp, Some(Transport::Sctp { src, dst, .. })) => {
+            (src, dst, h.tcp_flags) == (h.src_port, h.dst_port, 0)
+        }
+        (Upper::Icmp, Some(Transport::Icmp { icmp_type, code }))
+        | (Upper::Icmpv6, Some(Transport::Icmpv6 { icmp_type, code })) => {
+            (icmp_type, code, h.src_port, h.dst_port) == (h.icmp_type, h.icmp_code, 0, 0)
+        }
+        (Upper::Other, Some(Transport::Other(p))) => p == h.proto && h.src_port == 0,
+        (Upper::LaterFragment, None) => ip.is_later_fragment() && h.is_later_fragment(),
+        _ => false,
+    };
+    assert!(ok, "transport {t:?}: {}", ctx());
+    true
+}
+
+/// Linux cooked capture v1 header (hardware type 1, 6-byte address) + payload.
+pub fn sll(protocol: u16, payload: &[u8]) -> Vec<u8> {
+    cat(&[
+        &[0, 0, 0, 1, 0, 6],
+        &MAC_A,
+        &[0, 0],
+        &protocol.to_be_bytes(),
+        payload,
+    ])
+}
+
+/// Linux cooked capture v2 header (hardware type 1, interface 2) + payload.
+pub fn sll2(protocol: u16, payload: &[u8]) -> Vec<u8> {
+    cat(&[
+        &protocol.to_be_bytes(),
+        &[0, 0, 0, 0, 0, 2, 0, 1, 0, 6],
+        &MAC_A,
+        &[0, 0],
+        payload,
+    ])
+}

@@ -57,28 +57,13 @@ fn magic_kind(b: [u8; 4]) -> Option<(bool, bool, bool)> {
 
 /// Reads a u32 from `b` at `at`, honouring the file's byte order (`swapped` = big-endian; the
 /// magic is read little-endian, so on a big-endian host the meaning flips with it).
-#[inline]
-pub(crate) fn u32_at(b: &[u8], at: usize, swapped: bool) -> u32 {
-    let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-    if swapped {
-        u32::from_be_bytes(v)
-    } else {
-        u32::from_le_bytes(v)
-    }
-}
+pub(crate) use weir_packet::bytes::u32_in as u32_at;
 
 /// Parses the 24-byte file header. `bytes` holds at least 24 bytes.
 pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header, String> {
     let (swapped, nanos, modified) =
         magic_kind(bytes[..4].try_into().unwrap()).ok_or("bad pcap magic")?;
-    let u16_at = |at: usize| {
-        let v = [bytes[at], bytes[at + 1]];
-        if swapped {
-            u16::from_be_bytes(v)
-        } else {
-            u16::from_le_bytes(v)
-        }
-    };
+    let u16_at = |at: usize| weir_packet::bytes::u16_in(bytes, at, swapped);
     let major = u16_at(4);
     if major != 2 {
         return Err(format!("unsupported pcap version {major}.{}", u16_at(6)));

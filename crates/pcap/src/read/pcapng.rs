@@ -28,27 +28,8 @@ pub(crate) fn is_pcapng(bytes: &[u8]) -> bool {
     bytes.len() >= 4 && u32::from_le_bytes(bytes[..4].try_into().unwrap()) == SHB
 }
 
-/// Reads a u16 in the section's byte order.
-#[inline]
-pub(crate) fn u16_at(b: &[u8], at: usize, be: bool) -> u16 {
-    let v = [b[at], b[at + 1]];
-    if be {
-        u16::from_be_bytes(v)
-    } else {
-        u16::from_le_bytes(v)
-    }
-}
-
-/// Reads a u32 in the section's byte order.
-#[inline]
-pub(crate) fn u32_at(b: &[u8], at: usize, be: bool) -> u32 {
-    let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-    if be {
-        u32::from_be_bytes(v)
-    } else {
-        u32::from_le_bytes(v)
-    }
-}
+/// Reads a u16 / u32 in the section's byte order (`be`: big-endian).
+pub(crate) use weir_packet::bytes::{u16_in as u16_at, u32_in as u32_at};
 
 /// Returns the section's byte order (true = big-endian) from the first 12 bytes of an SHB.
 pub(crate) fn section_order(b: &[u8]) -> Result<bool, String> {
