@@ -2,7 +2,7 @@
 //!
 //! [`read`] holds [`FileReader`], which reads classic pcap (µs and ns, both byte orders, the
 //! modified format) and pcapng (sections, interfaces, any `if_tsresol`), memory-mapped for
-//! regular files and streamed for pipes. [`write`] holds the streaming writers [`PcapWriter`]
+//! regular files and streamed for pipes. [`write`](mod@write) holds the streaming writers [`PcapWriter`]
 //! and [`PcapngWriter`] and [`PacketWriter`], which picks one at run time. Both sides speak
 //! `weir_packet`'s vocabulary (link types, packet metadata), so a packet read here can be
 //! written here unchanged. [`parallel`] reads one large classic pcap file on every core while

@@ -125,9 +125,11 @@ impl Plan {
     /// Reads the file on every core and hands `consume`, on this thread and in file order, the
     /// item `map` made of each packet that `keep` accepts (`keep` and `map` run on the reading
     /// threads). `consume` also gets the whole-file reader, e.g. to read a packet again by its
-    /// [`Packet::record_offset`] (it may move the reader: the sequential tail reads one packet
-    /// at a time and hands it over before reading on). It stops the read by returning
-    /// [`ControlFlow::Break`], whose value ends up in [`Outcome::stopped`].
+    /// [`Packet::record_offset`] ([`FileReader::seek`], then one `next_packet`); it must leave
+    /// the reader where such a re-read does, just after the item's packet, because after a
+    /// wrong split guess the sequential tail hands each kept packet over as soon as it is read
+    /// and reads on from there. It stops the read by returning [`ControlFlow::Break`], whose
+    /// value ends up in [`Outcome::stopped`].
     pub fn for_each<T, X, K, M, C>(
         self,
         keep: K,
