@@ -4,7 +4,8 @@
 //! segment opens cleanly in tcpdump and tshark.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
+use std::os::unix::fs::FileExt;
 
 /// What a scan found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,22 +58,35 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// The bytes `[off, off + n)`, or `None` past the end of the file.
+    /// The bytes `[off, off + n)`, or `None` past the end of the file (a file cut while it is
+    /// scanned ends where it was cut).
     fn get(&mut self, off: u64, n: usize) -> io::Result<Option<&[u8]>> {
         if off + n as u64 > self.len {
             return Ok(None);
         }
         let have = off >= self.buf_at && off + n as u64 <= self.buf_at + self.buf.len() as u64;
         if !have {
-            let Some(file) = &mut self.file else {
+            let Some(file) = &self.file else {
                 return Ok(None); // bytes in memory: all of them are in `buf`
             };
             let want = (n.max(4 << 20) as u64).min(self.len - off) as usize;
             let buf = self.buf.to_mut();
             buf.resize(want, 0);
-            file.seek(SeekFrom::Start(off))?;
-            file.read_exact(buf)?;
+            let mut got = 0;
+            while got < want {
+                match file.read_at(&mut buf[got..], off + got as u64) {
+                    Ok(0) => break,
+                    Ok(k) => got += k,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            buf.truncate(got);
             self.buf_at = off;
+            if got < n {
+                self.len = off + got as u64;
+                return Ok(None);
+            }
         }
         let s = (off - self.buf_at) as usize;
         Ok(Some(&self.buf[s..s + n]))
@@ -101,6 +115,22 @@ pub fn scan_bytes(bytes: &[u8], max_caplen: u32) -> Scan {
     let mut s = r.expect("bytes in memory cannot fail to read");
     s.file_len = bytes.len() as u64;
     s
+}
+
+/// Scans a segment file in the format its first bytes say (see [`scan_bytes`]), reading it in
+/// pieces of a few MiB: how much of it is whole blocks or records. The file may be growing (a
+/// recorder writing it): the scan covers its length when opened.
+pub fn scan_file(file: File, max_caplen: u32) -> io::Result<Scan> {
+    let mut magic = [0u8; 4];
+    let n = file.read_at(&mut magic, 0)?;
+    match (n == 4).then(|| u32::from_ne_bytes(magic)) {
+        Some(0x0A0D_0D0A) => pcapng_blocks(Cursor::new(file)?),
+        Some(0xA1B2_3C4D) => pcap_records(Cursor::new(file)?, max_caplen),
+        _ => Ok(Scan {
+            file_len: file.metadata()?.len(),
+            ..Scan::default()
+        }),
+    }
 }
 
 fn pcapng_blocks(mut c: Cursor<'_>) -> io::Result<Scan> {

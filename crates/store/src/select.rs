@@ -337,38 +337,41 @@ pub fn load_index(path: &Path) -> Result<Index, IndexError> {
 pub struct Opened {
     /// Its reader.
     pub reader: FileReader,
-    /// Bytes readable (a snapshot's whole blocks for a segment being written).
+    /// Bytes readable (the whole blocks for a segment being written).
     pub len: u64,
     /// Its first bytes, for the index's file check.
     pub head: Vec<u8>,
+    /// The reader reads the file as a stream, once, front to back: it cannot
+    /// [`seek`](FileReader::seek) (a segment being written).
+    pub stream: bool,
 }
 
 /// Largest record a recorder writes (its buffer's largest captured length).
 const MAX_CAPLEN: u32 = 262_144 + 4;
 
-/// Opens a segment. One being written is read whole into memory (with `read(2)`: the recorder
-/// cuts the tail of pcap segments at each flush, which would fault a mapped reader with SIGBUS)
-/// and cut after its last whole block or record, so the reader sees a clean prefix. Returns
-/// `None`, with a notice unless its recorder is still writing it, for a segment that holds no
-/// packet yet, or one whose file cannot be opened.
+/// Opens a segment. One being written is scanned for its last whole block or record, then read
+/// up to there as a stream, in pieces, with `read(2)` (the recorder cuts the tail of pcap
+/// segments at each flush, which would fault a mapped reader with SIGBUS), so the reader sees
+/// a clean prefix. Returns `None`, with a notice unless its recorder is still writing it, for a
+/// segment that holds no packet yet, or one whose file cannot be opened.
 pub fn open_segment(
     seg: &SegmentRef,
     notify: &mut dyn FnMut(Notice),
 ) -> Result<Option<Opened>, SelectError> {
     let path = &seg.path;
     if seg.open {
-        let mut bytes = match std::fs::read(path) {
-            Ok(b) => b,
+        let read_err = |source| SelectError::Read {
+            path: path.clone(),
+            source,
+        };
+        let file = match std::fs::File::open(path) {
+            Ok(f) => f,
             // Its recorder failed and deleted it, or retention did: nothing to read.
             Err(e) if e.kind() == io::ErrorKind::NotFound && seg.live => return Ok(None),
-            Err(source) => {
-                return Err(SelectError::Read {
-                    path: path.clone(),
-                    source,
-                })
-            }
+            Err(e) => return Err(read_err(e)),
         };
-        let scan = crate::scan::scan_bytes(&bytes, MAX_CAPLEN);
+        let scan = crate::scan::scan_file(file.try_clone().map_err(read_err)?, MAX_CAPLEN)
+            .map_err(read_err)?;
         if !seg.live && scan.valid_len < scan.file_len {
             notify(Notice::UnfinishedTail {
                 path: path.clone(),
@@ -381,13 +384,15 @@ pub fn open_segment(
             }
             return Ok(None);
         }
-        bytes.truncate(scan.valid_len as usize);
-        let head = bytes[..bytes.len().min(HEAD_LEN)].to_vec();
-        let reader = FileReader::from_bytes(path, bytes)?;
+        let mut head = vec![0u8; scan.valid_len.min(HEAD_LEN as u64) as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, 0).map_err(read_err)?;
+        // Reads from offset 0: the scan and the head were read with pread.
+        let reader = FileReader::from_reader(path, Box::new(io::Read::take(file, scan.valid_len)))?;
         return Ok(Some(Opened {
             reader,
             len: scan.valid_len,
             head,
+            stream: true,
         }));
     }
     let (head, len) = match head_of(path) {
@@ -407,7 +412,12 @@ pub fn open_segment(
         return Ok(None);
     }
     match FileReader::open(path) {
-        Ok(reader) => Ok(Some(Opened { reader, len, head })),
+        Ok(reader) => Ok(Some(Opened {
+            reader,
+            len,
+            head,
+            stream: false,
+        })),
         Err(e) => {
             notify(Notice::Unreadable(e.to_string()));
             Ok(None)
@@ -436,6 +446,7 @@ pub trait Matcher {
 struct Hit {
     ts: u64,
     segment: u32,
+    /// Its record's offset in a segment read again, or its place in [`Selection::kept`].
     offset: u64,
 }
 
@@ -450,22 +461,68 @@ pub struct SelectStats {
     pub total_bytes: u64,
 }
 
+/// How the second pass gets a segment's selected packets.
+enum Held {
+    /// No packet selected.
+    Nothing,
+    /// Read again through its reader (a mapped file).
+    Reread(FileReader),
+    /// Copied out in the first pass (a segment read as a stream); its reader, at its end,
+    /// still knows the interfaces.
+    Kept(FileReader),
+}
+
+impl Held {
+    fn reader(&self) -> Option<&FileReader> {
+        match self {
+            Held::Nothing => None,
+            Held::Reread(r) | Held::Kept(r) => Some(r),
+        }
+    }
+}
+
 /// The packets of a selection, found and ready to be read again in time order
 /// ([`Selection::replay`]).
 pub struct Selection {
     hits: Vec<Hit>,
-    /// The reader of each segment that holds a selected packet.
-    readers: Vec<Option<FileReader>>,
+    /// Per segment: how to get its selected packets again.
+    held: Vec<Held>,
+    /// The selected packets of segments read as streams, their data in `kept_bytes`.
+    kept: Vec<(PacketMeta, std::ops::Range<usize>)>,
+    kept_bytes: Vec<u8>,
     /// Per segment: its interface ids in the merged [`interfaces`](Selection::interfaces).
     maps: Vec<Option<Vec<u32>>>,
     interfaces: Vec<InterfaceSpec>,
     stats: SelectStats,
 }
 
+/// The verdict on one packet read from a range: `Some(selected)`, or `None` when the matcher
+/// must first learn the segment's interfaces.
+#[inline]
+fn verdict<M: Matcher>(
+    matcher: &M,
+    all: bool,
+    (from, to): (u64, u64),
+    meta: &PacketMeta,
+    data: &[u8],
+) -> Option<bool> {
+    if meta.ts_ns < from || meta.ts_ns > to {
+        return Some(false);
+    }
+    if all {
+        return Some(true);
+    }
+    matcher.matches(meta.interface, data, meta.orig_len)
+}
+
 /// Selects the packets of `inputs` (stores and capture files) with a timestamp in `[from, to]`
 /// that `matcher` accepts, narrowed to what `query` (derived from the same expression) can
 /// match. Damage and skipped segments are [`Notice`]s (the packets before the damage are
 /// searched); only errors that are not about the data end it.
+///
+/// A mapped segment is read range by range, and its selected packets are read again by
+/// [`Selection::replay`]; a segment being written is read once as a stream (the ranges only
+/// decide which packets are looked at) and its selected packets are copied.
 pub fn select<M: Matcher>(
     inputs: &[PathBuf],
     query: &Query,
@@ -475,24 +532,31 @@ pub fn select<M: Matcher>(
 ) -> Result<Selection, M::Error> {
     let segments = segments_of(inputs, notify)?;
     let all = matcher.matches_all();
-    let mut hits = Vec::new();
-    let mut readers: Vec<Option<FileReader>> = Vec::with_capacity(segments.len());
-    let mut stats = SelectStats {
-        segments: segments.len(),
-        ..SelectStats::default()
+    let mut sel = Selection {
+        hits: Vec::new(),
+        held: Vec::with_capacity(segments.len()),
+        kept: Vec::new(),
+        kept_bytes: Vec::new(),
+        maps: Vec::new(),
+        interfaces: Vec::new(),
+        stats: SelectStats {
+            segments: segments.len(),
+            ..SelectStats::default()
+        },
     };
     for (si, seg) in segments.iter().enumerate() {
         let path = &seg.path;
-        readers.push(None);
+        sel.held.push(Held::Nothing);
         let Some(Opened {
             mut reader,
             len,
             head,
+            stream,
         }) = open_segment(seg, notify)?
         else {
             continue;
         };
-        stats.total_bytes += len;
+        sel.stats.total_bytes += len;
         let quiet = seg.open && seg.live; // its index lags behind by design
         let ranges = match Index::load(&index_path(path), &head, len) {
             Ok(ix) => ix.plan(query, from, to, len),
@@ -511,103 +575,141 @@ pub fn select<M: Matcher>(
             }
         };
         let whole = ranges.len() == 1 && ranges[0].is_whole();
-        // Reading the first packet parses the interface blocks that precede it.
         let mut damage: Option<u64> = None;
-        let first = match reader.next_packet() {
-            Ok(p) => p.map(|p| p.record_offset),
-            Err(e) => {
-                report_damage(e, true, &mut damage, notify)?;
-                None
+        let mut first = 0;
+        if !stream {
+            // Reading the first packet parses the interface blocks that precede it.
+            let read = match reader.next_packet() {
+                Ok(p) => p.map(|p| p.record_offset),
+                Err(e) => {
+                    report_damage(e, true, &mut damage, notify)?;
+                    None
+                }
+            };
+            let Some(read) = read else {
+                continue;
+            };
+            first = read;
+            if !all {
+                matcher.set_interfaces(reader.interfaces())?;
             }
-        };
-        let Some(first) = first else {
-            continue;
-        };
-        if !all {
-            matcher.set_interfaces(reader.interfaces())?;
         }
+        // A stream learns its interfaces at its first packet.
+        let mut fresh = stream;
+        // The range a stream's packets are in (ranges are in file order).
+        let mut ri = 0;
         let mut any = false;
-        for range in ranges {
+        let passes = if stream { 1 } else { ranges.len() };
+        for k in 0..passes {
+            let range = if stream { ReadRange::WHOLE } else { ranges[k] };
             let start = range.start.max(first);
             if start >= len || damage.is_some_and(|d| start >= d) {
                 continue;
             }
-            // Counting from the first packet: a damage report of a whole scan counts right.
-            reader.resume_at(start, 0).map_err(SelectError::from)?;
+            if !stream {
+                // Counting from the first packet: a damage report of a whole scan counts right.
+                reader.resume_at(start, 0).map_err(SelectError::from)?;
+            }
             loop {
                 let p = match reader.next_packet() {
                     Ok(Some(p)) => p,
                     Ok(None) => break,
                     Err(e) => {
-                        report_damage(e, whole, &mut damage, notify)?;
+                        report_damage(e, whole || fresh, &mut damage, notify)?;
                         break;
                     }
                 };
-                if p.record_offset >= range.end || damage.is_some_and(|d| p.record_offset >= d) {
-                    break;
+                let (meta, off) = (p.meta, p.record_offset);
+                let mut data = p.data;
+                let first_copy: Vec<u8>;
+                if fresh {
+                    fresh = false;
+                    if !all {
+                        // The packet borrows the reader: copy it out.
+                        first_copy = data.to_vec();
+                        matcher.set_interfaces(reader.interfaces())?;
+                        data = &first_copy;
+                    }
                 }
-                if p.record_offset < range.skip_below {
-                    continue;
-                }
-                stats.read_bytes += p.data.len() as u64;
-                if p.meta.ts_ns < from || p.meta.ts_ns > to {
-                    continue;
-                }
-                let hit = Hit {
-                    ts: p.meta.ts_ns,
-                    segment: si as u32,
-                    offset: p.record_offset,
-                };
-                if !all {
-                    let iface = p.meta.interface;
-                    let matched = match matcher.matches(iface, p.data, p.meta.orig_len) {
-                        Some(m) => m,
-                        None => {
-                            // A new interface block: the packet borrows the reader, so copy it.
-                            let (data, orig_len) = (p.data.to_vec(), p.meta.orig_len);
-                            matcher.set_interfaces(reader.interfaces())?;
-                            matcher.matches(iface, &data, orig_len) == Some(true)
-                        }
-                    };
-                    if !matched {
+                if stream {
+                    while ri < ranges.len() && off >= ranges[ri].end {
+                        ri += 1;
+                    }
+                    if ri == ranges.len() {
+                        break;
+                    }
+                    let inside = ranges[ri..]
+                        .iter()
+                        .take_while(|r| r.start <= off)
+                        .any(|r| off >= r.skip_below && off < r.end);
+                    if !inside {
+                        continue;
+                    }
+                } else {
+                    if off >= range.end || damage.is_some_and(|d| off >= d) {
+                        break;
+                    }
+                    if off < range.skip_below {
                         continue;
                     }
                 }
-                hits.push(hit);
+                sel.stats.read_bytes += data.len() as u64;
+                let late_copy: Vec<u8>;
+                match verdict(matcher, all, (from, to), &meta, data) {
+                    Some(true) => {}
+                    Some(false) => continue,
+                    None => {
+                        // A new interface block: copy the packet out, as above.
+                        late_copy = data.to_vec();
+                        matcher.set_interfaces(reader.interfaces())?;
+                        data = &late_copy;
+                        if verdict(matcher, all, (from, to), &meta, data) != Some(true) {
+                            continue;
+                        }
+                    }
+                }
+                let offset = if stream {
+                    let at = sel.kept_bytes.len();
+                    sel.kept_bytes.extend_from_slice(data);
+                    sel.kept.push((meta, at..at + data.len()));
+                    (sel.kept.len() - 1) as u64
+                } else {
+                    off
+                };
+                sel.hits.push(Hit {
+                    ts: meta.ts_ns,
+                    segment: si as u32,
+                    offset,
+                });
                 any = true;
             }
         }
         if any {
-            readers[si] = Some(reader);
+            sel.held[si] = if stream {
+                Held::Kept(reader)
+            } else {
+                Held::Reread(reader)
+            };
         }
     }
     // Global time order; ties keep segment and file order.
-    hits.sort_by_key(|h| (h.ts, h.segment, h.offset));
-    let (interfaces, maps) = merge_interfaces(&readers, &hits);
-    Ok(Selection {
-        hits,
-        readers,
-        maps,
-        interfaces,
-        stats,
-    })
+    sel.hits.sort_by_key(|h| (h.ts, h.segment, h.offset));
+    (sel.interfaces, sel.maps) = merge_interfaces(&sel.held, &sel.hits);
+    Ok(sel)
 }
 
 /// The interfaces of every segment involved, one per (link type, name), in order of first use
 /// by the selected packets; and for each segment, where its interfaces went.
 #[allow(clippy::type_complexity)]
-fn merge_interfaces(
-    readers: &[Option<FileReader>],
-    hits: &[Hit],
-) -> (Vec<InterfaceSpec>, Vec<Option<Vec<u32>>>) {
+fn merge_interfaces(held: &[Held], hits: &[Hit]) -> (Vec<InterfaceSpec>, Vec<Option<Vec<u32>>>) {
     let mut specs: Vec<InterfaceSpec> = Vec::new();
-    let mut maps: Vec<Option<Vec<u32>>> = readers.iter().map(|_| None).collect();
+    let mut maps: Vec<Option<Vec<u32>>> = held.iter().map(|_| None).collect();
     for h in hits {
         let slot = &mut maps[h.segment as usize];
         if slot.is_some() {
             continue;
         }
-        let Some(r) = readers[h.segment as usize].as_ref() else {
+        let Some(r) = held[h.segment as usize].reader() else {
             continue;
         };
         let map = r
@@ -705,24 +807,31 @@ impl Selection {
     ) -> Result<(), E> {
         for h in &self.hits {
             let seg = h.segment as usize;
-            let (Some(r), Some(map)) = (self.readers[seg].as_mut(), self.maps[seg].as_ref()) else {
-                return Err(SelectError::Vanished.into());
+            let map = self.maps[seg].as_ref().ok_or(SelectError::Vanished)?;
+            let remap = |meta: &PacketMeta| -> Result<PacketMeta, SelectError> {
+                let interface = *map
+                    .get(meta.interface as usize)
+                    .ok_or(SelectError::Vanished)?;
+                Ok(PacketMeta { interface, ..*meta })
             };
-            r.seek(h.offset).map_err(SelectError::from)?;
-            let p = r
-                .next_packet()
-                .map_err(SelectError::from)?
-                .ok_or(SelectError::Vanished)?;
-            let interface = *map
-                .get(p.meta.interface as usize)
-                .ok_or(SelectError::Vanished)?;
-            f(
-                &PacketMeta {
-                    interface,
-                    ..p.meta
-                },
-                p.data,
-            )?;
+            match &mut self.held[seg] {
+                Held::Reread(r) => {
+                    r.seek(h.offset).map_err(SelectError::from)?;
+                    let p = r
+                        .next_packet()
+                        .map_err(SelectError::from)?
+                        .ok_or(SelectError::Vanished)?;
+                    f(&remap(&p.meta)?, p.data)?;
+                }
+                Held::Kept(_) => {
+                    let (meta, at) = self
+                        .kept
+                        .get(h.offset as usize)
+                        .ok_or(SelectError::Vanished)?;
+                    f(&remap(meta)?, &self.kept_bytes[at.clone()])?;
+                }
+                Held::Nothing => return Err(SelectError::Vanished.into()),
+            }
         }
         Ok(())
     }

@@ -189,6 +189,7 @@ pub fn index(args: IndexArgs) -> Result<Status> {
                 reader: mut r,
                 len,
                 head,
+                ..
             }) = open_segment(seg, &mut |n| output::notice(&n, false, &mut status))?
             else {
                 continue;
