@@ -1,5 +1,6 @@
-//! The recorder: writes what capture threads put in the shared packet buffer to disk, at the
-//! speed of the disk, as standard capture files (HPCAP's design in user space).
+//! The store: the recorder writes what capture threads put in the shared packet buffer to disk,
+//! at the speed of the disk, as standard capture files (HPCAP's design in user space); readers
+//! select packets from it by time and filter, through its indexes.
 //!
 //! A store is a directory of fixed-size **segment** files named by the time of their first
 //! packet, plus a small [manifest](manifest::Manifest). In pcapng (the default) the buffer's
@@ -18,8 +19,10 @@
 //! ([`scan`]). Disk full: the segment is cut at its last whole packet, writing stops, and
 //! every packet that could not be written is counted.
 //!
-//! Reading: [`select`] finds the packets of a time range matching a filter in stores and
-//! capture files, through their indexes, and gives them back in global time order.
+//! Reading: [`select()`] finds the packets of a time range matching a filter in stores and
+//! capture files, through their indexes, and gives them back in global time order; a segment
+//! being written is read as a stream, never mapped. The sizes of a store are checked once, by
+//! [`Sizes`].
 #![deny(missing_docs)]
 
 pub mod disk;

@@ -467,8 +467,8 @@ enum Held {
     Nothing,
     /// Read again through its reader (a mapped file).
     Reread(FileReader),
-    /// Copied out in the first pass (a segment read as a stream); its reader, at its end,
-    /// still knows the interfaces.
+    /// Copied out in the first pass (a segment read as a stream); its reader still knows the
+    /// interfaces of the packets it read.
     Kept(FileReader),
 }
 
