@@ -102,6 +102,20 @@ impl Expr {
     }
 }
 
+/// Refuses stdin (`-`) where a command needs files it can read twice (stores, indexed files).
+pub fn no_stdin<'a>(
+    mut inputs: impl Iterator<Item = &'a PathBuf>,
+    command: &str,
+) -> Result<(), String> {
+    if inputs.any(|p| p.as_os_str() == "-") {
+        return Err(format!(
+            "weir {command} reads stores and capture files, not stdin (`-`): \
+             save the capture to a file first"
+        ));
+    }
+    Ok(())
+}
+
 /// Whether the option `id` was given on the command line (not its default).
 pub fn given(m: &ArgMatches, id: &str) -> bool {
     m.value_source(id) == Some(ValueSource::CommandLine)

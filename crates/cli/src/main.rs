@@ -111,6 +111,7 @@ fn parse() -> Cli {
         Command::Flows(a) => a.check(m),
         Command::Record(a) => a.check(m),
         Command::Extract(a) => a.check(),
+        Command::Index(a) => a.check(),
         Command::Gen(a) => a.check(m),
         _ => Ok(()),
     };

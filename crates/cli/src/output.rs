@@ -269,6 +269,22 @@ pub fn warn_damage(err: &weir_pcap::ReadError) {
     eprintln!("weir: warning: {err}");
 }
 
+/// Tells the user what reading a store came across (`weir: ...`, `weir: warning: ...`; notices
+/// meant for a verbose run only when `verbose`); damage sets `status` to [`Status::Damaged`].
+pub fn notice(n: &weir_store::Notice, verbose: bool, status: &mut Status) {
+    if n.is_damage() {
+        *status = Status::Damaged;
+    }
+    if n.is_verbose() && !verbose {
+        return;
+    }
+    if n.is_warning() {
+        eprintln!("weir: warning: {n}");
+    } else {
+        eprintln!("weir: {n}");
+    }
+}
+
 /// The reader's next packet. Damage ends this input like its end (`None`), with a warning and
 /// `status` set to [`Status::Damaged`]; other read errors are returned.
 pub fn next_or_damaged<'r>(

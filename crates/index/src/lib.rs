@@ -30,11 +30,13 @@
 mod builder;
 mod format;
 mod keys;
+mod plan;
 mod query;
 
 pub use builder::IndexBuilder;
 pub use format::{head_hash, Index, IndexError, HEAD_LEN};
 pub use keys::{keys_of, keys_of_decoded, Key};
+pub use plan::ReadRange;
 pub use query::Query;
 
 /// Default chunk size: 128 KiB of segment file.

@@ -1,5 +1,6 @@
-//! The recorder: writes what capture threads put in the shared packet buffer to disk, at the
-//! speed of the disk, as standard capture files (HPCAP's design in user space).
+//! The store: the recorder writes what capture threads put in the shared packet buffer to disk,
+//! at the speed of the disk, as standard capture files (HPCAP's design in user space); readers
+//! select packets from it by time and filter, through its indexes.
 //!
 //! A store is a directory of fixed-size **segment** files named by the time of their first
 //! packet, plus a small [manifest](manifest::Manifest). In pcapng (the default) the buffer's
@@ -17,24 +18,36 @@
 //! opening the store again cuts every unfinished segment after its last whole block
 //! ([`scan`]). Disk full: the segment is cut at its last whole packet, writing stops, and
 //! every packet that could not be written is counted.
+//!
+//! Reading: [`select()`] finds the packets of a time range matching a filter in stores and
+//! capture files, through their indexes, and gives them back in global time order; a segment
+//! being written is read as a stream, never mapped. The sizes of a store are checked once, by
+//! [`Sizes`].
 #![deny(missing_docs)]
 
 pub mod disk;
 pub mod manifest;
 pub mod recorder;
 pub mod scan;
+pub mod select;
+pub mod sizes;
 pub mod store;
 
 pub use manifest::{InterfaceInfo, Manifest, SegmentInfo, SegmentState};
 pub use recorder::{Options, Recorder, RecorderStats, Summary};
+pub use select::{select, Matcher, Notice, SegmentRef, SelectError, Selection};
+pub use sizes::{SizeError, Sizes};
 pub use store::{recorder_running, segment_name, Recovery, Store, StoreLock};
 
 /// The file format of a store's segments.
+///
+/// The variants' doc comments are the help of `weir record --format` (feature `clap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
-    /// pcapng, the buffer's own layout: written without conversion.
+    /// pcapng (written straight from the buffer, padded segments).
     Pcapng,
-    /// Classic pcap with nanosecond timestamps (magic a1b23c4d).
+    /// Classic pcap with nanosecond timestamps.
     Pcap,
 }
 

@@ -4,7 +4,8 @@
 //! segment opens cleanly in tcpdump and tshark.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
+use std::os::unix::fs::FileExt;
 
 use weir_packet::bytes::ne32 as u32_at;
 
@@ -31,50 +32,50 @@ impl Scan {
     }
 }
 
-/// Reads the file in large pieces (or looks at bytes already in memory) and hands out byte
-/// ranges by absolute offset.
-struct Cursor<'a> {
-    file: Option<File>,
+/// Reads the file in large pieces and hands out byte ranges by absolute offset.
+struct Cursor {
+    file: File,
     len: u64,
-    buf: std::borrow::Cow<'a, [u8]>,
+    buf: Vec<u8>,
     buf_at: u64,
 }
 
-impl<'a> Cursor<'a> {
-    fn new(file: File) -> io::Result<Cursor<'a>> {
+impl Cursor {
+    fn new(file: File) -> io::Result<Cursor> {
         Ok(Cursor {
             len: file.metadata()?.len(),
-            file: Some(file),
-            buf: std::borrow::Cow::Owned(Vec::new()),
+            file,
+            buf: Vec::new(),
             buf_at: 0,
         })
     }
 
-    fn of_bytes(bytes: &'a [u8]) -> Cursor<'a> {
-        Cursor {
-            len: bytes.len() as u64,
-            file: None,
-            buf: std::borrow::Cow::Borrowed(bytes),
-            buf_at: 0,
-        }
-    }
-
-    /// The bytes `[off, off + n)`, or `None` past the end of the file.
+    /// The bytes `[off, off + n)`, or `None` past the end of the file (a file cut while it is
+    /// scanned ends where it was cut).
     fn get(&mut self, off: u64, n: usize) -> io::Result<Option<&[u8]>> {
         if off + n as u64 > self.len {
             return Ok(None);
         }
         let have = off >= self.buf_at && off + n as u64 <= self.buf_at + self.buf.len() as u64;
         if !have {
-            let Some(file) = &mut self.file else {
-                return Ok(None); // bytes in memory: all of them are in `buf`
-            };
             let want = (n.max(4 << 20) as u64).min(self.len - off) as usize;
-            let buf = self.buf.to_mut();
+            let buf = &mut self.buf;
             buf.resize(want, 0);
-            file.seek(SeekFrom::Start(off))?;
-            file.read_exact(buf)?;
+            let mut got = 0;
+            while got < want {
+                match self.file.read_at(&mut buf[got..], off + got as u64) {
+                    Ok(0) => break,
+                    Ok(k) => got += k,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            buf.truncate(got);
             self.buf_at = off;
+            if got < n {
+                self.len = off + got as u64;
+                return Ok(None);
+            }
         }
         let s = (off - self.buf_at) as usize;
         Ok(Some(&self.buf[s..s + n]))
@@ -86,22 +87,25 @@ pub fn scan_pcapng(file: File) -> io::Result<Scan> {
     pcapng_blocks(Cursor::new(file)?)
 }
 
-/// Scans a segment's bytes read into memory (a snapshot of a segment being written, read with
-/// `read(2)` rather than mapped, so the recorder cutting the file cannot fault the reader), in
-/// the format its first bytes say: how much of it is whole blocks or records. Bytes that are
-/// neither a weir pcapng nor a weir pcap segment scan as empty.
-pub fn scan_bytes(bytes: &[u8], max_caplen: u32) -> Scan {
-    let r = match bytes.get(..4).map(|m| u32_at(m, 0)) {
-        Some(0x0A0D_0D0A) => pcapng_blocks(Cursor::of_bytes(bytes)),
-        Some(0xA1B2_3C4D) => pcap_records(Cursor::of_bytes(bytes), max_caplen),
-        _ => Ok(Scan::default()),
-    };
-    let mut s = r.expect("bytes in memory cannot fail to read");
-    s.file_len = bytes.len() as u64;
-    s
+/// Scans a segment file in the format its first bytes say, reading it in pieces of a few MiB:
+/// how much of it is whole blocks or records (a file that is neither a weir pcapng nor a weir
+/// pcap segment scans as empty). The file may be growing (a recorder writing it; it is read
+/// with `read(2)`, never mapped, so the recorder cutting it cannot fault the reader): the scan
+/// covers its length when opened.
+pub fn scan_file(file: File, max_caplen: u32) -> io::Result<Scan> {
+    let mut magic = [0u8; 4];
+    let n = file.read_at(&mut magic, 0)?;
+    match (n == 4).then(|| u32::from_ne_bytes(magic)) {
+        Some(0x0A0D_0D0A) => pcapng_blocks(Cursor::new(file)?),
+        Some(0xA1B2_3C4D) => pcap_records(Cursor::new(file)?, max_caplen),
+        _ => Ok(Scan {
+            file_len: file.metadata()?.len(),
+            ..Scan::default()
+        }),
+    }
 }
 
-fn pcapng_blocks(mut c: Cursor<'_>) -> io::Result<Scan> {
+fn pcapng_blocks(mut c: Cursor) -> io::Result<Scan> {
     let mut s = Scan {
         file_len: c.len,
         ..Scan::default()
@@ -139,7 +143,7 @@ pub fn scan_pcap(file: File, max_caplen: u32) -> io::Result<Scan> {
     pcap_records(Cursor::new(file)?, max_caplen)
 }
 
-fn pcap_records(mut c: Cursor<'_>, max_caplen: u32) -> io::Result<Scan> {
+fn pcap_records(mut c: Cursor, max_caplen: u32) -> io::Result<Scan> {
     let mut s = Scan {
         file_len: c.len,
         ..Scan::default()

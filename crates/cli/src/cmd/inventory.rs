@@ -10,9 +10,11 @@ use std::io::Write;
 use anyhow::{bail, Context, Result};
 use weir_index::{index_path, IndexBuilder, IndexError, DEFAULT_CHUNK};
 
-use super::extract::{load_index, open_segment, refuse_stdin, segments_of, Opened};
+use weir_store::select::{load_index, open_segment, segments_of, Opened};
+
 use super::live::human_bytes;
-use crate::output::{next_or_damaged, Status};
+use crate::args;
+use crate::output::{self, next_or_damaged, Status};
 use crate::time::datetime;
 
 /// Arguments of `weir ls`.
@@ -41,6 +43,13 @@ pub struct IndexArgs {
     /// Rebuild indexes that look valid too.
     #[arg(long)]
     force: bool,
+}
+
+impl IndexArgs {
+    /// Usage checks clap cannot express.
+    pub fn check(&self) -> Result<(), String> {
+        args::no_stdin(self.inputs.iter(), "index")
+    }
 }
 
 fn index_state(path: &std::path::Path) -> (String, u64) {
@@ -147,13 +156,13 @@ pub fn ls(args: LsArgs) -> Result<Status> {
 
 /// Runs `weir index`. A store directory: its segments without a valid index get one (all of
 /// them with `--force`); the one a running recorder writes is left to it; one left open by a
-/// recorder that stopped is indexed as far as it holds whole blocks. Stdin is refused (exit 2).
+/// recorder that stopped is indexed as far as it holds whole blocks.
 pub fn index(args: IndexArgs) -> Result<Status> {
-    refuse_stdin(&args.inputs, "index");
     let chunk = args.chunk_kib.max(4) * 1024;
     let mut status = Status::Clean;
     for input in &args.inputs {
-        let segs = segments_of(std::slice::from_ref(input), &mut status)?;
+        let mut notify = |n| output::notice(&n, false, &mut status);
+        let segs = segments_of(std::slice::from_ref(input), &mut notify)?;
         let mut up_to_date = 0;
         for seg in &segs {
             let path = &seg.path;
@@ -180,7 +189,8 @@ pub fn index(args: IndexArgs) -> Result<Status> {
                 reader: mut r,
                 len,
                 head,
-            }) = open_segment(seg, &mut status)?
+                ..
+            }) = open_segment(seg, &mut |n| output::notice(&n, false, &mut status))?
             else {
                 continue;
             };

@@ -15,26 +15,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use weir_buffer::{Dropped, PacketBuffer};
 use weir_pcap::FileReader;
 use weir_pcap::Interface;
-use weir_store::{Format, Options, Recorder, RecorderStats, Store};
+use weir_store::{Format, Options, Recorder, RecorderStats, SizeError, Sizes, Store};
 
-use super::extract::usage_exit;
 use super::flows::{FlowArgs, LiveMeter};
 use super::live::{human_bytes, on_signal, Counters, Live, LiveArgs, Totals};
 use crate::args;
 use crate::output::Status;
-
-/// Segment file format.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SegmentFormat {
-    /// pcapng (written straight from the buffer, padded segments).
-    Pcapng,
-    /// Classic pcap with nanosecond timestamps.
-    Pcap,
-}
 
 /// Arguments of `weir record`.
 #[derive(clap::Args, Debug)]
@@ -51,8 +41,8 @@ pub struct Args {
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     dir: PathBuf,
     /// Segment file format.
-    #[arg(long, value_enum, default_value_t = SegmentFormat::Pcapng)]
-    format: SegmentFormat,
+    #[arg(long, value_enum, default_value_t = Format::Pcapng)]
+    format: Format,
     /// Segment size in MiB (1 to 1048576).
     #[arg(long, value_name = "MIB", default_value_t = 1024,
           value_parser = clap::value_parser!(u64).range(1..=1 << 20),
@@ -93,6 +83,39 @@ pub struct Args {
 }
 
 impl Args {
+    /// The store's sizes, as given.
+    fn sizes(&self) -> Sizes {
+        Sizes {
+            segment_mib: self.segment_mib,
+            write_mib: self.write_mib as u64,
+            max_mib: self.max_mib,
+            index_chunk_kib: (!self.no_index).then_some(self.index_chunk_kib),
+        }
+    }
+
+    /// The store's objection to the sizes, in terms of the options.
+    fn size_message(&self, e: SizeError) -> String {
+        match e {
+            SizeError::SegmentTooSmall => "--segment-mib must be at least 1".into(),
+            SizeError::SegmentOverFilesystem {
+                dir, filesystem, ..
+            } => format!(
+                "--segment-mib {} is larger than the filesystem that would hold {} ({})",
+                self.segment_mib,
+                dir.display(),
+                human_bytes(filesystem)
+            ),
+            SizeError::WriteOutOfRange => "--write-mib must be between 1 and 1024".into(),
+            SizeError::RetentionUnderSegment { max_mib, .. } => format!(
+                "--max-mib {max_mib} is smaller than one segment (--segment-mib {}): retention \
+                 would delete the segment being written",
+                self.segment_mib
+            ),
+            SizeError::IndexChunkTooSmall => "--index-chunk-kib must be at least 4".into(),
+            e => e.to_string(),
+        }
+    }
+
     /// Usage checks clap cannot express, against what was given (`m`).
     pub fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
         self.live.check()?;
@@ -124,13 +147,9 @@ impl Args {
                 self.write_mib, self.segment_mib
             ));
         }
-        if let Some(max) = self.max_mib.filter(|&max| max < self.segment_mib) {
-            return Err(format!(
-                "--max-mib {max} is smaller than one segment (--segment-mib {}): retention \
-                 would delete the segment being written",
-                self.segment_mib
-            ));
-        }
+        self.sizes()
+            .check(&self.dir)
+            .map_err(|e| self.size_message(e))?;
         if !self.flows {
             if let Some(flag) = args::first_given(m, FlowArgs::IDS) {
                 return Err(format!("{flag} configures --flows; give --flows too"));
@@ -150,81 +169,11 @@ enum Source {
     ),
 }
 
-/// The sizes of a run, checked against each other before the store directory is touched.
-struct Sizes {
-    segment: u64,
-    write: usize,
-    max_bytes: Option<u64>,
-    index_chunk: Option<u32>,
-}
-
-/// Checks the size options together (each alone is a number the parser accepted): a segment
-/// of at least 1 MiB that fits the filesystem, writes of at least 1 MiB, retention keeping at
-/// least one segment, sizes whose byte counts do not overflow. Nothing is created before this.
-fn check_sizes(args: &Args) -> Result<Sizes, String> {
-    let mib = |v: u64, what: &str| {
-        v.checked_mul(1 << 20)
-            .ok_or_else(|| format!("{what} {v} is too large"))
-    };
-    if args.segment_mib == 0 {
-        return Err("--segment-mib must be at least 1".into());
-    }
-    let segment = mib(args.segment_mib, "--segment-mib")?;
-    if let Ok(fs) = weir_store::disk::filesystem_size(&args.dir) {
-        if segment > fs {
-            return Err(format!(
-                "--segment-mib {} is larger than the filesystem that would hold {} ({})",
-                args.segment_mib,
-                args.dir.display(),
-                human_bytes(fs)
-            ));
-        }
-    }
-    if args.write_mib == 0 || args.write_mib > 1024 {
-        // Each write is staged in memory for pcap segments: a GiB is plenty for any disk.
-        return Err("--write-mib must be between 1 and 1024".into());
-    }
-    let write = usize::try_from(mib(args.write_mib as u64, "--write-mib")?)
-        .map_err(|_| "--write-mib is too large".to_string())?;
-    let max_bytes = match args.max_mib {
-        None => None,
-        Some(m) if m < args.segment_mib => {
-            return Err(format!(
-            "--max-mib {m} is less than one segment (--segment-mib {}): retention would delete \
-             every segment",
-            args.segment_mib
-        ))
-        }
-        Some(m) => Some(mib(m, "--max-mib")?),
-    };
-    let index_chunk = if args.no_index {
-        None
-    } else if args.index_chunk_kib < 4 {
-        return Err("--index-chunk-kib must be at least 4".into());
-    } else {
-        Some(
-            args.index_chunk_kib
-                .checked_mul(1024)
-                .ok_or("--index-chunk-kib is too large")?,
-        )
-    };
-    Ok(Sizes {
-        segment,
-        write,
-        max_bytes,
-        index_chunk,
-    })
-}
-
-/// Runs `weir record`. Order: the options are checked and the input files opened, then the
+/// Runs `weir record`. Order: the options were checked (`Args::check`), the input files are opened, then the
 /// store directory is created and locked (a second recorder stops there, before it allocates
 /// anything or says it is recording), then capture starts, then the store is opened (repaired).
 pub fn run(args: Args) -> Result<Status> {
     let expr = args.expr.joined();
-    if !args.inputs.files.is_empty() && !expr.is_empty() {
-        bail!("a filter expression applies to live capture; filter files with `weir read` first");
-    }
-    let sizes = check_sizes(&args).unwrap_or_else(|e| usage_exit(e));
     let first_input = match args.inputs.files.first() {
         Some(p) => {
             Some(FileReader::open(p).with_context(|| format!("cannot open {}", p.display()))?)
@@ -266,18 +215,12 @@ pub fn run(args: Args) -> Result<Status> {
         Source::Live(l) => l.buffer.clone(),
         Source::Files(_, b, _) => b.clone(),
     };
-    let format = match args.format {
-        SegmentFormat::Pcapng => Format::Pcapng,
-        SegmentFormat::Pcap => Format::Pcap,
-    };
+    let format = args.format;
     let mut opts = Options::new(interfaces.clone());
     opts.format = format;
-    opts.segment_size = sizes.segment;
-    opts.write_size = sizes.write;
-    opts.max_bytes = sizes.max_bytes;
+    args.sizes().apply(&mut opts)?;
     opts.max_age_ns = args.max_age.map(|s| (s * 1e9) as u64);
     opts.max_caplen = buffer.max_caplen() as u32;
-    opts.index_chunk = sizes.index_chunk;
     if let Some(c) = &counters {
         let c = c.clone();
         let b = buffer.clone();

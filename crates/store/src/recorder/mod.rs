@@ -22,22 +22,33 @@
 //! with padding blocks. Every segment thus has exactly the configured size, except the last one
 //! of a run, which ends at its last record.
 //!
+//! The [`pcapng`] module writes such segments.
+//!
 //! # pcap
 //!
 //! Records are converted (16-byte pcap header + data) into the aligned staging buffer, written
-//! a full buffer at a time; a segment ends at its last whole packet (pcap has no padding).
+//! a full buffer at a time; a segment ends at its last whole packet (pcap has no padding). The
+//! [`pcap`] module writes such segments.
+//!
+//! Both are one [`SegmentWriter`]; this module holds what they share: reading the buffer,
+//! starting and ending segments, the manifest, retention, indexing and disk errors.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use weir_buffer::pcapng::{write_padding, write_padding_run, MIN_BLOCK_LEN};
+use weir_buffer::pcapng::MIN_BLOCK_LEN;
 use weir_buffer::{Block, Reader};
 use weir_index::{head_hash, index_path, IndexBuilder, HEAD_LEN};
 use weir_packet::LinkType;
-use weir_pcap::{Interface, PcapngWriter};
+use weir_pcap::Interface;
 
+mod pcap;
+mod pcapng;
+
+use self::pcap::PcapSegment;
+use self::pcapng::{End, PcapngSegment};
 use crate::disk::{align_down, align_up, AlignedBuf, SegmentFile, ALIGN};
 use crate::manifest::{InterfaceInfo, SegmentInfo, SegmentState};
 use crate::store::{segment_name, Store};
@@ -170,18 +181,6 @@ impl<'a> Ring<'a> {
     }
 }
 
-/// How a pcapng write ends.
-#[derive(Clone, Copy, Debug)]
-enum End {
-    /// Write aligned runs only; the tail waits.
-    Open,
-    /// Write the tail too, then padding up to file offset `to`; `permanent` when the segment
-    /// ends there (otherwise the tail is rewritten later, when more data follows).
-    Pad { to: u64, permanent: bool },
-    /// Write the tail and cut the file right after it (the last segment of a run).
-    Cut,
-}
-
 /// The segment being written.
 struct Segment {
     file: SegmentFile,
@@ -191,57 +190,44 @@ struct Segment {
     /// Upstream + recorder drops when it was opened.
     drops_at_open: u64,
     last_write: Instant,
-    kind: Kind,
+    writer: SegmentWriter,
 }
 
-enum Kind {
-    Ng(NgSegment),
+/// The format-specific part of the segment being written.
+enum SegmentWriter {
+    /// pcapng: written from the buffer without a copy.
+    Pcapng(PcapngSegment),
+    /// Classic pcap: converted through the staging buffer.
     Pcap(PcapSegment),
 }
 
-struct NgSegment {
-    /// Buffer offset of the first record.
-    s0: u64,
-    /// Header bytes (file offsets `[0, hdr)`), `hdr ≡ s0 (mod ALIGN)`.
-    header: Vec<u8>,
-    /// File bytes `[0, done)` are final on disk; `done` is aligned.
-    done: u64,
-    /// Buffer offset up to which data is on disk (final or padded temporarily).
-    visible: u64,
-    /// `(A, B, packets before B, last ts before B)`: for the aligned buffer offset `A`, the
-    /// largest record boundary `B ≤ A`.
-    cover: Option<(u64, u64, u64, Option<u64>)>,
-    /// Packets of this segment below the release point, and the last timestamp among them.
-    safe_packets: u64,
-    safe_last: Option<u64>,
+/// What a segment writer writes with: the segment's file, its manifest entry and last write
+/// time, the recorder's staging buffer and counters.
+struct SegmentIo<'a> {
+    file: &'a SegmentFile,
+    stage: &'a mut AlignedBuf,
+    stats: &'a RecorderStats,
+    info: &'a mut SegmentInfo,
+    last_write: &'a mut Instant,
 }
 
-impl NgSegment {
-    fn hdr(&self) -> u64 {
-        self.header.len() as u64
-    }
-
-    /// File offset of buffer offset `o`.
-    fn fo(&self, o: u64) -> u64 {
-        self.hdr() + o.wrapping_sub(self.s0)
-    }
-
-    /// Buffer offset of file offset `f ≥ hdr`.
-    fn ro(&self, f: u64) -> u64 {
-        self.s0.wrapping_add(f - self.hdr())
-    }
-}
-
-struct PcapSegment {
-    /// Aligned file offset where the staging buffer starts.
-    file_done: u64,
-    /// Bytes in the staging buffer.
-    staged: usize,
-}
-
-impl PcapSegment {
-    fn len(&self) -> u64 {
-        self.file_done + self.staged as u64
+impl Segment {
+    /// The writer, and what it writes with.
+    fn split<'a>(
+        &'a mut self,
+        stage: &'a mut AlignedBuf,
+        stats: &'a RecorderStats,
+    ) -> (&'a mut SegmentWriter, SegmentIo<'a>) {
+        (
+            &mut self.writer,
+            SegmentIo {
+                file: &self.file,
+                stage,
+                stats,
+                info: &mut self.info,
+                last_write: &mut self.last_write,
+            },
+        )
     }
 }
 
@@ -289,42 +275,12 @@ impl Recorder {
             return Err(RecordError::Config("no interface to record".into()));
         }
         let file_header = match opts.format {
-            Format::Pcapng => {
-                let mut w = PcapngWriter::new(Vec::new())
-                    .map_err(|e| RecordError::Io(format!("segment header: {e}")))?;
-                for i in &opts.interfaces {
-                    w.add_interface(i)
-                        .map_err(|e| RecordError::Io(format!("segment header: {e}")))?;
-                }
-                w.finish()
-                    .map_err(|e| RecordError::Io(format!("segment header: {e}")))?
-            }
-            Format::Pcap => {
-                let link = opts.interfaces[0].link;
-                if opts.interfaces.iter().any(|i| i.link != link) {
-                    return Err(RecordError::Config(
-                        "classic pcap holds one link type; record these interfaces as pcapng"
-                            .into(),
-                    ));
-                }
-                let snaplen = opts.interfaces.iter().map(|i| i.snaplen).max().unwrap_or(0);
-                let mut h = Vec::with_capacity(24);
-                h.extend_from_slice(&0xA1B2_3C4Du32.to_ne_bytes());
-                h.extend_from_slice(&2u16.to_ne_bytes());
-                h.extend_from_slice(&4u16.to_ne_bytes());
-                h.extend_from_slice(&[0; 8]);
-                h.extend_from_slice(&snaplen.to_ne_bytes());
-                h.extend_from_slice(&link.0.to_ne_bytes());
-                h
-            }
+            Format::Pcapng => pcapng::file_header(&opts.interfaces)?,
+            Format::Pcap => pcap::file_header(&opts.interfaces)?,
         };
-        // pcapng staging: the first or last block of a segment (a header, or a record plus the
-        // end padding); pcap staging: a whole write.
+        // pcapng staging: the first or last block of a segment; pcap staging: a whole write.
         let stage_len = match opts.format {
-            Format::Pcapng => {
-                align_up(file_header.len() as u64 + 2 * ALIGN as u64) as usize
-                    + align_up(opts.max_caplen as u64 + 2 * ALIGN as u64) as usize
-            }
+            Format::Pcapng => pcapng::stage_len(&file_header, opts.max_caplen),
             Format::Pcap => opts.write_size,
         };
         let mut store = store;
@@ -435,14 +391,11 @@ impl Recorder {
             self.stats.failed.store(false, Ordering::Relaxed);
         }
         // Does the block fit in the current segment?
-        let fits = match self.seg.as_ref().map(|s| &s.kind) {
+        let fits = match self.seg.as_ref().map(|s| &s.writer) {
             None => true,
-            Some(Kind::Ng(n)) => {
-                let e = n.fo(end);
-                e == self.opts.segment_size || e + MIN_BLOCK_LEN as u64 <= self.opts.segment_size
-            }
-            Some(Kind::Pcap(p)) => match &blk.packet {
-                Some(r) => p.len() + 16 + r.data().len() as u64 <= self.opts.segment_size,
+            Some(SegmentWriter::Pcapng(n)) => n.fits(end, self.opts.segment_size),
+            Some(SegmentWriter::Pcap(p)) => match &blk.packet {
+                Some(r) => p.fits(r.data().len(), self.opts.segment_size),
                 None => true,
             },
         };
@@ -476,43 +429,54 @@ impl Recorder {
                 .map_or(LinkType::ETHERNET, |i| i.link)
         };
         let link = blk.packet.as_ref().map(|p| link(p.iface()));
-        let seg = self.seg.as_mut().expect("a segment is open");
-        match (&mut seg.kind, &blk.packet) {
-            (Kind::Ng(n), _) => {
-                if let (Some(ix), Some(p), Some(link)) = (&mut seg.index, &blk.packet, link) {
+        let Segment {
+            file,
+            index,
+            info,
+            last_write,
+            writer,
+            ..
+        } = self.seg.as_mut().expect("a segment is open");
+        let mut failed = None;
+        match (writer, &blk.packet) {
+            (SegmentWriter::Pcapng(n), _) => {
+                if let (Some(ix), Some(p), Some(link)) = (index, &blk.packet, link) {
                     ix.add(n.fo(blk.offset), p.ts_ns(), link, p.data());
                 }
-                let before = seg.info.packets;
-                let last_before = seg.info.last_ns;
+                let before = (info.packets, info.last_ns);
                 if let Some(p) = &blk.packet {
-                    seg.info.packets += 1;
-                    seg.info.first_ns.get_or_insert(p.ts_ns());
-                    seg.info.last_ns = Some(p.ts_ns());
+                    info.packets += 1;
+                    info.first_ns.get_or_insert(p.ts_ns());
+                    info.last_ns = Some(p.ts_ns());
                     add(&self.stats.packets, 1);
                     add(&self.stats.packet_bytes, p.data().len() as u64);
                 }
-                let a = align_down(end);
-                if a == end {
-                    n.cover = Some((a, end, seg.info.packets, seg.info.last_ns));
-                } else if a >= blk.offset && a.wrapping_sub(blk.offset) < u64::from(blk.len) {
-                    n.cover = Some((a, blk.offset, before, last_before));
-                }
+                let after = (info.packets, info.last_ns);
+                n.note_block(blk.offset, end, blk.len, before, after);
             }
-            (Kind::Pcap(_), None) => {}
-            (Kind::Pcap(pc), Some(p)) => {
+            (SegmentWriter::Pcap(_), None) => {}
+            (SegmentWriter::Pcap(pc), Some(p)) => {
                 let (ts, data, orig) = (p.ts_ns(), p.data(), p.orig_len());
-                if let (Some(ix), Some(link)) = (&mut seg.index, link) {
+                if let (Some(ix), Some(link)) = (index, link) {
                     ix.add(pc.len(), ts, link, data);
                 }
-                if let Err(e) = self.pcap_append(ts, data, orig) {
-                    self.fail_segment(e);
-                    add(&self.stats.dropped, 1);
-                }
+                let mut io = SegmentIo {
+                    file,
+                    stage: &mut self.stage,
+                    stats: &self.stats,
+                    info,
+                    last_write,
+                };
+                failed = pc.append(&mut io, ts, data, orig).err();
             }
         }
+        if let Some(e) = failed {
+            self.fail_segment(e);
+            add(&self.stats.dropped, 1);
+        }
         if matches!(
-            self.seg.as_ref().map(|s| &s.kind),
-            Some(Kind::Pcap(_)) | None
+            self.seg.as_ref().map(|s| &s.writer),
+            Some(SegmentWriter::Pcap(_)) | None
         ) {
             // pcap records are copied out of the buffer as they are read.
             self.release = end;
@@ -535,38 +499,12 @@ impl Recorder {
         }
         self.all_direct &= file.direct();
         self.stats.direct.store(file.direct(), Ordering::Relaxed);
-        let kind = match self.opts.format {
+        let writer = match self.opts.format {
             Format::Pcapng => {
-                let s0 = blk.offset;
-                let base = self.file_header.len() as u64;
-                // hdr ≡ s0 (mod ALIGN), with room for a padding block when not already equal.
-                let mut pad = s0.wrapping_sub(base) % ALIGN as u64;
-                if pad != 0 && pad < MIN_BLOCK_LEN as u64 {
-                    pad += ALIGN as u64;
-                }
-                let mut header = self.file_header.clone();
-                let at = header.len();
-                header.resize(at + pad as usize, 0);
-                if pad > 0 {
-                    write_padding(&mut header[at..], ts);
-                }
-                Kind::Ng(NgSegment {
-                    s0,
-                    header,
-                    done: 0,
-                    visible: s0,
-                    cover: None,
-                    safe_packets: 0,
-                    safe_last: None,
-                })
+                SegmentWriter::Pcapng(PcapngSegment::new(blk.offset, &self.file_header, ts))
             }
             Format::Pcap => {
-                let h = self.file_header.len();
-                self.stage.bytes_mut()[..h].copy_from_slice(&self.file_header);
-                Kind::Pcap(PcapSegment {
-                    file_done: 0,
-                    staged: h,
-                })
+                SegmentWriter::Pcap(PcapSegment::new(&mut self.stage, &self.file_header))
             }
         };
         let info = SegmentInfo {
@@ -592,7 +530,7 @@ impl Recorder {
             info,
             drops_at_open: self.upstream_drops(),
             last_write: Instant::now(),
-            kind,
+            writer,
         });
         Ok(())
     }
@@ -600,187 +538,46 @@ impl Recorder {
     /// Writes what is due: aligned runs once a full write is ready, and the padded tail when
     /// the flush interval has passed.
     fn write_ready(&mut self, ring: &Ring<'_>) -> Result<(), RecordError> {
-        let Some(seg) = &self.seg else { return Ok(()) };
+        let Some(seg) = &mut self.seg else {
+            return Ok(());
+        };
         let walked = self.walked.expect("walked");
         let due = seg.last_write.elapsed() >= self.opts.flush_interval;
-        let result = match &seg.kind {
-            Kind::Ng(n) => {
+        let (write_size, ts, flushed) =
+            (self.opts.write_size as u64, self.newest_ns, seg.info.bytes);
+        let (writer, mut io) = seg.split(&mut self.stage, &self.stats);
+        let result = match writer {
+            SegmentWriter::Pcapng(n) => {
                 let end = n.fo(walked);
-                if align_down(end) >= n.done + self.opts.write_size as u64 {
-                    self.ng_write(ring, walked, End::Open)
+                if align_down(end) >= n.done + write_size {
+                    n.write(&mut io, ring, walked, End::Open, ts)
                 } else if due && n.visible != walked {
                     // Pad the tail to the next aligned offset (a padding block needs 32 bytes).
                     let mut to = align_up(end);
                     if to != end && to - end < MIN_BLOCK_LEN as u64 {
                         to += ALIGN as u64;
                     }
-                    self.ng_write(
-                        ring,
-                        walked,
-                        End::Pad {
-                            to,
-                            permanent: false,
-                        },
-                    )
+                    let end = End::Pad {
+                        to,
+                        permanent: false,
+                    };
+                    n.write(&mut io, ring, walked, end, ts)
                 } else {
-                    Ok(())
+                    Ok(None)
                 }
             }
-            Kind::Pcap(p) => {
-                if due && p.len() != seg.info.bytes {
-                    self.pcap_flush(false)
+            SegmentWriter::Pcap(p) => {
+                if due && p.len() != flushed {
+                    p.flush(&mut io, false).map(|()| None)
                 } else {
-                    Ok(())
+                    Ok(None)
                 }
             }
         };
-        if let Err(e) = result {
-            self.fail_segment(e);
+        match result {
+            Ok(release) => self.release = release.unwrap_or(self.release),
+            Err(e) => self.fail_segment(e),
         }
-        Ok(())
-    }
-
-    /// Writes the file bytes of the pcapng segment from its `done` offset up to buffer offset
-    /// `upto` (a record boundary), ending as `end` says, then moves the release point.
-    fn ng_write(&mut self, ring: &Ring<'_>, upto: u64, end: End) -> io::Result<()> {
-        let seg = self.seg.as_mut().expect("open segment");
-        let Kind::Ng(n) = &mut seg.kind else {
-            unreachable!("pcapng segment")
-        };
-        let data_end = n.fo(upto);
-        let hdr_blocks = align_up(n.hdr());
-        let mut writes = 0u64;
-        let mut bytes = 0u64;
-        let staged = Staged {
-            ring,
-            data_end,
-            ts: self.newest_ns,
-        };
-        // 1. The first block(s): header and first records, staged.
-        if n.done < hdr_blocks && data_end >= hdr_blocks {
-            bytes += staged.write(&mut self.stage, &seg.file, n, 0, hdr_blocks, false)?;
-            writes += 1;
-            n.done = hdr_blocks;
-        }
-        // 2. Aligned runs straight from the buffer.
-        let direct_end = align_down(data_end);
-        if n.done >= hdr_blocks && direct_end > n.done {
-            let parts = ring.range(n.ro(n.done), n.ro(direct_end));
-            let parts: Vec<&[u8]> = parts.into_iter().filter(|p| !p.is_empty()).collect();
-            seg.file.write_at(n.done, &parts)?;
-            writes += parts.len() as u64;
-            bytes += direct_end - n.done;
-            n.done = direct_end;
-        }
-        // 3. The tail: padded (to the segment's end, or temporarily to the next aligned
-        // offset), or zero-filled and then cut at the data's end.
-        let (to, pad) = match end {
-            End::Open => (n.done, false),
-            End::Pad { to, .. } => (to, true),
-            End::Cut => (align_up(data_end), false),
-        };
-        if to > n.done {
-            bytes += staged.write(&mut self.stage, &seg.file, n, n.done, to, pad)?;
-            writes += 1;
-        }
-        match end {
-            End::Pad {
-                permanent: true, ..
-            } => n.done = to,
-            End::Cut => seg.file.truncate(data_end)?,
-            _ => {}
-        }
-        if !matches!(end, End::Open) {
-            n.visible = upto;
-        } else if n.done >= hdr_blocks {
-            n.visible = n.visible.max(n.ro(n.done));
-        }
-        add(&self.stats.writes, writes);
-        add(&self.stats.disk_bytes, bytes);
-        seg.last_write = Instant::now();
-        // Give back what is on disk for good.
-        match end {
-            End::Cut
-            | End::Pad {
-                permanent: true, ..
-            } => {
-                self.release = upto;
-                n.safe_packets = seg.info.packets;
-                n.safe_last = seg.info.last_ns;
-            }
-            _ => {
-                if let Some((a, b, packets, last)) = n.cover {
-                    if n.done >= hdr_blocks && a == n.ro(n.done) {
-                        self.release = b;
-                        n.safe_packets = packets;
-                        n.safe_last = last;
-                    }
-                }
-            }
-        }
-        seg.info.bytes = seg.info.bytes.max(n.fo(n.visible));
-        Ok(())
-    }
-
-    /// Appends one packet to the pcap staging buffer, writing it out when full.
-    fn pcap_append(&mut self, ts: u64, data: &[u8], orig: u32) -> io::Result<()> {
-        let seg = self.seg.as_mut().expect("open segment");
-        let Kind::Pcap(p) = &mut seg.kind else {
-            unreachable!("pcap segment")
-        };
-        let rec = 16 + data.len();
-        if p.staged + rec > self.stage.len() {
-            let full = align_down(p.staged as u64) as usize;
-            seg.file
-                .write_at(p.file_done, &[&self.stage.bytes_mut()[..full]])?;
-            add(&self.stats.writes, 1);
-            add(&self.stats.disk_bytes, full as u64);
-            seg.last_write = Instant::now();
-            self.stage.bytes_mut().copy_within(full..p.staged, 0);
-            p.file_done += full as u64;
-            p.staged -= full;
-        }
-        let s = &mut self.stage.bytes_mut()[p.staged..p.staged + rec];
-        s[0..4].copy_from_slice(&((ts / 1_000_000_000) as u32).to_ne_bytes());
-        s[4..8].copy_from_slice(&((ts % 1_000_000_000) as u32).to_ne_bytes());
-        s[8..12].copy_from_slice(&(data.len() as u32).to_ne_bytes());
-        s[12..16].copy_from_slice(&orig.to_ne_bytes());
-        s[16..].copy_from_slice(data);
-        p.staged += rec;
-        seg.info.packets += 1;
-        seg.info.first_ns.get_or_insert(ts);
-        seg.info.last_ns = Some(ts);
-        add(&self.stats.packets, 1);
-        add(&self.stats.packet_bytes, data.len() as u64);
-        Ok(())
-    }
-
-    /// Writes the pcap staging buffer's whole blocks plus its partial last block (zero-filled),
-    /// then cuts the file at its real length. The staging buffer keeps the partial block, which
-    /// is rewritten when more packets follow.
-    fn pcap_flush(&mut self, sync: bool) -> io::Result<()> {
-        let seg = self.seg.as_mut().expect("open segment");
-        let Kind::Pcap(p) = &mut seg.kind else {
-            unreachable!("pcap segment")
-        };
-        let to = align_up(p.staged as u64) as usize;
-        let stage = self.stage.bytes_mut();
-        stage[p.staged..to].fill(0);
-        if to > 0 {
-            seg.file.write_at(p.file_done, &[&stage[..to]])?;
-            add(&self.stats.writes, 1);
-            add(&self.stats.disk_bytes, to as u64);
-        }
-        seg.file.truncate(p.len())?;
-        if sync {
-            seg.file.sync()?;
-        }
-        let full = align_down(p.staged as u64) as usize;
-        stage.copy_within(full..p.staged, 0);
-        p.file_done += full as u64;
-        p.staged -= full;
-        seg.info.bytes = p.len();
-        seg.last_write = Instant::now();
         Ok(())
     }
 
@@ -788,22 +585,30 @@ impl Recorder {
     /// record does not fit (pcapng pads it to its exact size); otherwise it is the last one of
     /// the run and ends at its last record.
     fn close(&mut self, ring: &Ring<'_>, at: u64, full: bool) -> Result<(), RecordError> {
-        let Some(seg) = &self.seg else { return Ok(()) };
-        let result = match seg.kind {
-            Kind::Ng(_) => {
+        let Some(seg) = &mut self.seg else {
+            return Ok(());
+        };
+        let (size, ts) = (self.opts.segment_size, self.newest_ns);
+        let (writer, mut io) = seg.split(&mut self.stage, &self.stats);
+        let written = match writer {
+            SegmentWriter::Pcapng(n) => {
                 let end = if full {
                     End::Pad {
-                        to: self.opts.segment_size,
+                        to: size,
                         permanent: true,
                     }
                 } else {
                     End::Cut
                 };
-                self.ng_write(ring, at, end)
+                n.write(&mut io, ring, at, end, ts)
             }
-            Kind::Pcap(_) => self.pcap_flush(true),
-        }
-        .and_then(|()| self.seg.as_ref().expect("open").file.sync());
+            SegmentWriter::Pcap(p) => p.flush(&mut io, true).map(|()| None),
+        };
+        let (release, result) = match written {
+            Ok(release) => (release, io.file.sync()),
+            Err(e) => (None, Err(e)),
+        };
+        self.release = release.unwrap_or(self.release);
         if let Err(e) = result {
             self.fail_segment(e);
             return Ok(());
@@ -811,7 +616,7 @@ impl Recorder {
         let mut seg = self.seg.take().expect("open segment");
         seg.info.state = SegmentState::Closed;
         seg.info.drops = self.upstream_drops() - seg.drops_at_open;
-        if let Kind::Ng(_) = seg.kind {
+        if let SegmentWriter::Pcapng(_) = seg.writer {
             seg.info.bytes = if full {
                 self.opts.segment_size
             } else {
@@ -839,19 +644,19 @@ impl Recorder {
         let Some(mut seg) = self.seg.take() else {
             return;
         };
-        let (keep_bytes, keep_packets, keep_last) = match &seg.kind {
-            Kind::Ng(n) if n.done >= align_up(n.hdr()) => {
-                let at = if self.release.wrapping_sub(n.s0) as i64 >= 0 {
+        let (keep_bytes, keep_packets, keep_last) = match &seg.writer {
+            SegmentWriter::Pcapng(n) if n.done >= align_up(n.hdr()) => {
+                let at = if self.release.wrapping_sub(n.s0()) as i64 >= 0 {
                     self.release
                 } else {
-                    n.s0
+                    n.s0()
                 };
                 (n.fo(at), n.safe_packets, n.safe_last)
             }
-            Kind::Ng(_) => (0, 0, None),
+            SegmentWriter::Pcapng(_) => (0, 0, None),
             // The staged part is lost; what was written is whole blocks, cut by the scan
             // below at the last whole record.
-            Kind::Pcap(p) => (p.file_done, u64::MAX, None),
+            SegmentWriter::Pcap(p) => (p.file_done, u64::MAX, None),
         };
         let path = self.store.dir().join(&seg.info.file);
         // An index written earlier may cover what is cut now: `weir index` rebuilds it.
@@ -914,9 +719,11 @@ impl Recorder {
         if let Some(seg) = &mut self.seg {
             // The index of the segment being written, up to what is on disk, once the file's
             // first block (which the index's file check hashes) is final.
-            let covered = match &seg.kind {
-                Kind::Ng(n) => (n.done >= HEAD_LEN as u64).then(|| n.fo(n.visible)),
-                Kind::Pcap(p) => (p.file_done >= HEAD_LEN as u64).then_some(seg.info.bytes),
+            let covered = match &seg.writer {
+                SegmentWriter::Pcapng(n) => (n.done >= HEAD_LEN as u64).then(|| n.fo(n.visible)),
+                SegmentWriter::Pcap(p) => {
+                    (p.file_done >= HEAD_LEN as u64).then_some(seg.info.bytes)
+                }
             };
             if let Some(covered) = covered {
                 if let Err(e) = write_index(seg, covered) {
@@ -987,54 +794,4 @@ fn write_index(seg: &mut Segment, covered: u64) -> io::Result<()> {
     std::fs::rename(&tmp, &path)?;
     seg.info.index_bytes = bytes.len() as u64;
     Ok(())
-}
-
-/// The bytes of a pcapng segment that go through the staging buffer: header bytes below
-/// `hdr`, buffer bytes up to `data_end`, then padding blocks or zeros.
-struct Staged<'r, 'a> {
-    ring: &'r Ring<'a>,
-    data_end: u64,
-    ts: u64,
-}
-
-impl Staged<'_, '_> {
-    /// Fills the staging buffer with file bytes `[from, to)` (padding after the data when
-    /// `pad`, zeros otherwise) and writes them at `from`. Returns the bytes written.
-    fn write(
-        &self,
-        stage: &mut AlignedBuf,
-        file: &SegmentFile,
-        n: &NgSegment,
-        from: u64,
-        to: u64,
-        pad: bool,
-    ) -> io::Result<u64> {
-        let len = (to - from) as usize;
-        let out = &mut stage.bytes_mut()[..len];
-        let hdr = n.hdr();
-        let mut f = from;
-        let mut i = 0;
-        if f < hdr {
-            let k = (hdr.min(to) - f) as usize;
-            out[..k].copy_from_slice(&n.header[f as usize..f as usize + k]);
-            f += k as u64;
-            i += k;
-        }
-        let data_end = self.data_end.min(to);
-        if f < data_end {
-            for part in self.ring.range(n.ro(f), n.ro(data_end)) {
-                out[i..i + part.len()].copy_from_slice(part);
-                i += part.len();
-            }
-        }
-        if i < len {
-            if pad {
-                write_padding_run(&mut out[i..], self.ts);
-            } else {
-                out[i..].fill(0);
-            }
-        }
-        file.write_at(from, &[out])?;
-        Ok(len as u64)
-    }
 }
