@@ -9,6 +9,7 @@
 
 mod args;
 mod cmd;
+mod flow_output;
 mod output;
 mod progress;
 mod time;
