@@ -60,9 +60,10 @@ pub fn open_sink_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ExportStats;
     use std::net::{IpAddr, Ipv4Addr, UdpSocket};
     use std::time::Duration;
-    use weir_flows::{Direction, EndReason, FlowKey};
+    use weir_flows::{Direction, EndReason, FlowKey, FlowRecord};
 
     const T0: u64 = 1_795_256_430_000_000_000;
 

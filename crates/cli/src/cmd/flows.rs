@@ -93,8 +93,10 @@ pub struct Args {
     #[arg(long)]
     tos_key: bool,
     /// Hash seed (default: random per run). With one worker, or input in time order, results do
-    /// not depend on it; with several workers and a clock that runs backwards (concatenated
-    /// captures), expiry follows each shard's own clock, so fix the seed for repeatable runs.
+    /// not depend on it; with several workers and a clock that runs backwards inside one file
+    /// (captures concatenated into one), expiry follows each shard's own clock, so fix the seed
+    /// for repeatable runs. (A file that starts before the clock, as in `-r LATER -r EARLIER`,
+    /// ends every flow and restarts the clock: each file is metered as if alone.)
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
     /// Also write every counter of the run as JSON to FILE.
