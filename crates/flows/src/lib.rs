@@ -62,7 +62,7 @@ mod tests;
 pub use frag::FragTable;
 pub use key::{Key, KeyHasher, RawKey};
 pub use live::LiveMeter;
-pub use meter::{Config, Finished, Meter, MeterStats, RecordSink, Shards};
+pub use meter::{Config, Finished, Meter, MeterStats, RangeFeed, RecordSink, Shards, RANGE_BYTES};
 pub use prepare::{Prepared, Preparer};
 pub use record::{Direction, EndReason, FlowKey, FlowRecord};
 pub use route::{Routed, Router};

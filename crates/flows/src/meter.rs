@@ -453,6 +453,51 @@ impl Shards<'_> {
     }
 }
 
+/// Bytes of a file per range when a file is read on several threads for a driven meter: 8 MiB
+/// ranges hold ≈ 27 k packets of the bench trace, whose prepared packets (1.7 MB) stay in the
+/// reading core's 2 MiB L2 cache until they are metered (`bench/flows_vs_peers.py`).
+pub const RANGE_BYTES: u64 = 8 << 20;
+
+/// What the threads reading one file in ranges need to meter it with a driven meter
+/// ([`Meter::range_feed`]): each thread prepares and routes a range's packets into a
+/// [`Router`] of its own ([`new_range`](Self::new_range), [`push`](Self::push)), splits it into
+/// one batch per shard ([`split`](Self::split)), and each shard's batches are then
+/// [`run`](Self::run) in file order, one thread at a time per shard, by whichever thread finds
+/// the shard free. `Sync`: share it between the threads.
+pub struct RangeFeed<'a> {
+    preparer: Preparer,
+    template: Router,
+    shards: Shards<'a>,
+}
+
+impl RangeFeed<'_> {
+    /// Shards, the batches each range is split into.
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// An empty router for one range (its batches have room for a whole range).
+    pub fn new_range(&self) -> Router {
+        self.template.empty_like()
+    }
+
+    /// Prepares one frame and routes it into `range`.
+    #[inline]
+    pub fn push(&self, range: &mut Router, link: LinkType, ts_ns: u64, frame: &[u8]) {
+        range.push(self.preparer.prepare(link, ts_ns, frame));
+    }
+
+    /// The range's batches, one per shard in shard order.
+    pub fn split(range: Router) -> Vec<Vec<Prepared>> {
+        range.into_routed().into_batches()
+    }
+
+    /// Meters `batch`, shard `shard`'s part of a range ([`Shards::run`]).
+    pub fn run(&self, shard: usize, batch: Vec<Prepared>) {
+        self.shards.run(shard, batch);
+    }
+}
+
 impl<S: RecordSink> Meter<S> {
     /// A meter sending records to `sink`: with `cfg.workers > 1` it starts one worker thread per
     /// shard and the exporter thread; with one shard everything runs on the caller's thread.
@@ -571,6 +616,19 @@ impl<S: RecordSink> Meter<S> {
             }
             _ => None,
         }
+    }
+
+    /// The feed for threads that read a file in ranges of about `range_bytes` (a meter made by
+    /// [`driven`](Self::driven); `None` otherwise): see [`RangeFeed`].
+    pub fn range_feed(&mut self, range_bytes: u64) -> Option<RangeFeed<'_>> {
+        let preparer = self.preparer.clone();
+        // room for a range of 64-byte records in every shard's batch: no regrowing
+        let template = self.router().reserving(range_bytes as usize / 64);
+        Some(RangeFeed {
+            preparer,
+            template,
+            shards: self.driven_shards()?,
+        })
     }
 
     /// Meters one frame of link type `link` captured at `ts_ns`: [`Preparer::prepare`] then

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use weir_export::{Fanout, DEFAULT_COLLECTOR};
-use weir_flows::{Config, LiveMeter, Meter};
+use weir_flows::{Config, LiveMeter, Meter, RangeFeed, Router, RANGE_BYTES};
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
 use super::input::{for_each_packet, Filters, Visitor};
@@ -287,18 +287,13 @@ fn run_live(args: &Args, cfg: &Config, sinks: Fanout, stats: Option<StatsFile>) 
     Ok(Status::Clean)
 }
 
-/// Bytes per range of [`meter_in_parallel`]: 8 MiB ranges hold ≈ 27 k packets of the bench
-/// trace, whose prepared packets (1.7 MB) stay in the reading core's 2 MiB L2 cache until they
-/// are metered (`bench/flows_vs_peers.py`).
-const RANGE_BYTES: u64 = 8 << 20;
 /// Ranges read ahead of the slowest shard: what bounds the batches in flight.
 const LOOKAHEAD: usize = 4;
 
 /// Meters one large classic pcap file with every core ([`ordered::run_lanes`]): each thread
-/// reads a range, filters and prepares its packets ([`Preparer`](weir_flows::Preparer),
-/// stateless), routes them to the shards ([`Router`](weir_flows::Router)), then meters each
-/// shard's batch itself when that shard is free and the batch is next in file order
-/// ([`Shards`](weir_flows::Shards)), so the records are exactly those of the sequential path.
+/// reads a range, filters, prepares and routes its packets, then meters each shard's batch
+/// itself when that shard is free and the batch is next in file order ([`RangeFeed`]), so the
+/// records are exactly those of the sequential path.
 fn meter_in_parallel(
     plan: ordered::Plan,
     filters: &mut Filters,
@@ -309,27 +304,19 @@ fn meter_in_parallel(
     } else {
         Some(filters.for_interface(&plan.interfaces[0])?.clone())
     };
-    let preparer = m.meter.preparer().clone();
-    // room for a range of 64-byte records in every shard's batch: no regrowing
-    let template = m.meter.router().reserving(RANGE_BYTES as usize / 64);
-    let shards = m
+    let feed = m
         .meter
-        .driven_shards()
+        .range_feed(RANGE_BYTES)
         .context("the meter's shards run on the reading threads")?;
     let outcome = ordered::run_lanes(
         plan,
         filter.as_ref(),
-        (4096, shards.len()),
+        (4096, feed.shards()),
         (
-            || template.empty_like(),
-            |r: &mut weir_flows::Router, p: &Packet<'_>| {
-                r.push(preparer.prepare(p.link, p.meta.ts_ns, p.data));
-            },
+            || feed.new_range(),
+            |r: &mut Router, p: &Packet<'_>| feed.push(r, p.link, p.meta.ts_ns, p.data),
         ),
-        (
-            |r: weir_flows::Router| r.into_routed().into_batches(),
-            |s, batch| shards.run(s, batch),
-        ),
+        (RangeFeed::split, |s, batch| feed.run(s, batch)),
     )?;
     m.read += outcome.packets;
     if let Some(e) = &outcome.damage {
