@@ -104,7 +104,7 @@ mod reader;
 mod sync;
 mod writer;
 
-pub use mem::{PageKind, Prefault};
+pub use mem::{advise_huge_pages, populate_for_writes, PageKind, Prefault};
 pub use pcapng::Record;
 pub use reader::{Batch, Block, Blocks, Reader, Records};
 pub use writer::{Dropped, Pending, Writer};

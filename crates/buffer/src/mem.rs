@@ -5,6 +5,9 @@
 //! anonymous mapping advised with `MADV_HUGEPAGE` so transparent huge pages may back it, and
 //! failing that too, plain 4 KiB pages. [`PageKind`] says which one the buffer got, so the CLI can
 //! say so. Pages are touched once at creation (optional) so capture never takes a page fault.
+//!
+//! The two memory hints are also public, for other large allocations on the packet path (the
+//! flow meter's tables and batches): [`populate_for_writes`] and [`advise_huge_pages`].
 
 use std::io;
 use std::ptr::NonNull;
@@ -34,6 +37,68 @@ impl PageKind {
 
 /// `MADV_POPULATE_WRITE` (Linux 5.14), spelled out for libc versions that lack it.
 const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Makes the pages of `len` bytes at `addr` present and writable now, keeping their contents
+/// (`madvise(MADV_POPULATE_WRITE)`, the one place it is written); false when the kernel refused
+/// (before Linux 5.14, or `addr` not page-aligned), and the pages are then faulted in on first
+/// use as before.
+///
+/// # Safety
+///
+/// `addr..addr + len` must lie inside one read-write mapping that the caller owns and that stays
+/// mapped during the call. (The advice faults pages in as writes would, without changing what
+/// they hold, so other threads may use the bytes meanwhile.)
+unsafe fn populate_write(addr: *mut u8, len: usize) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: the caller's promise; the advice changes how the kernel backs the pages, never
+        // their contents or validity.
+        unsafe { libc::madvise(addr.cast(), len, MADV_POPULATE_WRITE) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (addr, len);
+        false
+    }
+}
+
+/// Makes the whole pages of `buf` present and writable now, keeping their contents.
+///
+/// Freshly allocated zeroed memory is mapped lazily: a read maps the shared zero page, and the
+/// first write to it then takes a copy-on-write fault whose TLB flush interrupts every other
+/// core running the process. A table read (lookups) before it is written (inserts) pays that
+/// fault per page; this pays it once, up front, in one system call. A hint: false when the
+/// kernel lacks the advice (Linux < 5.14) or no whole page lies inside `buf`, and memory then
+/// behaves as before, only slower.
+pub fn populate_for_writes<T: Copy>(buf: &mut [T]) -> bool {
+    const PAGE: usize = 4096;
+    let (ptr, bytes) = (buf.as_mut_ptr() as usize, std::mem::size_of_val(buf));
+    let start = ptr.next_multiple_of(PAGE);
+    let end = (ptr + bytes) / PAGE * PAGE;
+    // SAFETY: `start..end` are whole pages inside `buf`, memory this caller borrows mutably (so
+    // owns for the call) and that is mapped read-write.
+    end > start && unsafe { populate_write(start as *mut u8, end - start) }
+}
+
+/// Asks the kernel to back the 2 MiB-aligned part of `bytes` bytes at `ptr` with transparent
+/// huge pages (`MADV_HUGEPAGE`): memory filled front to back then costs one page fault per
+/// 2 MiB instead of one per 4 KiB. A hint: nothing happens where transparent huge pages are
+/// off, or when no whole 2 MiB lies inside.
+pub fn advise_huge_pages<T>(buf: *const T, bytes: usize) {
+    let start = (buf as usize).next_multiple_of(HUGE_PAGE);
+    let end = (buf as usize + bytes) / HUGE_PAGE * HUGE_PAGE;
+    #[cfg(target_os = "linux")]
+    if end > start {
+        // SAFETY: MADV_HUGEPAGE changes how the kernel backs the pages of a range, never their
+        // contents or validity; on a range that is not (wholly) mapped, or not the caller's,
+        // the kernel answers an error, which is ignored as befits a hint (and changes nothing).
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, end);
+}
 
 /// Size of the huge pages `MAP_HUGETLB` hands out by default on x86-64 and arm64.
 const HUGE_PAGE: usize = 2 << 20;
@@ -120,17 +185,10 @@ impl Region {
                         while from < len && !flag.load(std::sync::atomic::Ordering::Relaxed) {
                             let to = (from + SLICE).min(len);
                             // SAFETY: `from..to` lies inside the mapping, which `Region::drop`
-                            // unmaps only after joining this thread; MADV_POPULATE_WRITE faults
-                            // pages in without changing what they hold, so writers and readers
-                            // using the bytes meanwhile see no difference.
-                            let rc = unsafe {
-                                libc::madvise(
-                                    (base + from) as *mut libc::c_void,
-                                    to - from,
-                                    MADV_POPULATE_WRITE,
-                                )
-                            };
-                            if rc != 0 {
+                            // unmaps only after joining this thread; populating faults pages in
+                            // without changing what they hold, so writers and readers using the
+                            // bytes meanwhile see no difference.
+                            if !unsafe { populate_write((base + from) as *mut u8, to - from) } {
                                 return;
                             }
                             from = to;
@@ -158,16 +216,9 @@ impl Region {
         let base = self.ptr.as_ptr() as usize;
         let touch = |from: usize, to: usize| {
             // SAFETY: `from..to` lies inside the mapping, which nobody else sees yet and which
-            // outlives the scope below; MADV_POPULATE_WRITE only faults pages in (as writes
-            // would), never changing their contents.
-            let rc = unsafe {
-                libc::madvise(
-                    (base + from) as *mut libc::c_void,
-                    to - from,
-                    MADV_POPULATE_WRITE,
-                )
-            };
-            if rc != 0 {
+            // outlives the scope below; populating only faults pages in (as writes would),
+            // never changing their contents.
+            if !unsafe { populate_write((base + from) as *mut u8, to - from) } {
                 for off in (from..to).step_by(step) {
                     // SAFETY: `off < len`, inside the mapping, which nobody else sees yet; the
                     // slices of the threads do not overlap.

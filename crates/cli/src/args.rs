@@ -239,6 +239,56 @@ pub fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(256))
 }
 
+/// NetFlow-family format of `weir flows --export` and `weir record --flow-export`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowFormat {
+    /// NetFlow v5 (IPv4 only: IPv6 flows are counted and skipped).
+    V5,
+    /// NetFlow v9 (RFC 3954), IPv4 and IPv6 templates.
+    V9,
+    /// IPFIX (RFC 7011); with --biflow, RFC 5103 bidirectional records.
+    Ipfix,
+}
+
+/// Flow options of `weir record --flows`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FlowArgs {
+    /// With --flows: export NetFlow/IPFIX to TARGET (as `weir flows --export`).
+    #[arg(long = "flow-export", value_name = "TARGET", num_args = 0..=1, default_missing_value = weir_export::DEFAULT_COLLECTOR)]
+    pub flow_export: Option<String>,
+    /// With --flows: format of --flow-export.
+    #[arg(long = "flow-format", value_enum, default_value_t = FlowFormat::Ipfix)]
+    pub flow_format: FlowFormat,
+    /// With --flows: write JSON lines to OUT (the default output is a file in the store:
+    /// DIR/flows.json).
+    #[arg(long = "flow-json", value_name = "OUT")]
+    pub flow_json: Option<PathBuf>,
+    /// With --flows: idle timeout in seconds.
+    #[arg(long = "flow-idle-timeout", value_name = "S", default_value_t = 30.0,
+          value_parser = seconds,
+          allow_negative_numbers = true)]
+    pub flow_idle_timeout: f64,
+    /// With --flows: active timeout in seconds.
+    #[arg(
+        long = "flow-active-timeout",
+        value_name = "S",
+        default_value_t = 120.0,
+        value_parser = seconds,
+          allow_negative_numbers = true)]
+    pub flow_active_timeout: f64,
+}
+
+impl FlowArgs {
+    /// The ids and flags of these options, for "given without --flows" checks.
+    pub const IDS: &'static [(&'static str, &'static str)] = &[
+        ("flow_export", "--flow-export"),
+        ("flow_format", "--flow-format"),
+        ("flow_json", "--flow-json"),
+        ("flow_idle_timeout", "--flow-idle-timeout"),
+        ("flow_active_timeout", "--flow-active-timeout"),
+    ];
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ mod args;
 mod cmd;
 mod input;
 mod lines;
+mod flow_output;
 mod output;
 mod progress;
 mod time;

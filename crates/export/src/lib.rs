@@ -3,7 +3,8 @@
 //! lines / CSV text.
 //!
 //! The flow meter (`weir-flows`) hands finished [`FlowRecord`](weir_flows::FlowRecord)s to a
-//! [`FlowSink`] opened with [`open_sink`]. NetFlow sinks batch records into datagrams like ffProbe:
+//! [`FlowSink`] opened with [`open_sink`], or to several at once through a [`Fanout`] (the
+//! meter's [`RecordSink`](weir_flows::RecordSink)). NetFlow sinks batch records into datagrams like ffProbe:
 //! a datagram goes out when the next record no longer fits, or when [`FlowSink::tick`] sees that
 //! the oldest record in it has waited longer than the queue timeout (1 s of packet time by
 //! default, see [`ExportOptions`]).
@@ -30,7 +31,10 @@
 
 mod clock;
 mod error;
+mod fanout;
 mod ipfix;
+mod netflow;
+mod open;
 mod packer;
 mod sets;
 mod sink;
@@ -43,7 +47,8 @@ mod v5;
 mod v9;
 
 pub use error::ExportError;
-pub use sink::{
-    open_sink, open_sink_with, ExportOptions, ExportStats, FlowSink, NetflowFormat, SinkSpec,
-};
+pub use fanout::{Fanout, FanoutTotals, SinkError};
+pub use netflow::{ExportOptions, NetflowFormat};
+pub use open::{open_sink, open_sink_with, SinkSpec};
+pub use sink::{ExportStats, FlowSink};
 pub use target::{Target, DEFAULT_COLLECTOR};

@@ -9,7 +9,8 @@ use std::io::{BufWriter, Write};
 use std::net::{SocketAddr, UdpSocket};
 
 use crate::packer::Datagram;
-use crate::{ExportError, ExportStats, Target};
+use crate::sink::ExportStats;
+use crate::{ExportError, Target};
 
 /// How datagrams are delimited in a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

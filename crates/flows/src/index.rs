@@ -27,8 +27,8 @@ impl Index {
         let n = (capacity as usize * 4).div_ceil(3).max(8);
         let mut buckets = vec![0u32; n].into_boxed_slice();
         // lookups read buckets before inserts write them: make them writable now
-        crate::memory::advise_huge_pages(buckets.as_ptr(), n * std::mem::size_of::<u32>());
-        crate::memory::populate_for_writes(&mut buckets);
+        weir_buffer::advise_huge_pages(buckets.as_ptr(), n * std::mem::size_of::<u32>());
+        weir_buffer::populate_for_writes(&mut buckets);
         Index { buckets }
     }
 

@@ -1,13 +1,15 @@
-//! weir's flow meter: a flow cache sharded over worker threads, with idle, active, TCP FIN/RST
-//! and eviction expiry in packet time, producing [`FlowRecord`]s for the exporters.
+//! weir's flow meter: a flow cache sharded by address, with idle, active, TCP FIN/RST and
+//! eviction expiry in packet time, producing [`FlowRecord`]s for the exporters.
 //!
 //! * [`Meter`] is the whole pipeline (a reader stage on the caller's thread or on range
-//!   threads, one worker per shard, one exporter thread owning the [`RecordSink`]); [`Config`]
-//!   its settings.
-//! * [`Shard`] is one shard of the table: a preallocated slab of 120-byte entries (both
+//!   threads, the shards, one exporter thread owning the [`RecordSink`]); [`Config`] its
+//!   settings. Each shard is a state machine of its own (counters, fragment table, flow table,
+//!   expiry rules) with time passed in; the meter schedules them: inline, one worker thread
+//!   each, or run by the caller's threads ([`Meter::driven`], [`Shards`]).
+//! * [`FlowTable`] is one shard's flow table: a preallocated slab of 120-byte entries (both
 //!   directions of a flow in one entry), a 4/3-sized hash index of `u32` buckets, and intrusive
 //!   lists that make every expiry O(1). At full capacity a flow costs 125.3 bytes
-//!   ([`Shard::bytes_per_flow`]).
+//!   ([`FlowTable::bytes_per_flow`]).
 //! * [`Key`] is the canonical 40-byte key (both directions equal) and [`KeyHasher`] its per-run
 //!   seeded hash, which is symmetric because it hashes the canonical key.
 //! * [`Preparer`] turns a frame into a [`Prepared`] packet (key, hash, counters' inputs) with no
@@ -16,6 +18,8 @@
 //!   (fragment attribution through the shard's [`FragTable`], counters, table, expiry);
 //!   [`Meter::packet`] does both. A [`Router`] sorts prepared packets by shard (by addresses, so
 //!   fragments meet their flow) on any thread, for [`Meter::feed`].
+//! * [`LiveMeter`] runs a meter on its own thread over the live packet buffer
+//!   (`weir_buffer::Reader`), expiring flows on the wall clock it is given when traffic pauses.
 //!
 //! ```
 //! use weir_flows::{Config, Meter};
@@ -39,26 +43,27 @@
 //! assert_eq!((r.forward.packets, r.reverse.packets, r.forward.bytes), (1, 1, 32));
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
-pub mod extract;
+pub mod frag;
 pub mod index;
 pub mod key;
-mod lane;
-mod memory;
+pub mod live;
 pub mod meter;
 pub mod prepare;
 pub mod record;
 pub mod route;
-pub mod shard;
-mod step;
+mod shard;
+pub mod table;
 
 #[cfg(test)]
 mod tests;
 
-pub use extract::FragTable;
+pub use frag::FragTable;
 pub use key::{Key, KeyHasher, RawKey};
-pub use meter::{Config, Finished, Lanes, Meter, MeterStats, RecordSink};
+pub use live::LiveMeter;
+pub use meter::{Config, Finished, Meter, MeterStats, RangeFeed, RecordSink, Shards, RANGE_BYTES};
 pub use prepare::{Prepared, Preparer};
 pub use record::{Direction, EndReason, FlowKey, FlowRecord};
 pub use route::{Routed, Router};
-pub use shard::{Shard, ShardConfig, ShardStats};
+pub use table::{FlowTable, TableConfig, TableStats};

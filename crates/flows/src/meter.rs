@@ -1,33 +1,45 @@
 //! The metering pipeline, ffProbe's design: a reader stage prepares packets and routes them to N
-//! shards of the flow table, each a lane (a step: counters, fragment table, [`Shard`];
-//! plus its expiry rules), and one exporter thread owns the [`RecordSink`].
+//! shards of the flow table (each a state machine of its own: counters, fragment table, flow
+//! table, expiry rules; time passed in), and one exporter thread owns the [`RecordSink`].
 //!
 //! ```text
-//!  reader ──prepare, route (Router)──batches of Prepared──▶ lane k (Step k) ──records──┐
-//!                ▲                    + a clock mark per second      │                 ▼
-//!                └────────── empty batches recycled ◀────────────────┘     exporter (sink)
+//!  reader ──prepare, route (Router)──batches of Prepared──▶ shard k ──records──┐
+//!                ▲                    + a clock mark per second   │            ▼
+//!                └────────── empty batches recycled ◀─────────────┘   exporter (sink)
 //! ```
 //!
-//! Three ways to run the lanes:
-//! * **inline** (one shard): everything on the caller's thread, records straight into the sink;
-//! * **threaded** (N shards): one worker thread per lane fed by bounded crossbeam channels of
-//!   whole batches (a channel operation costs a fraction of a nanosecond per packet; a full
-//!   channel blocks the reader, so offline nothing is ever dropped);
-//! * **driven** ([`Config::driven`], 1 or N shards): no worker threads; the caller's threads
-//!   run the lanes themselves through [`Lanes`], each lane behind a mutex taken once per batch.
-//!   Reading a file on every core, a thread that has prepared a range meters its batches while
-//!   they are still in its cache, and no core sits idle waiting for a worker.
+//! The shards are what `--workers` counts: parts of the table, each metered in packet order by
+//! one thread at a time. Which threads run them is this module's choice, one of three:
+//! * **inline** (one shard, [`Meter::new`]): everything on the caller's thread, records
+//!   straight into the sink;
+//! * **threaded** (N shards, [`Meter::new`]): one worker thread per shard fed by bounded
+//!   crossbeam channels of whole batches (a channel operation costs a fraction of a nanosecond
+//!   per packet; a full channel blocks the reader, so offline nothing is ever dropped);
+//! * **driven** (1 or N shards, [`Meter::driven`]): no worker threads; the caller's threads
+//!   run the shards themselves through [`Shards`], each shard behind a mutex taken once per
+//!   batch. Reading a file on every core, a thread that has prepared a range meters its batches
+//!   while they are still in its cache, and no core sits idle waiting for a worker.
 //!
 //! The reader stage is the caller's thread, one packet at a time ([`Meter::packet`],
 //! [`Meter::packet_prepared`]), or several threads that each prepare and route a whole range of
 //! a file ([`Meter::router`]) and hand it over in file order ([`Meter::feed`]) or run it
-//! ([`Lanes::run`]). Packets go to shards by their addresses ([`KeyHasher::route`]), so both
+//! ([`Shards::run`]). Packets go to shards by their addresses ([`KeyHasher::route`]), so both
 //! directions of a flow and every fragment of a datagram meet in one shard and each shard keeps
 //! its own fragment table: everything stateful is per shard, no lock is taken per packet.
 //!
-//! Time is packet time: each lane's clock is the latest packet time it saw, and the router
+//! Time is packet time: each shard's clock is the latest packet time it saw, and the router
 //! puts a clock mark into every shard's batch once per second of packet time, so a shard that
-//! receives no packets still expires its flows (at most one second late).
+//! receives no packets still expires its flows (at most one second late). A live caller passes
+//! the wall clock in with [`Meter::tick`] when traffic pauses; nothing here reads a clock.
+//!
+//! Several inputs one after the other (`-r a.pcap -r b.pcap`) are one run, and a clock that
+//! runs backwards from one input to the next would leave each shard expiring the new input's
+//! flows by the old input's clock (as due, at once, and differently in each shard). So when a
+//! new input starts before the current clock ([`Meter::new_input`]), every shard ends its
+//! flows as at the end of input (what is due at the old clock expires, the rest is ended as
+//! [`EndReason::ForcedEnd`]), forgets its fragments and restarts its clock at the new input's
+//! first packet: the records are those of metering each input alone, for any shard count. An
+//! input that starts at or after the clock simply continues the run (flows may span it).
 
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -35,14 +47,13 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use weir_decode::LinkType;
 
-use crate::extract::FragTable;
+use crate::frag::FragTable;
 use crate::key::KeyHasher;
-use crate::lane::{Emit, Lane, RECORD_BATCH};
 use crate::prepare::{Prepared, Preparer};
 use crate::record::{EndReason, FlowRecord};
 use crate::route::{Pool, Routed, Router};
-use crate::shard::{Shard, ShardConfig};
-use crate::step::Step;
+use crate::shard::{Emit, Shard, RECORD_BATCH};
+use crate::table::{FlowTable, TableConfig};
 
 /// Packets per batch handed to a worker.
 pub const BATCH: usize = 256;
@@ -61,7 +72,9 @@ pub struct Config {
     /// Most flows held at once, over all shards; each shard holds `max_flows / workers`
     /// (rounded up) and evicts its least recently seen flow beyond that (default 1 000 000).
     pub max_flows: u64,
-    /// Worker threads (shards); 1 runs inline on the caller's thread.
+    /// Shards of the flow table (`--workers`): parts of the table, each metered in order by
+    /// one thread at a time. [`Meter::new`] gives each its own worker thread (1: inline on the
+    /// caller's thread); [`Meter::driven`] lets the caller's threads run them.
     pub workers: usize,
     /// Put the IP TOS / traffic class in the flow key (ffProbe does; nProbe does not).
     pub tos_key: bool,
@@ -71,13 +84,10 @@ pub struct Config {
     pub min_tcp_bytes: u64,
     /// Hash seed; `None` draws a random one per run.
     pub seed: Option<u64>,
-    /// Most fragmented datagrams remembered at once (split over the workers).
+    /// Most fragmented datagrams remembered at once (split over the shards).
     pub frag_capacity: usize,
     /// How long a first fragment's ports are remembered (default 30 s, Linux's `ipfrag_time`).
     pub frag_timeout_ns: u64,
-    /// The caller's threads run the shards ([`Meter::lanes`]) instead of one worker thread
-    /// each (and with one shard, too, the records go through the exporter thread).
-    pub driven: bool,
 }
 
 impl Default for Config {
@@ -94,7 +104,6 @@ impl Default for Config {
             seed: None,
             frag_capacity: 65_536,
             frag_timeout_ns: 30_000_000_000,
-            driven: false,
         }
     }
 }
@@ -169,8 +178,8 @@ pub struct MeterStats {
 }
 
 impl MeterStats {
-    fn add_step(&mut self, st: &Step) {
-        let (c, s) = (&st.counts, &st.shard.stats());
+    fn add_shard(&mut self, st: &Shard) {
+        let (c, s) = (&st.counts, &st.table.stats());
         self.packets += c.packets;
         self.metered += c.metered;
         self.non_ip += c.non_ip;
@@ -187,8 +196,8 @@ impl MeterStats {
         self.forced_ended += s.ended[EndReason::ForcedEnd as usize];
         self.evicted += s.ended[EndReason::LackOfResources as usize];
         self.below_min_bytes += s.below_min_bytes;
-        self.capacity += u64::from(st.shard.capacity());
-        self.bytes_per_flow = st.shard.bytes_per_flow();
+        self.capacity += u64::from(st.table.capacity());
+        self.bytes_per_flow = st.table.bytes_per_flow();
     }
 }
 
@@ -217,12 +226,12 @@ enum Stage<S: RecordSink> {
     Inline(Box<Inline<S>>),
     /// One worker thread per shard.
     Threaded(Threaded<S>),
-    /// Shards run by the caller's threads ([`Meter::lanes`]).
+    /// Shards run by the caller's threads ([`Meter::driven_shards`]).
     Driven(Driven<S>),
 }
 
 struct Inline<S: RecordSink> {
-    lane: Lane,
+    shard: Shard,
     sink: ToSink<S>,
 }
 
@@ -331,10 +340,18 @@ fn finished<S: RecordSink>(to: ToSink<S>, stats: &mut MeterStats) -> Finished<S>
     }
 }
 
+/// What a worker thread is handed.
+enum Work {
+    /// Packets (and clock marks) routed to its shard, in order.
+    Batch(Vec<Prepared>),
+    /// A new input starts before the clock ([`Shard::restart`]).
+    Restart { end: u64, start: u64 },
+}
+
 struct Threaded<S: RecordSink> {
-    txs: Vec<Sender<Vec<Prepared>>>,
+    txs: Vec<Sender<Work>>,
     router: Router,
-    workers: Vec<JoinHandle<Lane>>,
+    workers: Vec<JoinHandle<Shard>>,
     exporter: Exporter<S>,
 }
 
@@ -343,7 +360,7 @@ impl<S: RecordSink> Threaded<S> {
     fn send(&mut self, s: usize) {
         let batch = self.router.take_one(s);
         // a worker only hangs up by panicking, which `finish` reports
-        let _ = self.txs[s].send(batch);
+        let _ = self.txs[s].send(Work::Batch(batch));
     }
 
     fn send_all(&mut self) {
@@ -355,66 +372,73 @@ impl<S: RecordSink> Threaded<S> {
     }
 }
 
-fn worker(
-    mut lane: Lane,
-    rx: Receiver<Vec<Prepared>>,
-    recycle: Pool,
-    exp: Sender<Exported>,
-) -> Lane {
+fn worker(mut shard: Shard, rx: Receiver<Work>, recycle: Pool, exp: Sender<Exported>) -> Shard {
     let mut emit = ToExporter(&exp);
-    for batch in rx {
-        lane.run(&batch, &mut emit);
-        recycle.put(batch);
+    for work in rx {
+        match work {
+            Work::Batch(batch) => {
+                shard.run(&batch, &mut emit);
+                recycle.put(batch);
+            }
+            Work::Restart { end, start } => shard.restart(end, start, &mut emit),
+        }
     }
-    lane.flush(&mut emit);
-    lane
+    shard.flush(&mut emit);
+    shard
 }
 
 struct Driven<S: RecordSink> {
-    lanes: Vec<Mutex<Lane>>,
+    shards: Vec<Mutex<Shard>>,
     /// For packets handed over one at a time.
     router: Router,
     exporter: Exporter<S>,
 }
 
 impl<S: RecordSink> Driven<S> {
-    fn lanes<'a>(&'a self, pool: &'a Pool) -> Lanes<'a> {
-        Lanes {
-            lanes: &self.lanes,
+    fn shards<'a>(&'a self, pool: &'a Pool) -> Shards<'a> {
+        Shards {
+            shards: &self.shards,
             pool,
             exporter: &self.exporter.tx,
         }
     }
 
     fn run_all(&mut self, pool: &Pool) {
-        for s in 0..self.lanes.len() {
+        for s in 0..self.shards.len() {
             if self.router.batch_len(s) > 0 {
                 let batch = self.router.take_one(s);
-                self.lanes(pool).run(s, batch);
+                self.shards(pool).run(s, batch);
             }
+        }
+    }
+
+    /// Every shard, locked in turn.
+    fn each(&self, mut f: impl FnMut(&mut Shard)) {
+        for shard in &self.shards {
+            f(&mut shard.lock().unwrap_or_else(|e| e.into_inner()));
         }
     }
 }
 
-/// The shards of a meter whose [`Config::driven`] is set, for the caller's own threads to run:
-/// a thread that has prepared and routed a range of packets ([`Meter::router`]) meters each
+/// The shards of a meter made by [`Meter::driven`], for the caller's own threads to run: a
+/// thread that has prepared and routed a range of packets ([`Meter::router`]) meters each
 /// shard's batch itself, while it is still in its cache, when that shard is free and the
 /// batch is next in packet order. `Sync`: share it between the threads.
-pub struct Lanes<'a> {
-    lanes: &'a [Mutex<Lane>],
+pub struct Shards<'a> {
+    shards: &'a [Mutex<Shard>],
     pool: &'a Pool,
     exporter: &'a Sender<Exported>,
 }
 
-impl Lanes<'_> {
+impl Shards<'_> {
     /// Shards.
     pub fn len(&self) -> usize {
-        self.lanes.len()
+        self.shards.len()
     }
 
     /// Always false: a meter has at least one shard.
     pub fn is_empty(&self) -> bool {
-        self.lanes.is_empty()
+        self.shards.is_empty()
     }
 
     /// Meters `batch`, the packets of one range routed to shard `shard` by a router of this
@@ -422,43 +446,99 @@ impl Lanes<'_> {
     /// is locked meanwhile, so a second thread would wait); different shards run in parallel.
     pub fn run(&self, shard: usize, batch: Vec<Prepared>) {
         {
-            let mut lane = self.lanes[shard].lock().unwrap_or_else(|e| e.into_inner());
-            lane.run(&batch, &mut ToExporter(self.exporter));
+            let mut s = self.shards[shard].lock().unwrap_or_else(|e| e.into_inner());
+            s.run(&batch, &mut ToExporter(self.exporter));
         }
         self.pool.put(batch);
     }
 }
 
+/// Bytes of a file per range when a file is read on several threads for a driven meter: 8 MiB
+/// ranges hold ≈ 27 k packets of the bench trace, whose prepared packets (1.7 MB) stay in the
+/// reading core's 2 MiB L2 cache until they are metered (`bench/flows_vs_peers.py`).
+pub const RANGE_BYTES: u64 = 8 << 20;
+
+/// What the threads reading one file in ranges need to meter it with a driven meter
+/// ([`Meter::range_feed`]): each thread prepares and routes a range's packets into a
+/// [`Router`] of its own ([`new_range`](Self::new_range), [`push`](Self::push)), splits it into
+/// one batch per shard ([`split`](Self::split)), and each shard's batches are then
+/// [`run`](Self::run) in file order, one thread at a time per shard, by whichever thread finds
+/// the shard free. `Sync`: share it between the threads.
+pub struct RangeFeed<'a> {
+    preparer: Preparer,
+    template: Router,
+    shards: Shards<'a>,
+}
+
+impl RangeFeed<'_> {
+    /// Shards, the batches each range is split into.
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// An empty router for one range (its batches have room for a whole range).
+    pub fn new_range(&self) -> Router {
+        self.template.empty_like()
+    }
+
+    /// Prepares one frame and routes it into `range`.
+    #[inline]
+    pub fn push(&self, range: &mut Router, link: LinkType, ts_ns: u64, frame: &[u8]) {
+        range.push(self.preparer.prepare(link, ts_ns, frame));
+    }
+
+    /// The range's batches, one per shard in shard order.
+    pub fn split(range: Router) -> Vec<Vec<Prepared>> {
+        range.into_routed().into_batches()
+    }
+
+    /// Meters `batch`, shard `shard`'s part of a range ([`Shards::run`]).
+    pub fn run(&self, shard: usize, batch: Vec<Prepared>) {
+        self.shards.run(shard, batch);
+    }
+}
+
 impl<S: RecordSink> Meter<S> {
-    /// A meter sending records to `sink`; with `cfg.workers > 1` (and not `cfg.driven`) it
-    /// starts the worker threads, and with either it starts the exporter thread.
+    /// A meter sending records to `sink`: with `cfg.workers > 1` it starts one worker thread per
+    /// shard and the exporter thread; with one shard everything runs on the caller's thread.
     pub fn new(cfg: &Config, sink: S) -> Meter<S> {
+        Meter::build(cfg, sink, false)
+    }
+
+    /// A meter whose `cfg.workers` shards are run by the caller's threads
+    /// ([`driven_shards`](Self::driven_shards)), not by threads of their own; it starts the
+    /// exporter thread (with one shard, too).
+    pub fn driven(cfg: &Config, sink: S) -> Meter<S> {
+        Meter::build(cfg, sink, true)
+    }
+
+    fn build(cfg: &Config, sink: S, driven: bool) -> Meter<S> {
         let hasher = match cfg.seed {
             Some(s) => KeyHasher::with_seed(s),
             None => KeyHasher::random(),
         };
         let preparer = Preparer::new(hasher.clone(), cfg.tos_key);
-        let scfg = shard_config(cfg);
+        let tcfg = table_config(cfg);
         let workers = cfg.workers.max(1);
-        let lane = || {
-            let step = Step::new(
-                Shard::new(scfg.clone(), hasher.clone()),
+        let shard = || {
+            Shard::new(
+                FlowTable::new(tcfg.clone(), hasher.clone()),
                 FragTable::new(cfg.frag_capacity.div_ceil(workers), cfg.frag_timeout_ns),
                 hasher.clone(),
-            );
-            Lane::new(step, workers == 1)
+                workers == 1,
+            )
         };
         let pool = Pool::default();
         let router = || Router::new(hasher.clone(), workers, pool.clone(), BATCH);
-        let stage = if cfg.driven {
+        let stage = if driven {
             Stage::Driven(Driven {
-                lanes: (0..workers).map(|_| Mutex::new(lane())).collect(),
+                shards: (0..workers).map(|_| Mutex::new(shard())).collect(),
                 router: router(),
                 exporter: Exporter::spawn(sink, QUEUE * workers),
             })
         } else if workers == 1 {
             Stage::Inline(Box::new(Inline {
-                lane: lane(),
+                shard: shard(),
                 sink: ToSink {
                     sink,
                     error: None,
@@ -473,11 +553,11 @@ impl<S: RecordSink> Meter<S> {
             let mut handles = Vec::new();
             for k in 0..workers {
                 let (tx, rx) = bounded(QUEUE);
-                let (ln, rtx, etx) = (lane(), pool.clone(), exporter.tx.clone());
+                let (sh, rtx, etx) = (shard(), pool.clone(), exporter.tx.clone());
                 handles.push(
                     std::thread::Builder::new()
                         .name(format!("weir-flows-{k}"))
-                        .spawn(move || worker(ln, rx, rtx, etx))
+                        .spawn(move || worker(sh, rx, rtx, etx))
                         .expect("spawn a flow worker thread"),
                 );
                 txs.push(tx);
@@ -504,17 +584,17 @@ impl<S: RecordSink> Meter<S> {
         &self.preparer
     }
 
-    /// Shards (workers).
+    /// Shards (`cfg.workers`).
     pub fn shards(&self) -> usize {
         match &self.stage {
             Stage::Inline(_) => 1,
             Stage::Threaded(t) => t.txs.len(),
-            Stage::Driven(d) => d.lanes.len(),
+            Stage::Driven(d) => d.shards.len(),
         }
     }
 
     /// A router for this meter's shards, for a thread that prepares a range of packets and hands
-    /// them to [`feed`](Self::feed) or [`Lanes::run`]. `Send`: make one per range, on any thread.
+    /// them to [`feed`](Self::feed) or [`Shards::run`]. `Send`: make one per range, on any thread.
     pub fn router(&self) -> Router {
         Router::new(
             self.preparer.hasher().clone(),
@@ -524,17 +604,31 @@ impl<S: RecordSink> Meter<S> {
         )
     }
 
-    /// The shards, for the caller's threads to run ([`Config::driven`]; `None` otherwise).
-    /// Packets handed over by [`packet`](Self::packet) or [`feed`](Self::feed) come before
-    /// those run through the lanes, so call those only before or after.
-    pub fn lanes(&mut self) -> Option<Lanes<'_>> {
+    /// The shards, for the caller's threads to run (a meter made by [`driven`](Self::driven);
+    /// `None` otherwise). Packets handed over by [`packet`](Self::packet) or
+    /// [`feed`](Self::feed) come before those run through the shards, so call those only before
+    /// or after.
+    pub fn driven_shards(&mut self) -> Option<Shards<'_>> {
         match &mut self.stage {
             Stage::Driven(d) => {
                 d.run_all(&self.pool);
-                Some(d.lanes(&self.pool))
+                Some(d.shards(&self.pool))
             }
             _ => None,
         }
+    }
+
+    /// The feed for threads that read a file in ranges of about `range_bytes` (a meter made by
+    /// [`driven`](Self::driven); `None` otherwise): see [`RangeFeed`].
+    pub fn range_feed(&mut self, range_bytes: u64) -> Option<RangeFeed<'_>> {
+        let preparer = self.preparer.clone();
+        // room for a range of 64-byte records in every shard's batch: no regrowing
+        let template = self.router().reserving(range_bytes as usize / 64);
+        Some(RangeFeed {
+            preparer,
+            template,
+            shards: self.driven_shards()?,
+        })
     }
 
     /// Meters one frame of link type `link` captured at `ts_ns`: [`Preparer::prepare`] then
@@ -554,8 +648,8 @@ impl<S: RecordSink> Meter<S> {
         self.clock = self.clock.max(p.ts_ns);
         match &mut self.stage {
             Stage::Inline(s) => {
-                s.lane.packet(p, &mut s.sink);
-                s.lane.end_batch(&mut s.sink);
+                s.shard.packet(p, &mut s.sink);
+                s.shard.end_batch(&mut s.sink);
             }
             Stage::Threaded(t) => {
                 let (s, ticked) = t.router.push(*p);
@@ -582,7 +676,7 @@ impl<S: RecordSink> Meter<S> {
         match &mut self.stage {
             Stage::Inline(s) => {
                 for batch in routed.batches {
-                    s.lane.run(&batch, &mut s.sink);
+                    s.shard.run(&batch, &mut s.sink);
                     self.pool.put(batch);
                 }
             }
@@ -593,18 +687,59 @@ impl<S: RecordSink> Meter<S> {
                     if batch.is_empty() {
                         self.pool.put(batch);
                     } else {
-                        let _ = t.txs[s].send(batch);
+                        let _ = t.txs[s].send(Work::Batch(batch));
                     }
                 }
             }
             Stage::Driven(d) => {
                 d.run_all(&self.pool);
-                let lanes = d.lanes(&self.pool);
+                let shards = d.shards(&self.pool);
                 for (s, batch) in routed.batches.into_iter().enumerate() {
-                    lanes.run(s, batch);
+                    shards.run(s, batch);
                 }
             }
         }
+    }
+
+    /// A new input (the next file of a run) starts with a packet at `start_ns`. When that is
+    /// before the clock, every shard ends its flows as at the end of input and restarts its
+    /// clock at `start_ns` (see the module documentation); otherwise nothing happens. Call it
+    /// before the input's first packet.
+    pub fn new_input(&mut self, start_ns: u64) {
+        let end = self.latest();
+        if start_ns >= end {
+            return;
+        }
+        match &mut self.stage {
+            Stage::Inline(s) => s.shard.restart(end, start_ns, &mut s.sink),
+            Stage::Threaded(t) => {
+                t.send_all();
+                t.router.restart();
+                for tx in &t.txs {
+                    let _ = tx.send(Work::Restart {
+                        end,
+                        start: start_ns,
+                    });
+                }
+            }
+            Stage::Driven(d) => {
+                d.run_all(&self.pool);
+                d.router.restart();
+                let tx = &d.exporter.tx;
+                d.each(|s| s.restart(end, start_ns, &mut ToExporter(tx)));
+            }
+        }
+        self.clock = start_ns;
+    }
+
+    /// The latest packet or tick time seen, also through [`Shards::run`].
+    fn latest(&self) -> u64 {
+        let mut clock = self.clock;
+        if let Stage::Driven(d) = &self.stage {
+            // batches run through the shards moved their clocks, not this one
+            d.each(|s| clock = clock.max(s.table.now()));
+        }
+        clock
     }
 
     /// Advances the packet clock without a packet (live capture on a quiet link), expiring what
@@ -612,17 +747,15 @@ impl<S: RecordSink> Meter<S> {
     pub fn tick(&mut self, now_ns: u64) {
         self.clock = self.clock.max(now_ns);
         match &mut self.stage {
-            Stage::Inline(s) => s.lane.tick(now_ns, &mut s.sink),
+            Stage::Inline(s) => s.shard.tick(now_ns, &mut s.sink),
             Stage::Threaded(t) => {
                 t.router.mark(now_ns);
                 t.send_all();
             }
             Stage::Driven(d) => {
                 d.run_all(&self.pool);
-                for lane in &d.lanes {
-                    let mut lane = lane.lock().unwrap_or_else(|e| e.into_inner());
-                    lane.tick(now_ns, &mut ToExporter(&d.exporter.tx));
-                }
+                let tx = &d.exporter.tx;
+                d.each(|s| s.tick(now_ns, &mut ToExporter(tx)));
             }
         }
     }
@@ -630,13 +763,7 @@ impl<S: RecordSink> Meter<S> {
     /// Expires what is due at the last packet's time, ends every other flow
     /// ([`EndReason::ForcedEnd`]), stops the threads and returns the counters and the sink.
     pub fn finish(mut self) -> Finished<S> {
-        if let Stage::Driven(d) = &self.stage {
-            // batches run through the lanes moved the shards' clocks, not this one
-            for lane in &d.lanes {
-                let lane = lane.lock().unwrap_or_else(|e| e.into_inner());
-                self.clock = self.clock.max(lane.step.shard.now());
-            }
-        }
+        self.clock = self.latest();
         // every shard sweeps at the same final time, so the result does not depend on sharding
         self.tick(self.clock);
         let mut stats = MeterStats {
@@ -645,25 +772,25 @@ impl<S: RecordSink> Meter<S> {
         };
         match self.stage {
             Stage::Inline(mut s) => {
-                s.lane.flush(&mut s.sink);
-                stats.add_step(&s.lane.step);
+                s.shard.flush(&mut s.sink);
+                stats.add_shard(&s.shard);
                 finished(s.sink, &mut stats)
             }
             Stage::Threaded(t) => {
                 drop(t.txs);
                 for h in t.workers {
-                    let lane = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                    stats.add_step(&lane.step);
+                    let shard = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                    stats.add_shard(&shard);
                 }
                 drop(t.exporter.tx);
                 Exporter::finish(t.exporter.thread, &mut stats)
             }
             Stage::Driven(d) => {
                 let tx = d.exporter.tx;
-                for lane in d.lanes {
-                    let mut lane = lane.into_inner().unwrap_or_else(|e| e.into_inner());
-                    lane.flush(&mut ToExporter(&tx));
-                    stats.add_step(&lane.step);
+                for shard in d.shards {
+                    let mut shard = shard.into_inner().unwrap_or_else(|e| e.into_inner());
+                    shard.flush(&mut ToExporter(&tx));
+                    stats.add_shard(&shard);
                 }
                 drop(tx);
                 Exporter::finish(d.exporter.thread, &mut stats)
@@ -672,9 +799,9 @@ impl<S: RecordSink> Meter<S> {
     }
 }
 
-fn shard_config(cfg: &Config) -> ShardConfig {
+fn table_config(cfg: &Config) -> TableConfig {
     let n = cfg.workers.max(1) as u64;
-    ShardConfig {
+    TableConfig {
         idle_ns: cfg.idle_timeout_ns,
         active_ns: cfg.active_timeout_ns,
         grace_ns: cfg.fin_grace_ns,

@@ -16,8 +16,8 @@
 use std::sync::{Arc, Mutex};
 
 use crate::key::{shard_of, KeyHasher};
-use crate::memory::advise_huge_pages;
 use crate::prepare::Prepared;
+use weir_buffer::advise_huge_pages;
 
 /// Empty batch vectors for reuse, most recently returned first: that one is the likeliest to
 /// still be in a cache. A lock per batch (thousands of packets), never per packet.
@@ -66,7 +66,7 @@ impl Routed {
         self.batches.iter().map(Vec::len).sum()
     }
 
-    /// The batches, one per shard in shard order (for [`Lanes::run`](crate::Lanes::run)).
+    /// The batches, one per shard in shard order (for [`Shards::run`](crate::Shards::run)).
     pub fn into_batches(self) -> Vec<Vec<Prepared>> {
         self.batches
     }
@@ -170,6 +170,13 @@ impl Router {
         }
         self.clock = self.clock.max(now);
         self.next_tick = now.saturating_add(TICK_NS);
+    }
+
+    /// Starts over at a new input whose clock is before this one's ([`Meter::new_input`](crate::Meter::new_input)): the next packet
+    /// puts a clock mark into every batch, as the first one does.
+    pub(crate) fn restart(&mut self) {
+        self.next_tick = 0;
+        self.clock = 0;
     }
 
     /// Batch `s` so far (left empty).

@@ -1,495 +1,269 @@
-//! One shard of the flow table: a preallocated slab of `Entry`s addressed by `u32` indices, an
-//! [`Index`] from hashes to those indices, and intrusive doubly linked lists that make every
-//! expiry O(1):
+//! One shard of the meter, the state machine that meters its packets in order: per-packet
+//! counters, fragment attribution through the shard's own [`FragTable`], the flow table
+//! ([`FlowTable`]), and the rules of when its flows are expired and its records handed on.
+//! Time is passed in (packet times, clock marks, [`Shard::tick`]); nothing here reads a clock
+//! or knows which thread runs it: the caller's thread (one shard), a worker thread of its own,
+//! or whichever reading thread holds it next ([`Shards`](crate::Shards)).
 //!
-//! * the **idle list**, ordered by last touch: its head is the least recently seen open flow, so
-//!   the idle timeout and the LRU eviction only ever look at the head;
-//! * the **closing list**, flows that saw a TCP FIN or RST, ordered by last touch: they end
-//!   [`Config::fin_grace_ns`](crate::Config::fin_grace_ns) after their last packet (the grace lets
-//!   the other side's FIN and the last ACKs land in the same flow);
-//! * the **age list**, every flow in creation order (so by first packet): its head is the next
-//!   flow to reach the active timeout.
+//! Packets reach a shard by [`KeyHasher::route`], which looks at addresses only, so every
+//! fragment of a datagram, and the flow it belongs to, meet in the same shard: the fragment
+//! table needs no sharing between threads.
 //!
-//! A flow is on exactly one of the first two lists and always on the age list. Expiry pops heads
-//! while they are due; a lookup that finds a flow already due (between two sweeps) ends it first,
-//! so which packets go into which flow never depends on when sweeps run (results are the same
-//! for any batching or worker count, except for LRU eviction, which is per shard).
+//! The expiry rules depend only on the number of shards:
 //!
-//! Both directions share one entry; `[0]` of each counter array is side A → side B of the
-//! canonical key, `[1]` is B → A, and a state bit says which side started the flow.
+//! * **one shard** sees every packet, so it sweeps on its own packet clock every
+//!   [`SWEEP_NS`] and ignores clock marks: the records come out in the same order however the
+//!   packets were batched (a file read on every core gives the sequential order);
+//! * **several shards** expire at each clock mark (the router puts one into every shard's batch
+//!   each second of packet time, so an idle shard still expires) and at the end of each batch.
+//!
+//! Records leave through an [`Emit`] with the packet clock the sink may flush by: written to the
+//! sink directly inline, sent to the exporter thread in batches otherwise.
 
-use crate::extract::ends_tcp;
-use crate::index::{Index, MAX_CAPACITY};
-use crate::key::{Key, KeyHasher};
-use crate::prepare::Prepared;
-use crate::record::{Direction, EndReason, FlowRecord};
+use crate::frag::FragTable;
+use crate::key::KeyHasher;
+use crate::prepare::{Kind, Prepared};
+use crate::record::{EndReason, FlowRecord};
+use crate::table::FlowTable;
 
-const NIL: u32 = u32::MAX;
+/// Packet time between expiry sweeps of a single shard.
+pub(crate) const SWEEP_NS: u64 = 100_000_000;
+/// Records a shard gathers before handing them on, with several shards (unless a clock mark
+/// came).
+pub(crate) const RECORD_BATCH: usize = 128;
 
-/// The initiator is side B of the canonical key.
-const INIT_B: u8 = 1;
-/// FIN or RST seen: the flow is on the closing list.
-const CLOSING: u8 = 2;
-
-/// Index of the idle / closing lists (they share `links[0..2]`).
-const IDLE: usize = 0;
-const CLOSE: usize = 1;
-
-/// One flow, both directions: 120 bytes (asserted in the tests).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Entry {
-    key: Key,
-    bytes: [u64; 2],
-    first: [u64; 2],
-    last: [u64; 2],
-    packets: [u32; 2],
-    /// `[prev, next]` on the idle or closing list (`next` links the free list), then `[prev,
-    /// next]` on the age list.
-    links: [u32; 4],
-    flags: [u8; 2],
-    min_ttl: [u8; 2],
-    max_ttl: [u8; 2],
-    state: u8,
-    /// TOS of the first packet.
-    tos: u8,
-}
-
-impl Entry {
-    const EMPTY: Entry = Entry {
-        key: Key::ZERO,
-        bytes: [0; 2],
-        first: [0; 2],
-        last: [0; 2],
-        packets: [0; 2],
-        links: [NIL; 4],
-        flags: [0; 2],
-        min_ttl: [u8::MAX; 2],
-        max_ttl: [0; 2],
-        state: 0,
-        tos: 0,
-    };
-
-    #[inline]
-    fn last_any(&self) -> u64 {
-        self.last[0].max(self.last[1])
-    }
-
-    /// Time of the flow's first packet (the initiator's direction saw it).
-    #[inline]
-    fn start(&self) -> u64 {
-        self.first[usize::from(self.state & INIT_B)]
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-struct List {
-    head: u32,
-    tail: u32,
-}
-
-impl List {
-    const EMPTY: List = List {
-        head: NIL,
-        tail: NIL,
-    };
-}
-
-/// Timeouts and export choices of a shard.
-#[derive(Clone, Debug)]
-pub struct ShardConfig {
-    /// Idle timeout, ns.
-    pub idle_ns: u64,
-    /// Active timeout, ns.
-    pub active_ns: u64,
-    /// Grace after FIN/RST, ns.
-    pub grace_ns: u64,
-    /// Most flows the shard holds.
-    pub capacity: u32,
-    /// One record per flow with both directions (RFC 5103) instead of one per direction.
-    pub biflow: bool,
-    /// TCP records with fewer bytes are not exported.
-    pub min_tcp_bytes: u64,
-}
-
-/// Counters of one shard.
+/// Per-packet counters of one shard (see [`MeterStats`](crate::MeterStats) for their meaning).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ShardStats {
-    /// Packets metered.
+pub(crate) struct Counts {
     pub packets: u64,
-    /// Flows created.
-    pub created: u64,
-    /// Flows ended, by [`EndReason`] value (index 1..=5).
-    pub ended: [u64; 6],
-    /// Most flows active at once.
-    pub peak: u64,
-    /// Records handed on.
-    pub records: u64,
-    /// Records not exported because of `min_tcp_bytes`.
-    pub below_min_bytes: u64,
+    pub metered: u64,
+    pub non_ip: u64,
+    pub decode_errors: u64,
+    pub frag_attributed: u64,
+    pub frag_unattributed: u64,
+    pub no_transport: u64,
 }
 
-/// A shard of the flow table.
-pub struct Shard {
-    cfg: ShardConfig,
+/// How many packets ahead of the one being metered the table lines are prefetched: the tables
+/// are larger than the caches, so each packet would otherwise wait for two or three misses in
+/// turn.
+const AHEAD: usize = 6;
+/// How many packets ahead the batch itself is prefetched: the batch was written while its range
+/// of the file streamed through the cache (or by another core), so its lines come from far away.
+/// `bench/flows_vs_peers.py` with 2 workers, 9 interleaved runs: 124 ms with 12, 120 ms with 30.
+const BATCH_AHEAD: usize = 30;
+
+/// One shard's state and rules (see the module documentation).
+pub(crate) struct Shard {
+    pub table: FlowTable,
+    pub frags: FragTable,
     hasher: KeyHasher,
-    entries: Vec<Entry>,
-    table: Index,
-    free: u32,
-    lists: [List; 2],
-    age: List,
-    active: u32,
-    now: u64,
-    stats: ShardStats,
+    pub counts: Counts,
+    out: Vec<FlowRecord>,
+    /// The only shard: sweeps on its packet clock, ignores clock marks.
+    single: bool,
+    next_sweep: u64,
+    /// A clock mark came during this batch (several shards).
+    ticked: bool,
 }
 
 impl Shard {
-    /// A shard holding at most `cfg.capacity` flows. The slab's address space is reserved at once
-    /// (pages are only touched as flows fill it) and the hash table is allocated at full size,
-    /// so the packet path never reallocates.
-    pub fn new(cfg: ShardConfig, hasher: KeyHasher) -> Shard {
-        let cap = cfg.capacity.clamp(1, MAX_CAPACITY) as usize;
+    pub fn new(table: FlowTable, frags: FragTable, hasher: KeyHasher, single: bool) -> Shard {
         Shard {
-            entries: Vec::with_capacity(cap),
-            table: Index::with_capacity(cap as u32),
-            free: NIL,
-            lists: [List::EMPTY; 2],
-            age: List::EMPTY,
-            active: 0,
-            now: 0,
-            stats: ShardStats::default(),
-            cfg: ShardConfig {
-                capacity: cap as u32,
-                ..cfg
-            },
+            table,
+            frags,
             hasher,
+            counts: Counts::default(),
+            out: Vec::with_capacity(RECORD_BATCH),
+            single,
+            next_sweep: 0,
+            ticked: false,
         }
     }
 
-    /// Counters so far.
-    pub fn stats(&self) -> ShardStats {
-        self.stats
-    }
-
-    /// Most flows the shard holds.
-    pub fn capacity(&self) -> u32 {
-        self.cfg.capacity
-    }
-
-    /// Flows active now.
-    pub fn active(&self) -> u32 {
-        self.active
-    }
-
-    /// The shard's clock: the latest packet or tick time seen.
-    pub fn now(&self) -> u64 {
-        self.now
-    }
-
-    /// Bytes of memory per flow at full capacity: slab entry plus hash-table share.
-    pub fn bytes_per_flow(&self) -> f64 {
-        let slab = self.entries.capacity() * std::mem::size_of::<Entry>();
-        (slab + self.table.allocation_size()) as f64 / f64::from(self.cfg.capacity)
-    }
-
-    // ---- intrusive lists ----
-
-    fn unlink(&mut self, i: u32, which: usize) {
-        let (lp, ln) = if which == 2 { (2, 3) } else { (0, 1) };
-        let [prev, next] = [
-            self.entries[i as usize].links[lp],
-            self.entries[i as usize].links[ln],
-        ];
-        let list = if which == 2 {
-            &mut self.age
-        } else {
-            &mut self.lists[which]
-        };
-        if prev == NIL {
-            list.head = next;
-        } else {
-            self.entries[prev as usize].links[ln] = next;
+    /// Prefetches for the packets that follow `batch[i]` (call before metering `batch[i]`).
+    #[inline(always)]
+    fn prefetch_ahead(&self, batch: &[Prepared], i: usize) {
+        if let Some(q) = batch.get(i + BATCH_AHEAD) {
+            weir_packet::prefetch(q);
         }
-        if next == NIL {
-            list.tail = prev;
-        } else {
-            self.entries[next as usize].links[lp] = prev;
-        }
-    }
-
-    fn push_back(&mut self, i: u32, which: usize) {
-        let (lp, ln) = if which == 2 { (2, 3) } else { (0, 1) };
-        let list = if which == 2 {
-            &mut self.age
-        } else {
-            &mut self.lists[which]
-        };
-        let tail = list.tail;
-        list.tail = i;
-        if tail == NIL {
-            list.head = i;
-        } else {
-            self.entries[tail as usize].links[ln] = i;
-        }
-        let e = &mut self.entries[i as usize];
-        e.links[lp] = tail;
-        e.links[ln] = NIL;
-    }
-
-    #[inline]
-    fn list_of(e: &Entry) -> usize {
-        if e.state & CLOSING != 0 {
-            CLOSE
-        } else {
-            IDLE
-        }
-    }
-
-    // ---- packet path ----
-
-    /// Why a flow is due at `t`, if it is: the reason whose deadline came first (ties: FIN/RST,
-    /// then idle, then active), so the reason never depends on when a sweep happened to run.
-    #[inline]
-    fn due(&self, e: &Entry, t: u64) -> Option<EndReason> {
-        let last = e.last_any();
-        let mut best = (
-            e.start().saturating_add(self.cfg.active_ns),
-            EndReason::ActiveTimeout,
-        );
-        let idle = last.saturating_add(self.cfg.idle_ns);
-        if idle <= best.0 {
-            best = (idle, EndReason::IdleTimeout);
-        }
-        if e.state & CLOSING != 0 {
-            let fin = last.saturating_add(self.cfg.grace_ns);
-            if fin <= best.0 {
-                best = (fin, EndReason::EndOfFlow);
-            }
-        }
-        (best.0 <= t).then_some(best.1)
-    }
-
-    /// Starts loading the index bucket a packet with flow hash `hash` will look at.
-    #[inline]
-    pub(crate) fn prefetch(&self, hash: u64) {
-        self.table.prefetch(hash);
-    }
-
-    /// Accounts one packet; records of flows that end go to `out`.
-    #[inline]
-    pub fn packet(&mut self, p: &Prepared, out: &mut Vec<FlowRecord>) {
-        let t = p.ts_ns;
-        if t > self.now {
-            self.now = t;
-        }
-        let entries = &self.entries;
-        let mut found = self
-            .table
-            .find(p.hash, |i| entries[i as usize].key == p.key);
-        if let Some(i) = found {
-            if let Some(reason) = self.due(&self.entries[i as usize], t) {
-                self.end(i, reason, out);
-                found = None;
-            }
-        }
-        let i = match found {
-            Some(i) => i,
-            None => self.create(p, out),
-        };
-        let d = usize::from(p.from_b());
-        let e = &mut self.entries[i as usize];
-        if e.packets[d] == 0 {
-            e.first[d] = t;
-        }
-        e.packets[d] += 1;
-        e.bytes[d] += u64::from(p.bytes);
-        e.last[d] = e.last[d].max(t);
-        e.flags[d] |= p.tcp_flags;
-        e.min_ttl[d] = e.min_ttl[d].min(p.ttl);
-        e.max_ttl[d] = e.max_ttl[d].max(p.ttl);
-        let was = Self::list_of(e);
-        if ends_tcp(p.tcp_flags) {
-            e.state |= CLOSING;
-        }
-        let now_in = Self::list_of(e);
-        // 32-bit packet counters (and NetFlow v5's 32-bit fields) must never wrap: end the
-        // record early, as an active timeout would, well before they could.
-        let full = e.packets[d] >= u32::MAX - 1 || e.bytes[d] >= u64::from(u32::MAX) << 16;
-        // move to the tail of its list (the most recently seen), unless it is there already
-        // (a burst of one flow: no list work at all)
-        if was != now_in || self.lists[was].tail != i {
-            self.unlink(i, was);
-            self.push_back(i, now_in);
-        }
-        self.stats.packets += 1;
-        if full {
-            self.end(i, EndReason::ActiveTimeout, out);
-        }
-    }
-
-    fn create(&mut self, p: &Prepared, out: &mut Vec<FlowRecord>) -> u32 {
-        if self.active >= self.cfg.capacity {
-            self.expire(self.now, out);
-        }
-        if self.active >= self.cfg.capacity {
-            // evict the least recently seen flow of either list
-            let a = self.lists[IDLE].head;
-            let b = self.lists[CLOSE].head;
-            let victim = match (a, b) {
-                (NIL, v) | (v, NIL) => v,
-                (a, b) => {
-                    if self.entries[a as usize].last_any() <= self.entries[b as usize].last_any() {
-                        a
-                    } else {
-                        b
-                    }
+        if let Some(q) = batch.get(i + AHEAD) {
+            match q.kind() {
+                Kind::Metered | Kind::NoTransport => self.table.prefetch(q.hash),
+                Kind::FirstFrag | Kind::FirstFragNoTransport | Kind::LaterFrag => {
+                    self.frags.prefetch(q.hash)
                 }
-            };
-            self.end(victim, EndReason::LackOfResources, out);
-        }
-        let i = if self.free != NIL {
-            let i = self.free;
-            self.free = self.entries[i as usize].links[1];
-            i
-        } else {
-            self.entries.push(Entry::EMPTY);
-            (self.entries.len() - 1) as u32
-        };
-        let e = &mut self.entries[i as usize];
-        *e = Entry::EMPTY;
-        e.key = p.key;
-        e.tos = p.tos;
-        e.state = if p.from_b() { INIT_B } else { 0 };
-        // on the idle list for now (the packet path moves it where it belongs); the age list
-        // is creation order
-        self.push_back(i, IDLE);
-        self.push_back(i, 2);
-        self.table.insert(p.hash, i);
-        self.active += 1;
-        self.stats.created += 1;
-        self.stats.peak = self.stats.peak.max(u64::from(self.active));
-        i
-    }
-
-    /// Ends flow `i`: removes it from the table and the lists, emits its records.
-    fn end(&mut self, i: u32, reason: EndReason, out: &mut Vec<FlowRecord>) {
-        let key = self.entries[i as usize].key;
-        let hash = self.hasher.hash(&key);
-        let (entries, hasher) = (&self.entries, &self.hasher);
-        let removed = self
-            .table
-            .remove(hash, i, |j| hasher.hash(&entries[j as usize].key));
-        debug_assert!(removed, "flow {i} is in the index");
-        let e = self.entries[i as usize];
-        self.unlink(i, Self::list_of(&e));
-        self.unlink(i, 2);
-        self.entries[i as usize].links[1] = self.free;
-        self.free = i;
-        self.active -= 1;
-        self.stats.ended[reason as usize] += 1;
-        self.emit(&e, reason, out);
-    }
-
-    fn emit(&mut self, e: &Entry, reason: EndReason, out: &mut Vec<FlowRecord>) {
-        let init = usize::from(e.state & INIT_B);
-        let dir = |d: usize| -> Direction {
-            if e.packets[d] == 0 {
-                return Direction::default();
-            }
-            Direction {
-                packets: u64::from(e.packets[d]),
-                bytes: e.bytes[d],
-                first_ns: e.first[d],
-                last_ns: e.last[d],
-                tcp_flags: e.flags[d],
-                min_ttl: e.min_ttl[d],
-                max_ttl: e.max_ttl[d],
-            }
-        };
-        let fwd_key = e.key.flow_key(init == 1, e.tos);
-        let fwd = dir(init);
-        let rev = dir(1 - init);
-        let tcp = e.key.proto() == weir_decode::ip_proto::TCP;
-        let mut push = |rec: FlowRecord, stats: &mut ShardStats| {
-            if tcp && rec.forward.bytes + rec.reverse.bytes < self.cfg.min_tcp_bytes {
-                stats.below_min_bytes += 1;
-            } else {
-                stats.records += 1;
-                out.push(rec);
-            }
-        };
-        if self.cfg.biflow {
-            push(
-                FlowRecord {
-                    key: fwd_key,
-                    forward: fwd,
-                    reverse: rev,
-                    end_reason: reason,
-                },
-                &mut self.stats,
-            );
-        } else {
-            push(
-                FlowRecord {
-                    key: fwd_key,
-                    forward: fwd,
-                    reverse: Direction::default(),
-                    end_reason: reason,
-                },
-                &mut self.stats,
-            );
-            if rev.packets > 0 {
-                push(
-                    FlowRecord {
-                        key: e.key.flow_key(init == 0, e.tos),
-                        forward: rev,
-                        reverse: Direction::default(),
-                        end_reason: reason,
-                    },
-                    &mut self.stats,
-                );
+                Kind::NonIp | Kind::DecodeError | Kind::Tick => {}
             }
         }
     }
 
-    /// Advances the clock to `now` (never backwards) and ends every flow due by then.
-    pub fn expire(&mut self, now: u64, out: &mut Vec<FlowRecord>) {
-        if now > self.now {
-            self.now = now;
+    /// Meters one prepared packet (records of flows that end wait in `out`). A clock mark is
+    /// not a packet: its time is returned for the caller to expire flows and tick its sink.
+    #[inline]
+    fn step(&mut self, p: &Prepared) -> Option<u64> {
+        let c = &mut self.counts;
+        match p.kind() {
+            Kind::Metered => {}
+            Kind::NoTransport => c.no_transport += 1,
+            Kind::Tick => return Some(p.ts_ns),
+            Kind::NonIp => {
+                c.packets += 1;
+                c.non_ip += 1;
+                return None;
+            }
+            Kind::DecodeError => {
+                c.packets += 1;
+                c.decode_errors += 1;
+                return None;
+            }
+            Kind::FirstFrag | Kind::FirstFragNoTransport | Kind::LaterFrag => {
+                let q = self.attribute(p);
+                self.counts.packets += 1;
+                self.counts.metered += 1;
+                self.table.packet(&q, &mut self.out);
+                return None;
+            }
         }
-        let now = self.now;
-        for list in [CLOSE, IDLE] {
-            loop {
-                let h = self.lists[list].head;
-                if h == NIL {
-                    break;
+        c.packets += 1;
+        c.metered += 1;
+        self.table.packet(p, &mut self.out);
+        None
+    }
+
+    /// Meters one packet; records go to `emit` only at sweeps (call [`end_batch`](Self::end_batch)
+    /// after the last packet of a batch).
+    #[inline(always)]
+    pub fn packet<E: Emit>(&mut self, p: &Prepared, emit: &mut E) {
+        match self.step(p) {
+            // a clock mark: with one shard, the packet clock alone decides
+            Some(t) if !self.single => {
+                self.table.expire(t, &mut self.out);
+                self.ticked = true;
+            }
+            Some(_) => {}
+            None if self.single && p.ts_ns >= self.next_sweep => self.sweep(p.ts_ns, emit),
+            None => {}
+        }
+    }
+
+    /// Meters a batch of packets in order and hands on what it ended.
+    #[inline]
+    pub fn run<E: Emit>(&mut self, batch: &[Prepared], emit: &mut E) {
+        for (i, p) in batch.iter().enumerate() {
+            self.prefetch_ahead(batch, i);
+            self.packet(p, emit);
+        }
+        self.end_batch(emit);
+    }
+
+    /// Hands on the records of the batch just metered: one shard, all of them (so a per-packet
+    /// caller writing to its sink emits right after the packet that ended them); several shards,
+    /// after expiring at the shard's clock, once enough have gathered or a clock mark came.
+    #[inline]
+    pub fn end_batch<E: Emit>(&mut self, emit: &mut E) {
+        if self.single {
+            if E::HANDOFF {
+                emit.records(&mut self.out, Some(self.table.now()));
+            } else if !self.out.is_empty() {
+                emit.records(&mut self.out, None);
+            }
+            return;
+        }
+        let now = self.table.now();
+        self.table.expire(now, &mut self.out);
+        if self.ticked || self.out.len() >= RECORD_BATCH {
+            self.ticked = false;
+            emit.records(&mut self.out, Some(now));
+        }
+    }
+
+    /// Expires what is due at `now` (one shard's sweep); the records and the clock go on now,
+    /// or, through a costly hand-off, with the batch's others unless many have gathered.
+    fn sweep<E: Emit>(&mut self, now: u64, emit: &mut E) {
+        self.table.expire(now, &mut self.out);
+        let clock = self.table.now();
+        self.next_sweep = clock.saturating_add(SWEEP_NS);
+        if !E::HANDOFF || self.out.len() >= RECORD_BATCH {
+            emit.records(&mut self.out, Some(clock));
+        }
+    }
+
+    /// Expires what is due at `now` and hands on every record and the clock (time went on with
+    /// no packet, or the input ends).
+    pub fn tick<E: Emit>(&mut self, now: u64, emit: &mut E) {
+        self.table.expire(now, &mut self.out);
+        let clock = self.table.now();
+        self.next_sweep = clock.saturating_add(SWEEP_NS);
+        self.ticked = false;
+        emit.records(&mut self.out, Some(clock));
+    }
+
+    /// Ends every flow (end of input) and hands on the records.
+    pub fn flush<E: Emit>(&mut self, emit: &mut E) {
+        self.table.flush(EndReason::ForcedEnd, &mut self.out);
+        let clock = self.table.now();
+        emit.records(&mut self.out, Some(clock));
+    }
+
+    /// A new input starts at `start`, before this shard's clock: ends every flow as at the end
+    /// of input (what is due at `end` expires, the rest is ended with
+    /// [`EndReason::ForcedEnd`]), hands on the records, forgets the fragments and restarts the
+    /// clock at `start`, so the new input is metered as if it came alone.
+    pub fn restart<E: Emit>(&mut self, end: u64, start: u64, emit: &mut E) {
+        self.tick(end, emit);
+        self.flush(emit);
+        self.frags.clear();
+        self.table.restart(start);
+        self.next_sweep = 0;
+        self.ticked = false;
+    }
+
+    /// Fragments: remembers a first fragment's ports, or gives a later fragment the ports of its
+    /// first one; returns the packet with its final key and hash.
+    #[inline(never)]
+    fn attribute(&mut self, p: &Prepared) -> Prepared {
+        let mut q = *p;
+        let from_b = p.from_b();
+        let kind = match p.kind() {
+            Kind::LaterFrag => match self.frags.lookup(p.hash, p.ts_ns) {
+                Some((src_port, dst_port)) => {
+                    self.counts.frag_attributed += 1;
+                    let (key, from_b) = p.key.with_ports(from_b, src_port, dst_port);
+                    q.key = key;
+                    q.set_from_b(from_b);
+                    Kind::Metered
                 }
-                let Some(reason) = self.due(&self.entries[h as usize], now) else {
-                    break;
-                };
-                self.end(h, reason, out);
+                None => {
+                    self.counts.frag_unattributed += 1;
+                    Kind::Metered
+                }
+            },
+            k => {
+                let (_, _, sport, dport) = p.key.endpoints(from_b);
+                self.frags.remember(p.hash, (sport, dport), p.ts_ns);
+                if k == Kind::FirstFragNoTransport {
+                    self.counts.no_transport += 1;
+                    Kind::NoTransport
+                } else {
+                    Kind::Metered
+                }
             }
-        }
-        loop {
-            let h = self.age.head;
-            if h == NIL {
-                break;
-            }
-            let Some(reason) = self.due(&self.entries[h as usize], now) else {
-                break;
-            };
-            self.end(h, reason, out);
-        }
-    }
-
-    /// Ends every flow with `reason` (end of input: [`EndReason::ForcedEnd`]), oldest first.
-    pub fn flush(&mut self, reason: EndReason, out: &mut Vec<FlowRecord>) {
-        while self.age.head != NIL {
-            self.end(self.age.head, reason, out);
-        }
+        };
+        q.set_kind(kind);
+        q.hash = self.hasher.hash(&q.key);
+        q
     }
 }
 
-#[cfg(test)]
-pub(crate) fn entry_size() -> usize {
-    std::mem::size_of::<Entry>()
+/// Where a shard's records go.
+pub(crate) trait Emit {
+    /// Handing records on costs more than a record (a message to another thread): a single
+    /// shard then gathers a batch's records, instead of emitting at each sweep (which comes
+    /// every 100 ms of packet time, 570 000 times on an all-day capture).
+    const HANDOFF: bool;
+
+    /// Takes the records in `out` (leaving it empty, capacity kept or renewed) and, when
+    /// `clock` is given, the packet clock the sink may flush by.
+    fn records(&mut self, out: &mut Vec<FlowRecord>, clock: Option<u64>);
 }

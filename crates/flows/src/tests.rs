@@ -493,7 +493,7 @@ fn min_tcp_bytes_filters_small_tcp_records_only() {
 
 #[test]
 fn memory_per_flow_is_at_most_128_bytes() {
-    assert_eq!(crate::shard::entry_size(), 120);
+    assert_eq!(crate::table::entry_size(), 120);
     for cap in [1_000u64, 8_192, 100_000, 1_000_000] {
         let m: Meter<Vec<FlowRecord>> = Meter::new(
             &Config {
@@ -539,6 +539,58 @@ fn normalised(mut recs: Vec<FlowRecord>) -> Vec<String> {
     let mut v: Vec<String> = recs.drain(..).map(|r| format!("{r:?}")).collect();
     v.sort();
     v
+}
+
+/// Two inputs, the second starting before the first ends (`-r later -r earlier`): with
+/// `Meter::new_input` before each, every shard count, threaded or driven, gives the records of
+/// metering each input alone (the first one's flows end at its end, the second starts afresh).
+#[test]
+fn an_input_that_starts_earlier_restarts_every_shard() {
+    let earlier = traffic_with_fragments(8_000);
+    let later: Vec<(u64, Pkt)> = earlier
+        .iter()
+        .map(|(t, p)| (t + 1000 * S, p.clone().rev()))
+        .collect();
+    let c = Config {
+        idle_timeout_ns: 2 * S,
+        ..cfg()
+    };
+    let (mut want, a) = run(&c, &later);
+    let (b_recs, b) = run(&c, &earlier);
+    want.extend(b_recs);
+    let want = normalised(want);
+    for (workers, driven) in [(1, false), (2, false), (3, false), (1, true), (2, true)] {
+        let cw = Config {
+            workers,
+            ..c.clone()
+        };
+        let mut m = if driven {
+            Meter::driven(&cw, Vec::new())
+        } else {
+            Meter::new(&cw, Vec::new())
+        };
+        for input in [&later, &earlier] {
+            m.new_input(input[0].0);
+            for (t, p) in input {
+                m.packet(LinkType::ETHERNET, *t, &p.frame());
+            }
+        }
+        let done = m.finish();
+        let got = normalised(done.sink);
+        assert!(
+            got == want,
+            "{workers} shards, driven: {driven}: {} records, {} wanted",
+            got.len(),
+            want.len()
+        );
+        let st = done.stats;
+        assert_eq!(st.flows, a.flows + b.flows);
+        assert_eq!(st.packets, a.packets + b.packets);
+        assert_eq!(st.frag_attributed, a.frag_attributed + b.frag_attributed);
+        assert_eq!(st.records, a.records + b.records);
+        assert_eq!(st.idle_ended, a.idle_ended + b.idle_ended);
+        assert_eq!(st.forced_ended, a.forced_ended + b.forced_ended);
+    }
 }
 
 #[test]
@@ -737,12 +789,12 @@ fn routed_ranges_equal_packet() {
     }
 }
 
-/// A driven meter (`Config::driven`): ranges prepared and routed on several threads, then each
-/// shard's batches run in range order on a thread of their own through `Meter::lanes`, all
+/// A driven meter (`Meter::driven`): ranges prepared and routed on several threads, then each
+/// shard's batches run in range order on a thread of their own through `Meter::driven_shards`, all
 /// shards at once: the same counters and records as `packet` on one worker, in the same order
 /// with one shard.
 #[test]
-fn driven_lanes_equal_packet() {
+fn driven_shards_equal_packet() {
     let traffic = traffic_with_fragments(20_000);
     let frames: Vec<(u64, Vec<u8>)> = traffic.iter().map(|(t, p)| (*t, p.frame())).collect();
     let c = Config {
@@ -753,10 +805,9 @@ fn driven_lanes_equal_packet() {
     for workers in [1, 2, 3] {
         let driven = Config {
             workers,
-            driven: true,
             ..c.clone()
         };
-        let mut m = Meter::new(&driven, Vec::new());
+        let mut m = Meter::driven(&driven, Vec::new());
         let ranges: Vec<&[(u64, Vec<u8>)]> = frames.chunks(1009).collect();
         let (preparer, template) = (m.preparer().clone(), m.router());
         let done = on_threads(ranges.len(), 3, |i| {
@@ -773,12 +824,12 @@ fn driven_lanes_equal_packet() {
                 per_shard[s].push(b);
             }
         }
-        let lanes = m.lanes().expect("a driven meter has lanes");
-        assert_eq!(lanes.len(), workers);
+        let shards = m.driven_shards().expect("a driven meter has shards");
+        assert_eq!(shards.len(), workers);
         std::thread::scope(|scope| {
             for (s, batches) in per_shard.into_iter().enumerate() {
-                let lanes = &lanes;
-                scope.spawn(move || batches.into_iter().for_each(|b| lanes.run(s, b)));
+                let shards = &shards;
+                scope.spawn(move || batches.into_iter().for_each(|b| shards.run(s, b)));
             }
         });
         let split = m.finish();

@@ -21,9 +21,10 @@ use weir_pcap::FileReader;
 use weir_pcap::Interface;
 use weir_store::{Format, Options, Recorder, RecorderStats, SizeError, Sizes, Store};
 
-use super::flows::{FlowArgs, LiveMeter};
 use super::live::{human_bytes, on_signal, Counters, Live, LiveArgs, Totals};
 use crate::args;
+use crate::args::FlowArgs;
+use crate::flow_output::RecordFlows;
 use crate::output::Status;
 
 /// Arguments of `weir record`.
@@ -254,7 +255,7 @@ pub fn run(args: Args) -> Result<Status> {
     let meter = if args.flows {
         let links = interfaces.iter().map(|i| i.link).collect();
         let json = args.dir.join("flows.json");
-        Some(LiveMeter::start(
+        Some(RecordFlows::start(
             &args.flow,
             buffer.reader(1)?,
             links,
@@ -415,7 +416,7 @@ fn write_stats(
     t: &Totals,
     buffer: &PacketBuffer,
     r: &RecorderStats,
-    meter: Option<&LiveMeter>,
+    meter: Option<&RecordFlows>,
 ) -> Result<()> {
     let b = buffer.stats();
     let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -441,7 +442,7 @@ fn write_stats(
             "direct": r.direct.load(Ordering::Relaxed),
             "failed": r.failed.load(Ordering::Relaxed),
         },
-        "flows": meter.map(LiveMeter::stats_json),
+        "flows": meter.map(RecordFlows::stats_json),
     });
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, format!("{json:#}\n"))

@@ -4,11 +4,10 @@
 //! A later fragment carries no ports, so it could not be keyed (nor hashed to its flow's shard)
 //! on its own. The [`FragTable`] remembers, for each first fragment `(src, dst, proto, IP ID)`,
 //! the ports (or ICMP type/code) of its transport header, for
-//! [`Config::frag_timeout_ns`](crate::Config::frag_timeout_ns) of packet time; the meter's
-//! in-order step of each shard consults it (each shard has its own: fragments are routed by
-//! address, [`KeyHasher::route`](crate::KeyHasher::route)).
-
-use weir_decode::tcp;
+//! [`Config::frag_timeout_ns`](crate::Config::frag_timeout_ns) of packet time; each shard
+//! of the meter consults its own table in packet order (fragments are routed by address,
+//! [`KeyHasher::route`](crate::KeyHasher::route), so every fragment of a datagram meets its first
+//! one in the same shard).
 
 /// Ways per set: four 16-byte slots fill one cache line.
 const WAYS: usize = 4;
@@ -67,6 +66,12 @@ impl FragTable {
             timeout: units(timeout_ns.div_ceil(1 << UNIT_SHIFT) << UNIT_SHIFT).clamp(1, 1 << 30),
             overflow: 0,
         }
+    }
+
+    /// Forgets every datagram (a new input that starts earlier: its fragments are not those
+    /// of the input before); keeps the `overflow` count.
+    pub fn clear(&mut self) {
+        self.sets.fill(Set::default());
     }
 
     /// Datagrams the table can hold.
@@ -149,12 +154,6 @@ impl FragTable {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-/// True when the TCP flags end a connection (FIN or RST).
-#[inline]
-pub fn ends_tcp(flags: u8) -> bool {
-    flags & (tcp::FIN | tcp::RST) != 0
 }
 
 #[cfg(test)]
