@@ -55,6 +55,34 @@ pub fn interface_index(name: &str) -> Result<u32, CaptureError> {
     Ok(idx)
 }
 
+/// The link type of a Linux interface, from its ARPHRD type in sysfs: Ethernet (loopback
+/// included) or raw IP (tun, wireguard); anything else is refused.
+pub fn link_type(iface: &str) -> Result<weir_packet::LinkType, CaptureError> {
+    use weir_packet::LinkType;
+    let path = format!("/sys/class/net/{iface}/type");
+    let t: u32 = std::fs::read_to_string(&path)
+        .map_err(|source| CaptureError::LinkUnknown {
+            iface: iface.to_string(),
+            source,
+        })?
+        .trim()
+        .parse()
+        .map_err(|source| CaptureError::LinkUnparsable {
+            path: path.clone(),
+            source,
+        })?;
+    Ok(match t {
+        1 | 772 => LinkType::ETHERNET, // ARPHRD_ETHER, ARPHRD_LOOPBACK
+        65534 => LinkType::RAW,        // ARPHRD_NONE (tun, wireguard)
+        arphrd => {
+            return Err(CaptureError::LinkUnsupported {
+                iface: iface.to_string(),
+                arphrd,
+            })
+        }
+    })
+}
+
 /// Fails with [`CaptureError::NotUp`] when the interface exists but is administratively down
 /// (no IFF_UP: it would deliver nothing, silently), or [`CaptureError::NoInterface`].
 pub fn check_up(name: &str) -> Result<(), CaptureError> {

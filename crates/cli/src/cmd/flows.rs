@@ -28,10 +28,9 @@ use weir_packet::LinkType;
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
 use super::input::{for_each_packet, Filters, Visitor};
-use super::live::{on_signal, Live, LiveArgs};
 use super::ordered;
-use crate::args;
-use crate::output::{warn_damage, Status};
+use crate::args::{self, LiveArgs};
+use crate::output::{on_signal, start_live, warn_damage, Status};
 
 /// NetFlow-family format of `--export`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -408,11 +407,11 @@ fn run_live(
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
     let expr = args.expr.joined();
-    let mut live = Live::start(&args.live, &expr, 1, 0, "metering flows", 64)?;
-    let links = live.interfaces.iter().map(|i| i.link).collect();
+    let mut live = start_live(&args.live, &expr, 1, 0, "metering flows", 64)?;
+    let links = live.interfaces().iter().map(|i| i.link).collect();
     let meter = LiveMeter::spawn(
         Meter::new(cfg, Sinks::new(sinks)),
-        live.buffer.reader(0)?,
+        live.buffer().reader(0)?,
         links,
         stats,
     );
@@ -429,9 +428,9 @@ fn run_live(
     }
     live.stop()?;
     let t = live.counters().totals();
-    let b = live.buffer.stats();
+    let b = live.buffer().stats();
     meter.finish()?;
-    eprintln!("{}", super::live::summary_lines(&t, &b));
+    eprintln!("{}", crate::output::live_summary(&t, &b));
     Ok(Status::Clean)
 }
 

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use weir_index::{index_path, IndexBuilder, IndexError, DEFAULT_CHUNK};
 
 use super::extract::{load_index, open_segment, refuse_stdin, segments_of, Opened};
-use super::live::human_bytes;
+use crate::output::human_bytes;
 use crate::output::{next_or_damaged, Status};
 use crate::time::datetime;
 

@@ -10,7 +10,6 @@ pub mod input;
 pub mod inventory;
 pub mod lab;
 pub mod latency;
-pub mod live;
 pub mod ordered;
 pub mod read;
 pub mod record;
