@@ -29,4 +29,6 @@ pub use feed::FeedTotals;
 pub use import::Import;
 pub use pipeline::{Counters, Pipeline, PipelineConfig, Totals};
 pub use ring::{Block, LivePacket, RingConfig, RxRing, TimestampSource};
-pub use socket::{check_up, interface_index, link_type, FanoutMode, KernelStats};
+pub use socket::{
+    check_up, interface_index, link_type, FanoutMode, KernelStats, PacketSocket, RingMap,
+};

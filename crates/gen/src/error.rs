@@ -31,15 +31,28 @@ pub enum GenError {
     /// Writing the output file failed.
     #[error(transparent)]
     Write(#[from] weir_pcap::WriteError),
+    /// The AF_PACKET socket failed in some other way.
+    #[error(transparent)]
+    Socket(weir_capture::CaptureError),
 }
 
-impl GenError {
-    /// An OS error from the last system call.
-    pub(crate) fn os(iface: &str, what: &'static str) -> GenError {
-        GenError::Os {
-            iface: iface.to_string(),
-            what,
-            source: io::Error::last_os_error(),
+impl From<weir_capture::CaptureError> for GenError {
+    /// The socket layer's errors, in the generator's words.
+    fn from(e: weir_capture::CaptureError) -> GenError {
+        use weir_capture::CaptureError as C;
+        match e {
+            C::Os {
+                iface,
+                what,
+                source,
+            } => GenError::Os {
+                iface,
+                what,
+                source,
+            },
+            C::NoInterface(iface) => GenError::NoInterface(iface),
+            C::NotUp(iface) => GenError::NotUp(iface),
+            other => GenError::Socket(other),
         }
     }
 }

@@ -253,8 +253,8 @@ struct Guard(Option<Child>);
 impl Guard {
     fn interrupt_and_wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let mut child = self.0.take()?;
-        // SAFETY: kill() on the pid of a child this process spawned and has not reaped.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        // The child is not reaped yet, so its pid is still its own.
+        crate::bench::signal(child.id() as i32, libc::SIGINT);
         let t = std::time::Instant::now();
         while t.elapsed() < timeout {
             if let Ok(Some(s)) = child.try_wait() {

@@ -157,12 +157,8 @@ const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 /// Attaches program `fd` (or detaches with -1) to `iface` in native mode, through rtnetlink in
 /// the calling thread's namespace.
 fn attach(iface: &str, fd: i32) -> Result<(), LabError> {
-    let c = std::ffi::CString::new(iface).map_err(|_| LabError::Config(iface.into()))?;
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-    let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if ifindex == 0 {
-        return Err(LabError::Config(format!("no interface {iface}")));
-    }
+    let ifindex = weir_capture::interface_index(iface)
+        .map_err(|_| LabError::Config(format!("no interface {iface}")))?;
     let mut msg: Vec<u8> = Vec::with_capacity(64);
     msg.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_len, set below
     msg.extend_from_slice(&(libc::RTM_SETLINK).to_ne_bytes());
@@ -283,9 +279,7 @@ pub fn forward_on(bench: &Bench, state: &State) -> Result<(), LabError> {
         attach("eth0", prog.as_raw_fd())
     })?;
     in_netns(&bench.ns(Role::Router), move || {
-        let c = std::ffi::CString::new("out0").expect("no NUL");
-        // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-        let out = unsafe { libc::if_nametoindex(c.as_ptr()) };
+        let out = weir_capture::interface_index("out0").unwrap_or(0);
         let prog = load(&forward_program(dst, src, out), "weir_fwd")?;
         attach("in0", prog.as_raw_fd())
     })
