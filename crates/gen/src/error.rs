@@ -31,6 +31,22 @@ pub enum GenError {
     /// Writing the output file failed.
     #[error(transparent)]
     Write(#[from] weir_pcap::WriteError),
+    /// A MAC address is not six hex bytes separated by colons.
+    #[error("bad MAC address '{text}'")]
+    BadMac {
+        /// The text given.
+        text: String,
+        /// The byte that is not hex, if that is the trouble.
+        source: Option<std::num::ParseIntError>,
+    },
+    /// The interface's MAC address cannot be read (it does not exist, in practice).
+    #[error("no such interface: {iface}")]
+    NoAddress {
+        /// The interface.
+        iface: String,
+        /// Why sysfs could not be read.
+        source: io::Error,
+    },
     /// The AF_PACKET socket failed in some other way.
     #[error(transparent)]
     Socket(weir_capture::CaptureError),
