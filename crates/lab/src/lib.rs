@@ -11,7 +11,7 @@
 //! scenario: for each setup, bulk traffic plus a stamped interactive stream, captured before the
 //! bottleneck (sender's eth0) and after it (receiver's eth0) with weir-capture, matched with
 //! weir-latency, and charted together. Captures and weir-gen's streams run in threads of this
-//! process moved into the bench's namespaces ([`netns`]'s job), not as child processes.
+//! process moved into the bench's namespaces (the private module `netns`), not as child processes.
 //!
 //! Everything the lab makes is named `weirlab-NAME-*` and recorded in a state file
 //! (`/run/weir-lab/NAME.json`), so `weir lab down` removes it even after a crash.

@@ -487,7 +487,7 @@ fn measure(
 /// Runs every setup of `sc` on `bench` (which must be up), writing `table.txt`, `results.json`
 /// and the charts into `out`. Setups the kernel cannot apply are skipped with the reason.
 /// Captures and weir's traffic run in threads of this process inside the namespaces
-/// ([`traffic`](crate::traffic)); iperf3 and stress-ng are processes.
+/// (the private module `traffic`); iperf3 and stress-ng are processes.
 pub fn run(
     bench: &Bench,
     caps: &Capabilities,
