@@ -46,6 +46,63 @@ pub struct FeedCounters {
     pub too_long: AtomicU64,
 }
 
+/// The counters of one or more capture threads at one moment (see [`FeedCounters`] for what
+/// each counts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FeedTotals {
+    /// Packets the kernel queued to the rings (dropped ones included).
+    pub kernel_packets: u64,
+    /// Packets the kernel dropped (ring full).
+    pub kernel_drops: u64,
+    /// Packets read from the rings (or from the files, when importing).
+    pub received: u64,
+    /// Packets the user-space filter rejected.
+    pub filtered: u64,
+    /// Packets copied into the buffer.
+    pub pushed: u64,
+    /// Their captured bytes.
+    pub pushed_bytes: u64,
+    /// Their bytes on the wire.
+    pub wire_bytes: u64,
+    /// Packets dropped: buffer full.
+    pub buffer_full: u64,
+    /// Packets dropped: longer than the buffer accepts.
+    pub too_long: u64,
+}
+
+impl std::ops::AddAssign for FeedTotals {
+    fn add_assign(&mut self, o: FeedTotals) {
+        self.kernel_packets += o.kernel_packets;
+        self.kernel_drops += o.kernel_drops;
+        self.received += o.received;
+        self.filtered += o.filtered;
+        self.pushed += o.pushed;
+        self.pushed_bytes += o.pushed_bytes;
+        self.wire_bytes += o.wire_bytes;
+        self.buffer_full += o.buffer_full;
+        self.too_long += o.too_long;
+    }
+}
+
+impl FeedCounters {
+    /// The counters now (each read on its own, relaxed: a snapshot taken while the thread runs
+    /// is not one instant).
+    pub fn load(&self) -> FeedTotals {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        FeedTotals {
+            kernel_packets: l(&self.kernel_packets),
+            kernel_drops: l(&self.kernel_drops),
+            received: l(&self.received),
+            filtered: l(&self.filtered),
+            pushed: l(&self.pushed),
+            pushed_bytes: l(&self.pushed_bytes),
+            wire_bytes: l(&self.wire_bytes),
+            buffer_full: l(&self.buffer_full),
+            too_long: l(&self.too_long),
+        }
+    }
+}
+
 fn add(c: &AtomicU64, n: u64) {
     c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
 }

@@ -8,16 +8,27 @@
 //! (hardware ones when the NIC provides them, said plainly when it does not), and its kernel
 //! counters (received, dropped) are read with PACKET_STATISTICS.
 //!
+//! [`Pipeline`] is the live pipeline built on them: rings → capture threads ([`feed`]) → one
+//! shared packet buffer ([`weir_buffer`]) that its consumers read, with every stage's counters
+//! ([`Totals`]). [`Import`] fills such a buffer from capture files instead.
+//!
 //! Every `unsafe` block of weir's capture path lives in `socket.rs` and `ring.rs`, each with a
 //! `// SAFETY:` comment.
 #![deny(missing_docs)]
 
 mod error;
 pub mod feed;
+mod import;
 pub mod netstats;
+mod pipeline;
 mod ring;
 mod socket;
 
 pub use error::CaptureError;
+pub use feed::FeedTotals;
+pub use import::Import;
+pub use pipeline::{Counters, Pipeline, PipelineConfig, Totals};
 pub use ring::{Block, LivePacket, RingConfig, RxRing, TimestampSource};
-pub use socket::{check_up, interface_index, FanoutMode, KernelStats};
+pub use socket::{
+    check_up, interface_index, link_type, FanoutMode, KernelStats, PacketSocket, RingMap,
+};

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use weir_filter::Filter;
 
 use crate::error::CaptureError;
-use crate::socket::{FanoutMode, KernelStats, PacketSocket};
+use crate::socket::{FanoutMode, KernelStats, PacketSocket, RingMap};
 
 /// Sizes of a ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,9 +63,8 @@ pub struct LivePacket<'a> {
 
 /// An AF_PACKET socket with its TPACKET_V3 receive ring.
 pub struct RxRing {
+    map: RingMap,
     sock: PacketSocket,
-    map: *mut u8,
-    map_len: usize,
     block_size: usize,
     block_count: usize,
     /// The next block to read.
@@ -74,10 +73,6 @@ pub struct RxRing {
     ts_source: TimestampSource,
     stats: KernelStats,
 }
-
-// SAFETY: the ring's memory is owned by this value alone (one ring per thread); nothing in it is
-// tied to the creating thread, so moving it to a capture thread is sound.
-unsafe impl Send for RxRing {}
 
 impl RxRing {
     /// Opens a ring on `iface`: kernel filter first, then the ring, then bind (so no unfiltered
@@ -101,7 +96,7 @@ impl RxRing {
             )));
         }
         crate::socket::check_up(iface)?;
-        let sock = PacketSocket::new(iface)?;
+        let sock = PacketSocket::open(iface)?;
         let version = libc::tpacket_versions::TPACKET_V3 as i32;
         sock.set(
             libc::SOL_PACKET,
@@ -133,43 +128,14 @@ impl RxRing {
             &req,
             "PACKET_RX_RING",
         )?;
-        let map_len = cfg.block_size as usize * cfg.block_count as usize;
-        // SAFETY: maps the ring the kernel just allocated for this socket; length and flags are
-        // the documented ones; the result is checked against MAP_FAILED.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_LOCKED,
-                sock.raw(),
-                0,
-            )
-        };
-        let map = if map == libc::MAP_FAILED {
-            // MAP_LOCKED needs RLIMIT_MEMLOCK; retry without it.
-            // SAFETY: as above, without MAP_LOCKED.
-            let m = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    map_len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    sock.raw(),
-                    0,
-                )
-            };
-            if m == libc::MAP_FAILED {
-                return Err(CaptureError::os(iface, "mmap(PACKET_RX_RING)"));
-            }
-            m
-        } else {
-            map
-        };
+        let map = sock.map_ring(
+            cfg.block_size as usize * cfg.block_count as usize,
+            false,
+            "mmap(PACKET_RX_RING)",
+        )?;
         let ring = RxRing {
+            map,
             sock,
-            map: map as *mut u8,
-            map_len,
             block_size: cfg.block_size as usize,
             block_count: cfg.block_count as usize,
             next: 0,
@@ -177,7 +143,7 @@ impl RxRing {
             ts_source,
             stats: KernelStats::default(),
         };
-        ring.sock.bind()?;
+        ring.sock.bind(libc::ETH_P_ALL as u16)?;
         if promiscuous {
             ring.sock.promiscuous()?;
         }
@@ -189,7 +155,7 @@ impl RxRing {
 
     /// The interface name.
     pub fn interface(&self) -> &str {
-        &self.sock.iface
+        self.sock.interface()
     }
 
     /// Where this ring's timestamps come from.
@@ -203,7 +169,7 @@ impl RxRing {
         // `block_status` is the first u32 of `tpacket_hdr_v1` at offset 8 of the block descriptor
         // (after `version` and `offset_to_priv`), 4-byte aligned because blocks are page aligned.
         // The kernel and we access it only atomically (the kernel with smp_wmb/smp_rmb pairs).
-        unsafe { AtomicU32::from_ptr(self.map.add(i * self.block_size + 8) as *mut u32) }
+        unsafe { AtomicU32::from_ptr(self.map.as_ptr().add(i * self.block_size + 8) as *mut u32) }
     }
 
     /// Waits up to `timeout_ms` for the next block (0 = do not wait, -1 = forever). The block goes
@@ -211,23 +177,13 @@ impl RxRing {
     pub fn next_block(&mut self, timeout_ms: i32) -> Result<Option<Block<'_>>, CaptureError> {
         let i = self.next;
         if self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
-            let mut pfd = libc::pollfd {
-                fd: self.sock.raw(),
-                events: libc::POLLIN | libc::POLLERR,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd for the duration of the call.
-            let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-            if r < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(CaptureError::Os {
-                        iface: self.sock.iface.clone(),
-                        what: "poll",
-                        source: e,
-                    });
-                }
-            }
+            self.sock
+                .poll(libc::POLLIN | libc::POLLERR, timeout_ms)
+                .map_err(|source| CaptureError::Os {
+                    iface: self.sock.interface().to_string(),
+                    what: "poll",
+                    source,
+                })?;
             if self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
                 return Ok(None);
             }
@@ -236,7 +192,7 @@ impl RxRing {
         // SAFETY: the block is ours (TP_STATUS_USER, read with Acquire above) until Block::drop
         // stores TP_STATUS_KERNEL; it lies inside the mapping, which outlives the borrow.
         let bytes = unsafe {
-            std::slice::from_raw_parts(self.map.add(i * self.block_size), self.block_size)
+            std::slice::from_raw_parts(self.map.as_ptr().add(i * self.block_size), self.block_size)
         };
         Ok(Some(Block {
             bytes,
@@ -264,16 +220,6 @@ impl RxRing {
             self.stats.freezes += s.freezes;
         }
         self.stats
-    }
-}
-
-impl Drop for RxRing {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping created in `open`; no Block borrows it any more
-        // (they borrow `self`).
-        unsafe {
-            libc::munmap(self.map as *mut libc::c_void, self.map_len);
-        }
     }
 }
 

@@ -1,11 +1,13 @@
-//! The AF_PACKET socket under a ring: creation, binding, promiscuous mode, kernel BPF, fanout,
-//! hardware timestamp requests and kernel statistics. Thin wrappers over `libc`, one system call
-//! each, every `unsafe` block argued.
+//! The AF_PACKET socket under a ring, receive ([`RxRing`](crate::RxRing)) or transmit (weir-gen's
+//! TX ring): interface lookup, creation, socket options, binding, the ring's shared mapping,
+//! polling, promiscuous mode, kernel BPF, fanout, hardware timestamp requests and kernel
+//! statistics. Thin wrappers over `libc`, one system call each, every `unsafe` block argued.
 
 use std::ffi::CString;
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
 
 use weir_filter::Insn;
 
@@ -55,6 +57,34 @@ pub fn interface_index(name: &str) -> Result<u32, CaptureError> {
     Ok(idx)
 }
 
+/// The link type of a Linux interface, from its ARPHRD type in sysfs: Ethernet (loopback
+/// included) or raw IP (tun, wireguard); anything else is refused.
+pub fn link_type(iface: &str) -> Result<weir_packet::LinkType, CaptureError> {
+    use weir_packet::LinkType;
+    let path = format!("/sys/class/net/{iface}/type");
+    let t: u32 = std::fs::read_to_string(&path)
+        .map_err(|source| CaptureError::LinkUnknown {
+            iface: iface.to_string(),
+            source,
+        })?
+        .trim()
+        .parse()
+        .map_err(|source| CaptureError::LinkUnparsable {
+            path: path.clone(),
+            source,
+        })?;
+    Ok(match t {
+        1 | 772 => LinkType::ETHERNET, // ARPHRD_ETHER, ARPHRD_LOOPBACK
+        65534 => LinkType::RAW,        // ARPHRD_NONE (tun, wireguard)
+        arphrd => {
+            return Err(CaptureError::LinkUnsupported {
+                iface: iface.to_string(),
+                arphrd,
+            })
+        }
+    })
+}
+
 /// Fails with [`CaptureError::NotUp`] when the interface exists but is administratively down
 /// (no IFF_UP: it would deliver nothing, silently), or [`CaptureError::NoInterface`].
 pub fn check_up(name: &str) -> Result<(), CaptureError> {
@@ -88,17 +118,24 @@ pub fn check_up(name: &str) -> Result<(), CaptureError> {
     Ok(())
 }
 
-/// An AF_PACKET raw socket bound to one interface.
-pub(crate) struct PacketSocket {
+/// An AF_PACKET raw socket for one interface.
+#[derive(Debug)]
+pub struct PacketSocket {
     fd: OwnedFd,
-    pub(crate) iface: String,
+    iface: String,
     ifindex: u32,
 }
 
+impl AsRawFd for PacketSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
 impl PacketSocket {
-    /// Creates the socket. It receives nothing until [`bind`](Self::bind), so the ring and filter
-    /// can be set up first.
-    pub(crate) fn new(iface: &str) -> Result<PacketSocket, CaptureError> {
+    /// Creates the socket for `iface` (protocol 0: it receives nothing until
+    /// [`bind`](Self::bind) names a protocol, so the ring and filter can be set up first).
+    pub fn open(iface: &str) -> Result<PacketSocket, CaptureError> {
         let ifindex = interface_index(iface)?;
         // SAFETY: plain system call with constant arguments; the result is checked.
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
@@ -113,12 +150,17 @@ impl PacketSocket {
         })
     }
 
-    pub(crate) fn raw(&self) -> RawFd {
+    fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
-    /// setsockopt(SOL_PACKET or `level`, `name`, `value`).
-    pub(crate) fn set<T>(
+    /// The interface's name.
+    pub fn interface(&self) -> &str {
+        &self.iface
+    }
+
+    /// setsockopt(`level`, `name`, `value`); `what` names the option in the error.
+    pub fn set<T>(
         &self,
         level: i32,
         name: i32,
@@ -142,7 +184,7 @@ impl PacketSocket {
     }
 
     /// Attaches a classic BPF program in the kernel (`SO_ATTACH_FILTER`).
-    pub(crate) fn attach_filter(&self, insns: &[Insn]) -> Result<(), CaptureError> {
+    pub fn attach_filter(&self, insns: &[Insn]) -> Result<(), CaptureError> {
         let prog = libc::sock_fprog {
             len: insns.len() as u16,
             // `Insn` is `repr(C)` with the layout of `struct sock_filter` (checked by weir-filter's
@@ -164,7 +206,7 @@ impl PacketSocket {
     /// Replaces the socket's filter with one that accepts nothing: from then on no packet is
     /// queued to the ring nor counted in PACKET_STATISTICS, so what is already in the ring can be
     /// drained and the counters read with nothing arriving behind them.
-    pub(crate) fn refuse_all(&self) -> Result<(), CaptureError> {
+    pub fn refuse_all(&self) -> Result<(), CaptureError> {
         // One instruction: `ret #0` (BPF_RET | BPF_K), keep 0 bytes = drop.
         let mut drop_all = [libc::sock_filter {
             code: 0x06,
@@ -184,12 +226,13 @@ impl PacketSocket {
         )
     }
 
-    /// Binds to the interface for all protocols; packets start arriving.
-    pub(crate) fn bind(&self) -> Result<(), CaptureError> {
+    /// Binds to the interface for the Ethernet `protocol` (host order): `ETH_P_ALL` and every
+    /// packet starts arriving; 0 for a socket that only sends.
+    pub fn bind(&self, protocol: u16) -> Result<(), CaptureError> {
         // SAFETY: sockaddr_ll is plain old data; all-zero is a valid starting value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_protocol = protocol.to_be();
         sll.sll_ifindex = self.ifindex as i32;
         // SAFETY: `sll` is a valid sockaddr_ll and its exact size is passed.
         let r = unsafe {
@@ -206,7 +249,7 @@ impl PacketSocket {
     }
 
     /// Puts the interface in promiscuous mode for as long as the socket lives.
-    pub(crate) fn promiscuous(&self) -> Result<(), CaptureError> {
+    pub fn promiscuous(&self) -> Result<(), CaptureError> {
         // SAFETY: packet_mreq is plain old data; all-zero is valid.
         let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
         mr.mr_ifindex = self.ifindex as i32;
@@ -220,14 +263,14 @@ impl PacketSocket {
     }
 
     /// Joins fanout group `group` (must be called after `bind`).
-    pub(crate) fn fanout(&self, group: u16, mode: FanoutMode) -> Result<(), CaptureError> {
+    pub fn fanout(&self, group: u16, mode: FanoutMode) -> Result<(), CaptureError> {
         let arg: u32 = group as u32 | (mode.value() << 16);
         self.set(libc::SOL_PACKET, libc::PACKET_FANOUT, &arg, "PACKET_FANOUT")
     }
 
     /// Asks the NIC for hardware receive timestamps and the socket to report them. Returns false
     /// (and changes nothing) when the driver refuses, as veth and most virtual NICs do.
-    pub(crate) fn request_hw_timestamps(&self) -> bool {
+    pub fn request_hw_timestamps(&self) -> bool {
         #[repr(C)]
         struct HwtstampConfig {
             flags: i32,
@@ -265,8 +308,78 @@ impl PacketSocket {
         .is_ok()
     }
 
+    /// Maps the ring the kernel allocated for this socket (PACKET_RX_RING or PACKET_TX_RING
+    /// set before): `len` bytes, shared, locked in memory when RLIMIT_MEMLOCK allows (else
+    /// unlocked), prefaulted when `populate`; `what` names the call in the error.
+    pub fn map_ring(
+        &self,
+        len: usize,
+        populate: bool,
+        what: &'static str,
+    ) -> Result<RingMap, CaptureError> {
+        let extra = if populate { libc::MAP_POPULATE } else { 0 };
+        let map = |flags| {
+            // SAFETY: maps the ring the kernel allocated for this socket, shared, at a place of
+            // the kernel's choosing, with the documented length and flags; the result is
+            // checked against MAP_FAILED by the caller and unmapped by RingMap's Drop.
+            unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    flags,
+                    self.raw(),
+                    0,
+                )
+            }
+        };
+        let mut ptr = map(libc::MAP_SHARED | libc::MAP_LOCKED | extra);
+        if ptr == libc::MAP_FAILED {
+            // MAP_LOCKED needs RLIMIT_MEMLOCK; an unlocked mapping works as well.
+            ptr = map(libc::MAP_SHARED | extra);
+            if ptr == libc::MAP_FAILED {
+                return Err(CaptureError::os(&self.iface, what));
+            }
+        }
+        Ok(RingMap {
+            ptr: NonNull::new(ptr as *mut u8).expect("mmap returned a non-null address"),
+            len,
+        })
+    }
+
+    /// Waits up to `timeout_ms` (0: do not wait, -1: forever) for `events` (`POLLIN`,
+    /// `POLLOUT`...) on the socket. An interrupted wait is not an error.
+    pub fn poll(&self, events: i16, timeout_ms: i32) -> io::Result<()> {
+        let mut pfd = libc::pollfd {
+            fd: self.raw(),
+            events,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Tells the kernel to transmit every frame of the TX ring marked ready (a zero-length
+    /// `send()`); blocks until it has taken them.
+    pub fn send_ring(&self) -> io::Result<()> {
+        // SAFETY: a zero-length send on a socket with a TX ring tells the kernel to transmit
+        // every frame marked SEND_REQUEST; no user buffer is passed.
+        let r = unsafe { libc::send(self.raw(), std::ptr::null(), 0, 0) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Reads (and thereby resets) the kernel's counters.
-    pub(crate) fn read_stats(&self) -> io::Result<KernelStats> {
+    pub fn read_stats(&self) -> io::Result<KernelStats> {
         // SAFETY: tpacket_stats_v3 is plain old data; all-zero is valid.
         let mut st: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
         let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
@@ -288,5 +401,47 @@ impl PacketSocket {
             drops: st.tp_drops as u64,
             freezes: st.tp_freeze_q_cnt as u64,
         })
+    }
+}
+
+/// A ring's memory, shared with the kernel, unmapped when dropped (see
+/// [`PacketSocket::map_ring`]). Who may touch which part of it when is the ring's protocol
+/// (status words), kept by its user.
+#[derive(Debug)]
+pub struct RingMap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this value alone; nothing in it is tied to the thread that
+// made it, so moving it (with its ring) to another thread is sound.
+unsafe impl Send for RingMap {}
+
+impl RingMap {
+    /// The first byte of the mapping (page aligned).
+    #[inline]
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Its length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty mapping (never: the kernel refuses empty rings).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for RingMap {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `map_ring`; whoever borrowed parts of it
+        // borrowed them from the ring that owns this value, so no borrow outlives it.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len);
+        }
     }
 }

@@ -289,6 +289,149 @@ impl FlowArgs {
     ];
 }
 
+/// Layers `--slice` keeps.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slice {
+    /// Link headers only.
+    L2,
+    /// Up to the IP header.
+    L3,
+    /// Up to the transport header.
+    L4,
+}
+
+/// Fanout mode on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fanout {
+    /// By flow hash (both directions of a flow on one thread).
+    Hash,
+    /// Round robin.
+    Lb,
+    /// By receiving CPU.
+    Cpu,
+}
+
+/// Capture options common to the live commands (`capture`, `record`, `flows -i`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LiveArgs {
+    /// Interfaces to capture on, comma-separated (`-i eth0,eth1`).
+    #[arg(short = 'i', long = "interface", value_delimiter = ',')]
+    pub interfaces: Vec<String>,
+    /// Capture threads per interface (joined in one fanout group), 1 to 256.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256),
+          allow_negative_numbers = true)]
+    pub threads: usize,
+    /// How the fanout group spreads packets over threads.
+    #[arg(long, value_enum, default_value_t = Fanout::Hash)]
+    pub fanout: Fanout,
+    /// Do not put the interfaces in promiscuous mode.
+    #[arg(long)]
+    pub no_promisc: bool,
+    /// Keep at most this many bytes of each packet (the original length is recorded); 0 is the
+    /// whole packet (262144), as in tcpdump.
+    #[arg(short = 's', long, default_value_t = MAX_SNAPLEN, value_parser = snaplen,
+          allow_negative_numbers = true)]
+    pub snaplen: u32,
+    /// Keep only the headers up to this layer (the original length is recorded).
+    #[arg(long, value_enum)]
+    pub slice: Option<Slice>,
+    /// Do not ask the NIC for hardware timestamps.
+    #[arg(long)]
+    pub no_hw_timestamps: bool,
+    /// Ring block size in bytes (a power of two from 4096 to 1 GiB).
+    #[arg(long, default_value_t = 1 << 20, value_parser = block_size,
+          allow_negative_numbers = true)]
+    pub block_size: u32,
+    /// Ring blocks per thread (1 to 1048576; at most 16 GiB of ring per thread).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1 << 20),
+          allow_negative_numbers = true)]
+    pub block_count: u32,
+    /// Shared packet buffer size in MiB, a power of two up to 65536 (default: 512 for `record`,
+    /// 64 for `capture` and `flows`).
+    #[arg(long, value_name = "MIB", value_parser = buffer_mib,
+          allow_negative_numbers = true)]
+    pub buffer_mib: Option<usize>,
+    /// Stop after this many seconds (up to 10⁹).
+    #[arg(long, value_name = "SECONDS", value_parser = seconds,
+          allow_negative_numbers = true)]
+    pub duration: Option<f64>,
+}
+
+impl LiveArgs {
+    /// Usage checks clap cannot express: each interface once, a ring that the kernel can map.
+    pub fn check(&self) -> Result<(), String> {
+        for (k, i) in self.interfaces.iter().enumerate() {
+            if i.is_empty() {
+                return Err("-i: empty interface name".into());
+            }
+            if self.interfaces[..k].contains(i) {
+                return Err(format!(
+                    "interface {i} given twice: every packet would be captured twice"
+                ));
+            }
+        }
+        let ring = u64::from(self.block_size) * u64::from(self.block_count);
+        if ring > MAX_RING_BYTES {
+            return Err(format!(
+                "--block-size {} × --block-count {} is {ring} bytes of ring per thread; the \
+                 most is {} (16 GiB)",
+                self.block_size, self.block_count, MAX_RING_BYTES
+            ));
+        }
+        Ok(())
+    }
+
+    /// The live pipeline these options ask for, capturing what `expr` matches into a buffer of
+    /// `--buffer-mib` (else `default_buffer_mib`) with `readers` registered and `best_effort`
+    /// readers.
+    pub fn pipeline(
+        &self,
+        expr: &str,
+        readers: usize,
+        best_effort: usize,
+        default_buffer_mib: usize,
+    ) -> anyhow::Result<weir_capture::PipelineConfig> {
+        use anyhow::{bail, Context};
+        let buffer_mib = self.buffer_mib.unwrap_or(default_buffer_mib);
+        if self.interfaces.is_empty() {
+            bail!("give at least one interface with -i");
+        }
+        if self.threads == 0 {
+            bail!("--threads must be at least 1");
+        }
+        let buffer_bytes = buffer_mib
+            .checked_mul(1 << 20)
+            .filter(|s| s.is_power_of_two())
+            .with_context(|| format!("--buffer-mib {buffer_mib} must be a power of two"))?;
+        Ok(weir_capture::PipelineConfig {
+            interfaces: self.interfaces.clone(),
+            threads: self.threads,
+            fanout: match self.fanout {
+                Fanout::Hash => weir_capture::FanoutMode::Hash,
+                Fanout::Lb => weir_capture::FanoutMode::LoadBalance,
+                Fanout::Cpu => weir_capture::FanoutMode::Cpu,
+            },
+            promiscuous: !self.no_promisc,
+            snaplen: self.snaplen,
+            slice: self.slice.map(|s| match s {
+                Slice::L2 => weir_decode::SliceLevel::L2,
+                Slice::L3 => weir_decode::SliceLevel::L3,
+                Slice::L4 => weir_decode::SliceLevel::L4,
+            }),
+            hw_timestamps: !self.no_hw_timestamps,
+            ring: weir_capture::RingConfig {
+                block_size: self.block_size,
+                block_count: self.block_count,
+                ..weir_capture::RingConfig::default()
+            },
+            filter: expr.to_string(),
+            buffer_bytes,
+            readers,
+            best_effort_readers: best_effort,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

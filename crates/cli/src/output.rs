@@ -301,3 +301,89 @@ pub fn next_or_damaged<'r>(
         Err(e) => Err(e.into()),
     }
 }
+
+/// Installs the SIGINT/SIGTERM handler that sets `flag` (the live commands and `gen` end on it).
+pub fn on_signal(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
+    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Relaxed))
+        .context("cannot install the SIGINT/SIGTERM handler")
+}
+
+/// Human bytes: `1.5 GiB`.
+pub fn human_bytes(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// Starts the live pipeline `live` asks for (see [`LiveArgs::pipeline`](crate::args::LiveArgs))
+/// and prints what every live command says when it starts: the buffer's pages when no huge
+/// pages are reserved, then `weir: VERB on IFACE ...` for each interface (the line scripts and
+/// tests wait for).
+pub fn start_live(
+    live: &crate::args::LiveArgs,
+    expr: &str,
+    readers: usize,
+    best_effort: usize,
+    verb: &str,
+    default_buffer_mib: usize,
+) -> Result<weir_capture::Pipeline> {
+    let config = live.pipeline(expr, readers, best_effort, default_buffer_mib)?;
+    let pipeline = weir_capture::Pipeline::start(&config)?;
+    if pipeline.page_kind() != weir_buffer::PageKind::HugeTlb {
+        eprintln!(
+            "weir: packet buffer of {} MiB on {} (no huge pages reserved: \
+             echo N > /proc/sys/vm/nr_hugepages to use them)",
+            config.buffer_bytes >> 20,
+            pipeline.page_kind().name()
+        );
+    }
+    for (i, ts) in pipeline
+        .interfaces()
+        .iter()
+        .zip(pipeline.timestamp_sources())
+    {
+        let iface = i.name.as_deref().unwrap_or_default();
+        let ts = match ts {
+            weir_capture::TimestampSource::Hardware => "hardware timestamps".to_string(),
+            _ if live.no_hw_timestamps => "software timestamps".to_string(),
+            _ => format!("software timestamps ({iface} offers no hardware timestamps)"),
+        };
+        eprintln!(
+            "weir: {verb} on {iface} ({}), {} thread(s){}, {ts}",
+            i.link,
+            live.threads,
+            if live.threads > 1 {
+                format!(", {:?} fanout", live.fanout).to_lowercase()
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(pipeline)
+}
+
+/// The closing lines every live command prints: what was lost before the rings, then what the
+/// kernel queued and dropped at the rings, what the capture threads read (so that kernel
+/// received = read + dropped) and what the buffer refused.
+pub fn live_summary(t: &weir_capture::Totals, b: &weir_buffer::Stats) -> String {
+    format!(
+        "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} filtered \
+         out; buffer: {} dropped (full), {} dropped (too long)",
+        t.before_ring_text(),
+        t.feed.kernel_packets,
+        t.feed.kernel_drops,
+        t.feed.received,
+        t.feed.filtered,
+        b.dropped_full,
+        b.dropped_oversize
+    )
+}

@@ -31,15 +31,44 @@ pub enum GenError {
     /// Writing the output file failed.
     #[error(transparent)]
     Write(#[from] weir_pcap::WriteError),
+    /// A MAC address is not six hex bytes separated by colons.
+    #[error("bad MAC address '{text}'")]
+    BadMac {
+        /// The text given.
+        text: String,
+        /// The byte that is not hex, if that is the trouble.
+        source: Option<std::num::ParseIntError>,
+    },
+    /// The interface's MAC address cannot be read (it does not exist, in practice).
+    #[error("no such interface: {iface}")]
+    NoAddress {
+        /// The interface.
+        iface: String,
+        /// Why sysfs could not be read.
+        source: io::Error,
+    },
+    /// The AF_PACKET socket failed in some other way.
+    #[error(transparent)]
+    Socket(weir_capture::CaptureError),
 }
 
-impl GenError {
-    /// An OS error from the last system call.
-    pub(crate) fn os(iface: &str, what: &'static str) -> GenError {
-        GenError::Os {
-            iface: iface.to_string(),
-            what,
-            source: io::Error::last_os_error(),
+impl From<weir_capture::CaptureError> for GenError {
+    /// The socket layer's errors, in the generator's words.
+    fn from(e: weir_capture::CaptureError) -> GenError {
+        use weir_capture::CaptureError as C;
+        match e {
+            C::Os {
+                iface,
+                what,
+                source,
+            } => GenError::Os {
+                iface,
+                what,
+                source,
+            },
+            C::NoInterface(iface) => GenError::NoInterface(iface),
+            C::NotUp(iface) => GenError::NotUp(iface),
+            other => GenError::Socket(other),
         }
     }
 }

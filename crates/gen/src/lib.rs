@@ -37,6 +37,7 @@
 pub mod drive;
 mod error;
 pub mod frame;
+pub mod mac;
 pub mod size;
 pub mod source;
 pub mod stamp;
@@ -44,6 +45,7 @@ pub mod tx;
 
 pub use error::GenError;
 pub use frame::{FlowSpec, FrameBuilder, Proto};
+pub use mac::{interface_mac, neighbour_mac, parse_mac};
 pub use size::{SizeMix, Sizes};
 pub use source::{Rate, Replay, ReplayPace, Source, Synth, SynthConfig};
 pub use stamp::{Stamp, MAGIC, STAMP_LEN};

@@ -3,13 +3,14 @@
 //! (instead of one system call per packet). The qdisc is kept in the path unless
 //! `qdisc_bypass` is set (PACKET_QDISC_BYPASS), since queueing is often what is measured.
 //!
-//! Every `unsafe` block of the generator lives here, each with a `// SAFETY:` comment.
+//! The socket, its options and the ring's mapping are weir-capture's AF_PACKET layer
+//! ([`PacketSocket`]); the frames' memory protocol is here. Every `unsafe` block of the
+//! generator lives here, each with a `// SAFETY:` comment.
 
-use std::ffi::CString;
 use std::mem::size_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use weir_capture::{PacketSocket, RingMap};
 
 use crate::GenError;
 
@@ -78,44 +79,15 @@ pub struct TxStats {
 
 /// An AF_PACKET socket with a TPACKET_V2 TX ring, bound to one interface.
 pub struct TxRing {
-    fd: OwnedFd,
-    map: NonNull<u8>,
-    map_len: usize,
+    map: RingMap,
+    sock: PacketSocket,
     frame_size: usize,
     frame_count: usize,
     next: usize,
     pending: usize,
-    iface: String,
     mtu: usize,
     stats: TxStats,
     last_error: Option<std::io::Error>,
-}
-
-// SAFETY: the ring memory is owned by this value alone; moving it to another thread moves the
-// only handle to the mapping and the socket.
-unsafe impl Send for TxRing {}
-
-fn set<T>(
-    fd: &OwnedFd,
-    iface: &str,
-    name: i32,
-    value: &T,
-    what: &'static str,
-) -> Result<(), GenError> {
-    // SAFETY: `value` points to a live `T` of the size passed; the kernel only reads it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            name,
-            value as *const T as *const libc::c_void,
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(GenError::os(iface, what));
-    }
-    Ok(())
 }
 
 /// The MTU of an interface, from sysfs.
@@ -127,15 +99,6 @@ fn mtu(iface: &str) -> Option<usize> {
         .ok()
 }
 
-/// Whether `iface` is administratively up (IFF_UP in `/sys/class/net/IFACE/flags`); true when
-/// the flags cannot be read (the send calls will say what is wrong).
-fn is_up(iface: &str) -> bool {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/flags"))
-        .ok()
-        .and_then(|f| u32::from_str_radix(f.trim().trim_start_matches("0x"), 16).ok())
-        .is_none_or(|flags| flags & libc::IFF_UP as u32 != 0)
-}
-
 impl TxRing {
     /// Opens the socket, sets up and maps the ring, and binds to `iface`.
     pub fn open(iface: &str, cfg: TxConfig) -> Result<TxRing, GenError> {
@@ -145,30 +108,20 @@ impl TxRing {
                 "TX ring: frame size {fs} must be a power of two in 128..=65536, frame count > 0"
             )));
         }
-        let c = CString::new(iface).map_err(|_| GenError::NoInterface(iface.into()))?;
-        // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-        let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
-        if ifindex == 0 {
-            return Err(GenError::NoInterface(iface.into()));
-        }
-        if !is_up(iface) {
-            return Err(GenError::NotUp(iface.into()));
-        }
+        weir_capture::check_up(iface)?;
         // Protocol 0: this socket sends only and receives nothing.
-        // SAFETY: plain system call with constant arguments; the result is checked.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(GenError::os(iface, "socket(AF_PACKET)"));
-        }
-        // SAFETY: `raw` was just returned by socket() and is owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let sock = PacketSocket::open(iface)?;
         let v2: libc::c_int = 1; // TPACKET_V2 (enum tpacket_versions)
-        set(&fd, iface, libc::PACKET_VERSION, &v2, "PACKET_VERSION")?;
+        sock.set(
+            libc::SOL_PACKET,
+            libc::PACKET_VERSION,
+            &v2,
+            "PACKET_VERSION",
+        )?;
         if cfg.qdisc_bypass {
             let one: libc::c_int = 1;
-            set(
-                &fd,
-                iface,
+            sock.set(
+                libc::SOL_PACKET,
                 20, /* PACKET_QDISC_BYPASS */
                 &one,
                 "PACKET_QDISC_BYPASS",
@@ -184,69 +137,25 @@ impl TxRing {
             tp_frame_size: fs as u32,
             tp_frame_nr: frame_count as u32,
         };
-        set(&fd, iface, libc::PACKET_TX_RING, &req, "PACKET_TX_RING")?;
-        let map_len = block_size * blocks;
-        // SAFETY: maps the ring the kernel just allocated for this socket, shared, at a place
-        // of the kernel's choosing; the result is checked and unmapped in Drop.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        let ptr = if ptr == libc::MAP_FAILED {
-            // MAP_LOCKED fails under a low RLIMIT_MEMLOCK; an unlocked mapping works as well.
-            // SAFETY: as above, without MAP_LOCKED.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    map_len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_POPULATE,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(GenError::os(iface, "mmap(TX ring)"));
-            }
-            p
-        } else {
-            ptr
-        };
-        // SAFETY: sockaddr_ll is plain old data; all-zero is a valid starting value.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = ifindex as i32;
-        let ring = TxRing {
-            fd,
-            map: NonNull::new(ptr as *mut u8).expect("mmap returned a non-null address"),
-            map_len,
+        sock.set(
+            libc::SOL_PACKET,
+            libc::PACKET_TX_RING,
+            &req,
+            "PACKET_TX_RING",
+        )?;
+        let map = sock.map_ring(block_size * blocks, true, "mmap(TX ring)")?;
+        sock.bind(0)?;
+        Ok(TxRing {
+            map,
+            sock,
             frame_size: fs,
             frame_count,
             next: 0,
             pending: 0,
-            iface: iface.to_string(),
             mtu: mtu(iface).unwrap_or(1500),
             stats: TxStats::default(),
             last_error: None,
-        };
-        // SAFETY: `sll` is a valid sockaddr_ll and its exact size is passed.
-        let r = unsafe {
-            libc::bind(
-                ring.fd.as_raw_fd(),
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(GenError::os(iface, "bind"));
-        }
-        Ok(ring)
+        })
     }
 
     /// The largest frame a slot holds, and the interface takes (MTU + Ethernet and VLAN headers).
@@ -331,14 +240,10 @@ impl TxRing {
             return;
         }
         self.stats.sends += 1;
-        // SAFETY: a zero-length send on a socket with a TX ring tells the kernel to transmit
-        // every frame marked SEND_REQUEST; no user buffer is passed.
-        let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, 0) };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
+        if let Err(e) = self.sock.send_ring() {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 self.stats.send_errors += 1;
-                tracing::debug!("{}: send: {e}", self.iface);
+                tracing::debug!("{}: send: {e}", self.sock.interface());
                 self.last_error = Some(e);
             }
         }
@@ -351,13 +256,7 @@ impl TxRing {
         if self.status(self.next).load(Ordering::Acquire) == TP_STATUS_AVAILABLE {
             return;
         }
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLOUT,
-            revents: 0,
-        };
-        // SAFETY: `pfd` is one valid pollfd for the duration of the call.
-        unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        let _ = self.sock.poll(libc::POLLOUT, timeout_ms);
     }
 
     /// Sends what is pending and waits until the kernel has released every slot (or a second
@@ -385,13 +284,5 @@ impl TxRing {
                 self.status(s).store(TP_STATUS_AVAILABLE, Ordering::Release);
             }
         }
-    }
-}
-
-impl Drop for TxRing {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the region mapped in `open`, which nothing borrows any more
-        // (every slice handed out by `push` lived only during its closure).
-        unsafe { libc::munmap(self.map.as_ptr() as *mut libc::c_void, self.map_len) };
     }
 }

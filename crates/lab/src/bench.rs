@@ -368,6 +368,14 @@ pub fn namespaces() -> Result<Vec<String>, LabError> {
         .collect())
 }
 
+/// Sends signal `sig` to process `pid` (one the lab started, or found in a namespace it made);
+/// a process already gone is no error.
+pub(crate) fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill() has no memory-safety preconditions; the callers pass pids of processes
+    // the lab started or found in its own namespaces.
+    unsafe { libc::kill(pid, sig) };
+}
+
 /// Stops (SIGTERM, then SIGKILL) the processes living in a lab namespace, by pid.
 fn kill_namespace_processes(ns: &str) {
     let pids = |sig: i32| -> usize {
@@ -379,9 +387,7 @@ fn kill_namespace_processes(ns: &str) {
             .filter_map(|p| p.parse().ok())
             .collect();
         for &pid in &list {
-            // SAFETY: kill() with a pid read from `ip netns pids` for a namespace this lab
-            // made; it has no memory-safety preconditions.
-            unsafe { libc::kill(pid, sig) };
+            signal(pid, sig);
         }
         list.len()
     };

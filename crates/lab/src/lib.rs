@@ -9,7 +9,9 @@
 //! the running kernel offers, by trying each qdisc in a scratch namespace, so a scenario says
 //! plainly which setups it cannot apply, and why, before it starts. [`scenario`] runs a TOML
 //! scenario: for each setup, bulk traffic plus a stamped interactive stream, captured before the
-//! bottleneck (sender's eth0) and after it (receiver's eth0) with `weir capture`, matched with weir-latency, and charted together.
+//! bottleneck (sender's eth0) and after it (receiver's eth0) with weir-capture, matched with
+//! weir-latency, and charted together. Captures and weir-gen's streams run in threads of this
+//! process moved into the bench's namespaces (the private module `netns`), not as child processes.
 //!
 //! Everything the lab makes is named `weirlab-NAME-*` and recorded in a state file
 //! (`/run/weir-lab/NAME.json`), so `weir lab down` removes it even after a crash.
@@ -18,7 +20,9 @@
 pub mod bench;
 pub mod caps;
 pub mod knobs;
+mod netns;
 pub mod scenario;
+mod traffic;
 pub mod xdp;
 
 pub use bench::Bench;

@@ -44,7 +44,10 @@ use serde::{Deserialize, Serialize};
 use crate::bench::{Bench, Role, RECEIVER_IP, SENDER_IP};
 use crate::caps::{Capabilities, QDISCS};
 use crate::knobs;
+use crate::traffic;
+use crate::xdp::mac_bytes;
 use crate::LabError;
+use weir_gen::Rate;
 
 /// A scenario file.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -253,8 +256,8 @@ struct Guard(Option<Child>);
 impl Guard {
     fn interrupt_and_wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let mut child = self.0.take()?;
-        // SAFETY: kill() on the pid of a child this process spawned and has not reaped.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        // The child is not reaped yet, so its pid is still its own.
+        crate::bench::signal(child.id() as i32, libc::SIGINT);
         let t = std::time::Instant::now();
         while t.elapsed() < timeout {
             if let Ok(Some(s)) = child.try_wait() {
@@ -330,7 +333,6 @@ fn secs(s: f64) -> String {
 
 /// Measures one setup: apply it, capture, load, send, analyse.
 fn measure(
-    weir: &Path,
     bench: &Bench,
     sc: &Scenario,
     setup: &Setup,
@@ -338,11 +340,12 @@ fn measure(
     tag: &str,
 ) -> Result<weir_latency::Run, LabError> {
     let state = bench.state()?;
-    let router_in_mac = state
-        .macs
-        .get(1)
-        .cloned()
-        .ok_or_else(|| LabError::Config("bench state has no MACs: run weir lab up".into()))?;
+    let (Some(sender_mac), Some(router_in_mac)) = (state.macs.first(), state.macs.get(1)) else {
+        return Err(LabError::Config(
+            "bench state has no MACs: run weir lab up".into(),
+        ));
+    };
+    let (sender_mac, router_in_mac) = (mac_bytes(sender_mac)?, mac_bytes(router_in_mac)?);
     // Apply.
     knobs::reset_qdisc(bench);
     let _ = knobs::xdp(bench, false);
@@ -373,44 +376,40 @@ fn measure(
     // what an XDP forwarder takes before the stack) and after it (as the receiver gets it).
     let a = out.join(format!("{tag}-a.pcap"));
     let b = out.join(format!("{tag}-b.pcap"));
-    let cap = |role: Role, iface: &str, file: &Path| {
-        let mut c = bench.command(role, &weir.display().to_string());
-        c.args(["capture", "--format", "pcap", "-i", iface, "-w"])
-            .arg(file)
-            .arg(CAPTURE_FILTER);
-        start(c, "capturing on", "weir capture")
-    };
-    let mut cap_a = cap(Role::Sender, "eth0", &a)?;
-    let mut cap_b = cap(Role::Receiver, "eth0", &b)?;
+    let mut cap_a = traffic::capture(&bench.ns(Role::Sender), "eth0", &a, CAPTURE_FILTER)?;
+    let mut cap_b = traffic::capture(&bench.ns(Role::Receiver), "eth0", &b, CAPTURE_FILTER)?;
     let total = sc.warmup + sc.duration + 0.5;
+    // The streams weir gen would send: from the sender's eth0 to the router's in0, stamped.
+    let stream = |dport, stream, size: u32, tos, rate, duration: f64| traffic::Stream {
+        src_mac: sender_mac,
+        dst_mac: router_in_mac,
+        src: SENDER_IP.parse().expect("an address"),
+        dst: RECEIVER_IP.parse().expect("an address"),
+        dport,
+        stream,
+        size: size as usize,
+        tos,
+        rate,
+        // To the millisecond, as it was given on weir gen's command line.
+        duration: secs(duration).parse().expect("a number"),
+    };
     // Load.
+    let mut bulk_gen = None;
     let mut bulk = Guard(None);
     let mut server = Guard(None);
     if setup.bulk {
         match sc.bulk.tool.as_str() {
             "gen" => {
-                let mut c = bench.command(Role::Sender, &weir.display().to_string());
-                c.args([
-                    "gen",
-                    "-i",
-                    "eth0",
-                    "--src",
-                    SENDER_IP,
-                    "--dst",
-                    RECEIVER_IP,
-                ])
-                .args([
-                    "--dst-mac",
-                    &router_in_mac,
-                    "--dport",
-                    "9001",
-                    "--stream",
-                    "1000",
-                ])
-                .args(["--size", &sc.bulk.size.to_string()])
-                .args(["--mbps", &sc.bulk.rate_mbit.to_string()])
-                .args(["--duration", &secs(total)]);
-                bulk = start(c, "sending on", "weir gen (bulk)")?;
+                let s = stream(
+                    9001,
+                    1000,
+                    sc.bulk.size,
+                    0,
+                    Rate::Mbps(sc.bulk.rate_mbit),
+                    total,
+                );
+                let ns = bench.ns(Role::Sender);
+                bulk_gen = Some(traffic::send("weir gen (bulk)", &ns, "eth0", s)?);
             }
             "iperf3" => {
                 let mut s = bench.command(Role::Receiver, "iperf3");
@@ -453,49 +452,28 @@ fn measure(
     std::thread::sleep(Duration::from_secs_f64(sc.warmup));
     // The measured stream.
     let pps = 1000.0 / sc.interactive.interval_ms;
-    let g = Command::new("ip")
-        .args(["netns", "exec", &bench.ns(Role::Sender)])
-        .arg(weir)
-        .args([
-            "gen",
-            "-i",
-            "eth0",
-            "--src",
-            SENDER_IP,
-            "--dst",
-            RECEIVER_IP,
-        ])
-        .args([
-            "--dst-mac",
-            &router_in_mac,
-            "--dport",
-            "9000",
-            "--stream",
-            "1",
-        ])
-        .args(["--size", &sc.interactive.size.to_string()])
-        .args(["--tos", &sc.interactive.tos.to_string()])
-        .args(["--pps", &pps.to_string(), "--duration", &secs(sc.duration)])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| LabError::Command {
-            cmd: "weir gen".into(),
-            stderr: e.to_string(),
-        })?;
-    if !g.status.success() {
-        return Err(LabError::Command {
-            cmd: "weir gen (interactive)".into(),
-            stderr: String::from_utf8_lossy(&g.stderr).trim().to_string(),
-        });
-    }
-    // Let the queue drain, then stop everything we started.
+    let s = stream(
+        9000,
+        1,
+        sc.interactive.size,
+        sc.interactive.tos,
+        Rate::Pps(pps),
+        sc.duration,
+    );
+    let ns = bench.ns(Role::Sender);
+    traffic::send("weir gen (interactive)", &ns, "eth0", s)?.wait()?;
+    // Let the queue drain, then stop everything we started (what the bulk load and the
+    // captures say as they stop does not matter: the analysis reads what was captured).
     std::thread::sleep(Duration::from_millis(300));
+    if let Some(mut g) = bulk_gen {
+        let _ = g.stop();
+    }
     bulk.interrupt_and_wait(Duration::from_secs(5));
     server.interrupt_and_wait(Duration::from_secs(2));
     stress.interrupt_and_wait(Duration::from_secs(5));
     std::thread::sleep(Duration::from_millis(200));
-    cap_a.interrupt_and_wait(Duration::from_secs(10));
-    cap_b.interrupt_and_wait(Duration::from_secs(10));
+    let _ = cap_a.stop();
+    let _ = cap_b.stop();
     if setup.xdp {
         let _ = knobs::xdp(bench, false);
     }
@@ -508,9 +486,9 @@ fn measure(
 
 /// Runs every setup of `sc` on `bench` (which must be up), writing `table.txt`, `results.json`
 /// and the charts into `out`. Setups the kernel cannot apply are skipped with the reason.
-/// `weir` is the weir binary (run inside the namespaces for capture and generation).
+/// Captures and weir's traffic run in threads of this process inside the namespaces
+/// (the private module `traffic`); iperf3 and stress-ng are processes.
 pub fn run(
-    weir: &Path,
     bench: &Bench,
     caps: &Capabilities,
     sc: &Scenario,
@@ -540,7 +518,7 @@ pub fn run(
         }
         progress(&format!("setup '{}': measuring", setup.label));
         let tag = format!("{:02}", i + 1);
-        let r = measure(weir, bench, sc, setup, out, &tag);
+        let r = measure(bench, sc, setup, out, &tag);
         knobs::reset_qdisc(bench);
         if let Some(t) = tsq_default {
             let _ = knobs::tsq(bench, t);

@@ -16,6 +16,7 @@ use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::bench::{Bench, Role, State};
+use crate::netns::{run_in, Enter};
 use crate::LabError;
 
 /// One eBPF instruction (`struct bpf_insn`).
@@ -45,7 +46,7 @@ fn pass_program() -> Vec<Insn> {
     vec![insn(0xb7, 0, 0, 0, XDP_PASS), insn(0x95, 0, 0, 0, 0)]
 }
 
-fn mac_bytes(mac: &str) -> Result<[u8; 6], LabError> {
+pub(crate) fn mac_bytes(mac: &str) -> Result<[u8; 6], LabError> {
     let v: Vec<u8> = mac
         .split(':')
         .map(|p| u8::from_str_radix(p, 16))
@@ -157,12 +158,8 @@ const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 /// Attaches program `fd` (or detaches with -1) to `iface` in native mode, through rtnetlink in
 /// the calling thread's namespace.
 fn attach(iface: &str, fd: i32) -> Result<(), LabError> {
-    let c = std::ffi::CString::new(iface).map_err(|_| LabError::Config(iface.into()))?;
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-    let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if ifindex == 0 {
-        return Err(LabError::Config(format!("no interface {iface}")));
-    }
+    let ifindex = weir_capture::interface_index(iface)
+        .map_err(|_| LabError::Config(format!("no interface {iface}")))?;
     let mut msg: Vec<u8> = Vec::with_capacity(64);
     msg.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_len, set below
     msg.extend_from_slice(&(libc::RTM_SETLINK).to_ne_bytes());
@@ -234,36 +231,11 @@ fn attach(iface: &str, fd: i32) -> Result<(), LabError> {
     Ok(())
 }
 
-/// Runs `f` in a thread that has joined network namespace `ns`.
-fn in_netns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> Result<T, LabError> + Send + 'static,
-) -> Result<T, LabError> {
-    let path = format!("/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).map_err(|e| LabError::Io {
-            path: path.clone(),
-            source: e,
-        })?;
-        // SAFETY: setns() on a namespace file we hold open; it changes only this thread's
-        // network namespace, and the thread ends after `f`.
-        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(LabError::Unsupported(format!(
-                "setns({path}): {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        f()
-    })
-    .join()
-    .map_err(|_| LabError::Config("XDP thread panicked".into()))?
-}
-
 /// Tries to attach a pass-through XDP program natively to `iface` in namespace `ns`, then
 /// removes it.
 pub fn probe(ns: &str, iface: &str) -> Result<(), LabError> {
     let iface = iface.to_string();
-    in_netns(ns, move || {
+    run_in(ns, Enter::Network, move || {
         let prog = load(&pass_program(), "weir_pass")?;
         attach(&iface, prog.as_raw_fd())?;
         attach(&iface, -1)
@@ -278,14 +250,12 @@ pub fn forward_on(bench: &Bench, state: &State) -> Result<(), LabError> {
         ));
     };
     let (dst, src) = (mac_bytes(rcv_mac)?, mac_bytes(out_mac)?);
-    in_netns(&bench.ns(Role::Receiver), || {
+    run_in(&bench.ns(Role::Receiver), Enter::Network, || {
         let prog = load(&pass_program(), "weir_pass")?;
         attach("eth0", prog.as_raw_fd())
     })?;
-    in_netns(&bench.ns(Role::Router), move || {
-        let c = std::ffi::CString::new("out0").expect("no NUL");
-        // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-        let out = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    run_in(&bench.ns(Role::Router), Enter::Network, move || {
+        let out = weir_capture::interface_index("out0").unwrap_or(0);
         let prog = load(&forward_program(dst, src, out), "weir_fwd")?;
         attach("in0", prog.as_raw_fd())
     })
@@ -293,6 +263,10 @@ pub fn forward_on(bench: &Bench, state: &State) -> Result<(), LabError> {
 
 /// Removes the XDP programs (the kernel's forwarding path is back).
 pub fn forward_off(bench: &Bench) -> Result<(), LabError> {
-    in_netns(&bench.ns(Role::Router), || attach("in0", -1))?;
-    in_netns(&bench.ns(Role::Receiver), || attach("eth0", -1))
+    run_in(&bench.ns(Role::Router), Enter::Network, || {
+        attach("in0", -1)
+    })?;
+    run_in(&bench.ns(Role::Receiver), Enter::Network, || {
+        attach("eth0", -1)
+    })
 }

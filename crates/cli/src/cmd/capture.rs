@@ -1,7 +1,7 @@
 //! `weir capture`: live capture to a file or the terminal, like `tcpdump -i IFACE -w OUT EXPR`,
 //! with several threads per interface joined in a fanout group and several interfaces at once.
 //!
-//! The capture threads are the live pipeline's ([`live`](super::live)): rings → the shared
+//! The capture threads are the live pipeline's ([`weir_capture::Pipeline`]): rings → the shared
 //! packet buffer; this thread is the buffer's one consumer and writes (or prints) its records in
 //! buffer order. When it falls behind, the buffer drops new packets and counts them, so capture
 //! threads never block. `weir record` is the tool for sustained high rates (segments written
@@ -11,32 +11,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use weir_capture::Pipeline;
 use weir_packet::{LinkType, PacketMeta};
 use weir_pcap::{FileFormat, PacketWriter};
 use weir_pcap::{Interface, Packet};
 
-use super::live::{on_signal, Live, LiveArgs};
-use crate::args;
-use crate::args::Format;
+use crate::args::{self, Format, LiveArgs};
 use crate::input::Visitor;
 use crate::lines::LinePrinter;
-use crate::output::{self, Status};
+use crate::output::{self, on_signal, Status};
 
 /// How often an idle capture flushes what it wrote and, writing to stdout, checks that its
 /// reader is still there.
 const IDLE_CHECK: Duration = Duration::from_millis(50);
-
-/// Fanout mode on the command line.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fanout {
-    /// By flow hash (both directions of a flow on one thread).
-    Hash,
-    /// Round robin.
-    Lb,
-    /// By receiving CPU.
-    Cpu,
-}
 
 /// Arguments of `weir capture`.
 #[derive(clap::Args, Debug)]
@@ -64,29 +52,14 @@ impl Args {
     }
 }
 
-/// The link type of a Linux interface, from its ARPHRD type in sysfs.
-pub fn link_type(iface: &str) -> Result<LinkType> {
-    let path = format!("/sys/class/net/{iface}/type");
-    let t: u32 = std::fs::read_to_string(&path)
-        .with_context(|| format!("no such interface: {iface}"))?
-        .trim()
-        .parse()
-        .with_context(|| format!("cannot parse {path}"))?;
-    Ok(match t {
-        1 | 772 => LinkType::ETHERNET, // ARPHRD_ETHER, ARPHRD_LOOPBACK
-        65534 => LinkType::RAW,        // ARPHRD_NONE (tun, wireguard)
-        other => bail!("{iface}: ARPHRD type {other} is not supported for capture yet"),
-    })
-}
-
 /// Runs `weir capture`.
 pub fn run(args: Args) -> Result<Status> {
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
-    let mut live = Live::start(&args.live, &args.expr.joined(), 1, 0, "capturing", 64)?;
-    let interfaces = live.interfaces.clone();
+    let mut live = output::start_live(&args.live, &args.expr.joined(), 1, 0, "capturing", 64)?;
+    let interfaces = live.interfaces().to_vec();
     let mut out = Output::open(&args, &live)?;
-    let mut reader = live.buffer.reader(0)?;
+    let mut reader = live.buffer().reader(0)?;
     let started = Instant::now();
     let deadline = args
         .live
@@ -143,11 +116,11 @@ pub fn run(args: Args) -> Result<Status> {
     live.stop()?;
     out.finish()?;
     let t = live.counters().totals();
-    let b = live.buffer.stats();
+    let b = live.buffer().stats();
     eprintln!(
         "weir: {written} packets written in {:.1} s\n{}",
         started.elapsed().as_secs_f64(),
-        super::live::summary_lines(&t, &b)
+        output::live_summary(&t, &b)
     );
     Ok(Status::Clean)
 }
@@ -159,21 +132,17 @@ enum Output {
 }
 
 impl Output {
-    fn open(args: &Args, live: &Live) -> Result<Output> {
+    fn open(args: &Args, live: &Pipeline) -> Result<Output> {
         let Some(path) = &args.out.path else {
             return Ok(Output::Lines(LinePrinter::stdout(None)));
         };
         let format = args.out.format(Format::Pcapng);
         let pcap = matches!(format, FileFormat::Pcap(_));
-        if pcap
-            && live
-                .interfaces
-                .iter()
-                .any(|i| i.link != live.interfaces[0].link)
-        {
+        let interfaces = live.interfaces();
+        if pcap && interfaces.iter().any(|i| i.link != interfaces[0].link) {
             bail!("classic pcap holds one link type; use --format pcapng");
         }
-        let w = PacketWriter::new(output::create_in_place(path)?, format, &live.interfaces)?;
+        let w = PacketWriter::new(output::create_in_place(path)?, format, interfaces)?;
         Ok(Output::File(w, pcap))
     }
 

@@ -25,11 +25,10 @@ use weir_flows::{Config, LiveMeter, Meter, RangeFeed, Router, RANGE_BYTES};
 use weir_pcap::parallel::Plan;
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
-use super::live::{on_signal, Live, LiveArgs};
-use crate::args::{self, FlowFormat};
+use crate::args::{self, FlowFormat, LiveArgs};
 use crate::flow_output::{finish, ns, open_outputs, wall_clock_ns, StatsFile};
 use crate::input::{for_each_packet, matches, parallel_plan, Visitor};
-use crate::output::{warn_damage, Status};
+use crate::output::{on_signal, start_live, warn_damage, Status};
 
 /// Arguments of `weir flows`.
 #[derive(clap::Args, Debug)]
@@ -260,11 +259,11 @@ fn run_live(args: &Args, cfg: &Config, sinks: Fanout, stats: Option<StatsFile>) 
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
     let expr = args.expr.joined();
-    let mut live = Live::start(&args.live, &expr, 1, 0, "metering flows", 64)?;
-    let links = live.interfaces.iter().map(|i| i.link).collect();
+    let mut live = start_live(&args.live, &expr, 1, 0, "metering flows", 64)?;
+    let links = live.interfaces().iter().map(|i| i.link).collect();
     let meter = LiveMeter::spawn(
         Meter::new(cfg, sinks),
-        live.buffer.reader(0)?,
+        live.buffer().reader(0)?,
         links,
         wall_clock_ns,
     );
@@ -281,10 +280,10 @@ fn run_live(args: &Args, cfg: &Config, sinks: Fanout, stats: Option<StatsFile>) 
     }
     live.stop()?;
     let t = live.counters().totals();
-    let b = live.buffer.stats();
+    let b = live.buffer().stats();
     let done = meter.finish();
     finish(done.packets, done.meter, stats)?;
-    eprintln!("{}", super::live::summary_lines(&t, &b));
+    eprintln!("{}", crate::output::live_summary(&t, &b));
     Ok(Status::Clean)
 }
 

@@ -4,15 +4,15 @@
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use weir_gen::drive::{self, Report, SendOptions};
 use weir_gen::{
-    FlowSpec, Proto, Rate, Replay, ReplayPace, SizeMix, Source, Synth, SynthConfig, TxConfig,
-    TxRing,
+    interface_mac, neighbour_mac, parse_mac, FlowSpec, Proto, Rate, Replay, ReplayPace, SizeMix,
+    Source, Synth, SynthConfig, TxConfig, TxRing,
 };
 
 use crate::args;
@@ -194,36 +194,6 @@ fn parse_u8(s: &str) -> Result<u8, String> {
     r.map_err(|_| format!("'{s}' is not a byte (0-255 or 0x00-0xff)"))
 }
 
-fn parse_mac(s: &str) -> Result<[u8; 6]> {
-    let parts: Vec<&str> = s.trim().split(':').collect();
-    if parts.len() != 6 {
-        bail!("bad MAC address '{s}'");
-    }
-    let mut m = [0u8; 6];
-    for (d, p) in m.iter_mut().zip(parts) {
-        *d = u8::from_str_radix(p, 16).with_context(|| format!("bad MAC address '{s}'"))?;
-    }
-    Ok(m)
-}
-
-/// The interface's own MAC address.
-fn iface_mac(iface: &str) -> Result<[u8; 6]> {
-    let s = std::fs::read_to_string(format!("/sys/class/net/{iface}/address"))
-        .with_context(|| format!("no such interface: {iface}"))?;
-    parse_mac(&s)
-}
-
-/// The neighbour entry of `ip` on `iface` (IPv4, from /proc/net/arp).
-fn neighbour_mac(iface: &str, ip: IpAddr) -> Option<[u8; 6]> {
-    let table = std::fs::read_to_string("/proc/net/arp").ok()?;
-    table.lines().skip(1).find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.len() >= 6 && f[5] == iface && f[0].parse::<IpAddr>().ok() == Some(ip))
-            .then(|| parse_mac(f[3]).ok())
-            .flatten()
-    })
-}
-
 fn rate(args: &Args) -> Option<Rate> {
     if let Some(p) = args.pps {
         Some(Rate::Pps(p))
@@ -241,7 +211,7 @@ fn synth(args: &Args) -> Result<Synth> {
         Some(i) => (
             match &args.src_mac {
                 Some(m) => parse_mac(m)?,
-                None => iface_mac(i)?,
+                None => interface_mac(i)?,
             },
             match &args.dst_mac {
                 Some(m) => parse_mac(m)?,
@@ -359,11 +329,7 @@ pub fn run(args: Args) -> Result<Status> {
             None => Box::new(synth(&args)?),
         };
         let stop = Arc::new(AtomicBool::new(false));
-        {
-            let s = stop.clone();
-            ctrlc::set_handler(move || s.store(true, Ordering::Relaxed))
-                .context("cannot install the SIGINT/SIGTERM handler")?;
-        }
+        output::on_signal(stop.clone())?;
         eprintln!(
             "weir: sending on {iface} ({}qdisc)",
             if args.qdisc_bypass {

@@ -12,9 +12,8 @@ use weir_index::{index_path, IndexBuilder, IndexError, DEFAULT_CHUNK};
 
 use weir_store::select::{load_index, open_segment, segments_of, Opened};
 
-use super::live::human_bytes;
 use crate::args;
-use crate::output::{self, next_or_damaged, Status};
+use crate::output::{self, human_bytes, next_or_damaged, Status};
 use crate::time::datetime;
 
 /// Arguments of `weir ls`.

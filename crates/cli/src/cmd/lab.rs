@@ -184,8 +184,7 @@ pub fn run(args: Args) -> Result<Status> {
             if !was_up {
                 b.up().context("cannot build the bench")?;
             }
-            let weir = std::env::current_exe().context("cannot find the weir binary")?;
-            let r = scenario::run(&weir, &b, &c, &sc, &out, &mut |m| eprintln!("weir: {m}"));
+            let r = scenario::run(&b, &c, &sc, &out, &mut |m| eprintln!("weir: {m}"));
             if !keep && !was_up {
                 b.down()?;
             }

@@ -9,6 +9,5 @@ pub mod info;
 pub mod inventory;
 pub mod lab;
 pub mod latency;
-pub mod live;
 pub mod read;
 pub mod record;

@@ -2,7 +2,7 @@
 //! segment files, at the speed of the disk, with a status line, a statistics file and a final
 //! summary in which every dropped packet is counted at the stage that dropped it.
 //!
-//! Threads: capture threads (see [`live`](super::live)) → the shared packet buffer → the
+//! Threads: capture threads (see [`weir_capture::Pipeline`]) → the shared packet buffer → the
 //! recorder thread (registered reader: capture drops rather than overwrite what it has not
 //! written) and, with `--flows`, the flow meter (best-effort reader: when it falls behind it is
 //! skipped forward and the bytes it missed are counted, so it never costs the recording a packet).
@@ -16,16 +16,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use weir_buffer::{Dropped, PacketBuffer};
+use weir_buffer::PacketBuffer;
+use weir_capture::{Counters, Import, Pipeline, Totals};
 use weir_pcap::FileReader;
-use weir_pcap::Interface;
 use weir_store::{Format, Options, Recorder, RecorderStats, SizeError, Sizes, Store};
 
-use super::live::{human_bytes, on_signal, Counters, Live, LiveArgs, Totals};
-use crate::args;
-use crate::args::FlowArgs;
+use crate::args::{self, FlowArgs, LiveArgs};
 use crate::flow_output::RecordFlows;
-use crate::output::Status;
+use crate::output::{human_bytes, on_signal, start_live, Status};
 
 /// Arguments of `weir record`.
 #[derive(clap::Args, Debug)]
@@ -162,12 +160,8 @@ impl Args {
 
 /// Where packets come from.
 enum Source {
-    Live(Live),
-    Files(
-        std::thread::JoinHandle<Result<Totals>>,
-        PacketBuffer,
-        Arc<AtomicBool>,
-    ),
+    Live(Pipeline),
+    Files(Import),
 }
 
 /// Runs `weir record`. Order: the options were checked (`Args::check`), the input files are opened, then the
@@ -187,25 +181,27 @@ pub fn run(args: Args) -> Result<Status> {
     let readers = 1;
     let best_effort = usize::from(args.flows);
     let started = if let Some(first) = first_input {
-        import(
+        Import::start(
             first,
             &args.inputs.files[1..],
-            args.live.buffer_mib.unwrap_or(512),
+            args.live.buffer_mib.unwrap_or(512) << 20,
             readers,
             best_effort,
             &stop_capture,
         )
-        .map(|(handle, buffer, interfaces, done)| {
-            (Source::Files(handle, buffer, done), interfaces, None)
+        .map_err(anyhow::Error::from)
+        .map(|import| {
+            let interfaces = import.interfaces().to_vec();
+            (Source::Files(import), interfaces, None)
         })
     } else {
-        Live::start(&args.live, &expr, readers, best_effort, "recording", 512).map(|live| {
-            let interfaces = live.interfaces.clone();
+        start_live(&args.live, &expr, readers, best_effort, "recording", 512).map(|live| {
+            let interfaces = live.interfaces().to_vec();
             let counters = Some(live.counters());
             (Source::Live(live), interfaces, counters)
         })
     };
-    let (mut source, interfaces, counters) = match started {
+    let (source, interfaces, counters) = match started {
         Ok(s) => s,
         Err(e) => {
             lock.abandon();
@@ -213,8 +209,8 @@ pub fn run(args: Args) -> Result<Status> {
         }
     };
     let buffer = match &source {
-        Source::Live(l) => l.buffer.clone(),
-        Source::Files(_, b, _) => b.clone(),
+        Source::Live(l) => l.buffer().clone(),
+        Source::Files(i) => i.buffer().clone(),
     };
     let format = args.format;
     let mut opts = Options::new(interfaces.clone());
@@ -226,7 +222,7 @@ pub fn run(args: Args) -> Result<Status> {
         let c = c.clone();
         let b = buffer.clone();
         opts.upstream_drops = Some(Arc::new(move || {
-            c.totals().kernel_drops + b.stats().dropped()
+            c.totals().feed.kernel_drops + b.stats().dropped()
         }));
     }
     let (store, recovery) = Store::open_locked(lock, format, opts.segment_size, opts.max_caplen)?;
@@ -276,7 +272,7 @@ pub fn run(args: Args) -> Result<Status> {
         std::thread::sleep(Duration::from_millis(100));
         let done = match &source {
             Source::Live(l) => l.failed(),
-            Source::Files(h, _, _) => h.is_finished(),
+            Source::Files(i) => i.is_finished(),
         };
         if stop_capture.load(Ordering::Relaxed)
             || done
@@ -304,16 +300,9 @@ pub fn run(args: Args) -> Result<Status> {
         eprintln!();
     }
     // Capture first, so the buffer stops growing; then the recorder drains it.
-    let source_result = match &mut source {
-        Source::Live(l) => l.stop(),
-        Source::Files(_, _, done) => {
-            done.store(true, Ordering::Relaxed);
-            Ok(())
-        }
-    };
-    let file_totals = match source {
-        Source::Files(h, _, _) => Some(h.join().expect("import thread panicked")?),
-        Source::Live(_) => None,
+    let (source_result, file_totals) = match source {
+        Source::Live(mut l) => (l.stop(), None),
+        Source::Files(i) => (Ok(()), Some(i.finish()?)),
     };
     stop_recorder.store(true, Ordering::Release);
     let (summary, recorder) = rec_thread.join().expect("recorder panicked")?;
@@ -352,10 +341,10 @@ pub fn run(args: Args) -> Result<Status> {
             "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} \
              filtered out; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped",
             totals.before_ring_text(),
-            totals.kernel_packets,
-            totals.kernel_drops,
-            totals.received,
-            totals.filtered,
+            totals.feed.kernel_packets,
+            totals.feed.kernel_drops,
+            totals.feed.received,
+            totals.feed.filtered,
             b.dropped_full,
             b.dropped_oversize,
             summary.dropped
@@ -363,7 +352,7 @@ pub fn run(args: Args) -> Result<Status> {
     } else {
         eprintln!(
             "  import: {} packets read, {} too long for the buffer; writer: {} dropped",
-            totals.received, totals.too_long, summary.dropped
+            totals.feed.received, totals.feed.too_long, summary.dropped
         );
     }
     if let Some(r) = b.readers.get(1) {
@@ -393,8 +382,8 @@ fn status_line(
     r: &RecorderStats,
 ) -> String {
     let b = buffer.stats();
-    let pps = (t.received.saturating_sub(prev.received)) as f64 / dt;
-    let bps = (t.wire_bytes.saturating_sub(prev.wire_bytes)) as f64 * 8.0 / dt;
+    let pps = (t.feed.received.saturating_sub(prev.feed.received)) as f64 / dt;
+    let bps = (t.feed.wire_bytes.saturating_sub(prev.feed.wire_bytes)) as f64 * 8.0 / dt;
     format!(
         "weir: {:.3} Mpps {:.3} Gbps | written {:.3} Mpps | buffer {:.1}% | drops: interface {}, \
          backlog {}, kernel {}, buffer {}, writer {}",
@@ -404,7 +393,7 @@ fn status_line(
         b.fill() * 100.0,
         t.interface_drops(),
         t.softnet_dropped,
-        t.kernel_drops,
+        t.feed.kernel_drops,
         b.dropped(),
         r.dropped.load(Ordering::Relaxed)
     )
@@ -448,86 +437,4 @@ fn write_stats(
     std::fs::write(&tmp, format!("{json:#}\n"))
         .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// Starts a thread that copies capture files into a new buffer, waiting (never dropping) when
-/// the buffer is full: importing is lossless. `first` is the first file, already open (so stdin
-/// is read once); `rest` are opened in turn. Returns the thread, the buffer, the interfaces of
-/// the first file and a flag to stop early.
-#[allow(clippy::type_complexity)]
-fn import(
-    first: FileReader,
-    rest: &[PathBuf],
-    buffer_mib: usize,
-    readers: usize,
-    best_effort: usize,
-    interrupted: &Arc<AtomicBool>,
-) -> Result<(
-    std::thread::JoinHandle<Result<Totals>>,
-    PacketBuffer,
-    Vec<Interface>,
-    Arc<AtomicBool>,
-)> {
-    let mut first = first;
-    // A pcapng file describes its interfaces in blocks before its first packet: read it (and
-    // keep it, to push first) so they are known.
-    let pending = first.next_packet()?.map(|p| (p.meta, p.data.to_vec()));
-    let interfaces = first.interfaces().to_vec();
-    let buffer = weir_buffer::Config::new(buffer_mib << 20)
-        .readers(readers)
-        .best_effort_readers(best_effort)
-        .max_writers(1)
-        .build()
-        .context("cannot create the packet buffer")?;
-    let mut writer = buffer.writer()?;
-    let done = Arc::new(AtomicBool::new(false));
-    let (rest, stop, interrupted) = (rest.to_vec(), done.clone(), interrupted.clone());
-    let n_ifaces = interfaces.len();
-    let handle = std::thread::spawn(move || -> Result<Totals> {
-        let mut t = Totals::default();
-        let mut push = |meta: &weir_packet::PacketMeta, data: &[u8], t: &mut Totals| {
-            let iface = if (meta.interface as usize) < n_ifaces {
-                meta.interface
-            } else {
-                0
-            };
-            loop {
-                match writer.push(iface, meta.ts_ns, meta.orig_len, data) {
-                    Ok(()) => break,
-                    Err(Dropped::Full) => std::thread::sleep(Duration::from_micros(50)),
-                    Err(Dropped::TooLong) => {
-                        t.too_long += 1;
-                        break;
-                    }
-                }
-            }
-            t.received += 1;
-            t.pushed += 1;
-            t.pushed_bytes += data.len() as u64;
-            t.wire_bytes += u64::from(meta.orig_len);
-        };
-        if let Some((meta, data)) = &pending {
-            push(meta, data, &mut t);
-        }
-        let mut next = Some(first);
-        let mut paths = rest.iter();
-        loop {
-            let mut r = match next.take() {
-                Some(r) => r,
-                None => match paths.next() {
-                    Some(path) => FileReader::open(path)
-                        .with_context(|| format!("cannot open {}", path.display()))?,
-                    None => break,
-                },
-            };
-            while let Some(p) = r.next_packet()? {
-                if stop.load(Ordering::Relaxed) || interrupted.load(Ordering::Relaxed) {
-                    return Ok(t);
-                }
-                push(&p.meta, p.data, &mut t);
-            }
-        }
-        Ok(t)
-    });
-    Ok((handle, buffer, interfaces, done))
 }

@@ -1,0 +1,328 @@
+//! The live pipeline: capture threads (one per ring, pinned, several per interface in a fanout
+//! group) copy packets into one shared packet buffer ([`weir_buffer`]); consumers (a file
+//! writer, the recorder, the flow meter) read it through their own cursors. [`Pipeline::start`]
+//! sizes the buffer, splits the filter between the kernel and user space, opens every ring
+//! (filter attached before any packet is queued) and starts the threads; [`Pipeline::stop`]
+//! stops the rings' intake, drains what they hold into the buffer and joins the threads.
+//!
+//! Every stage's counters (interface, backlog, kernel, capture threads) are read together as
+//! one [`Totals`], through a [`Counters`] handle other threads can keep.
+
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use weir_buffer::{PacketBuffer, PageKind, Prefault};
+use weir_decode::SliceLevel;
+use weir_filter::Filter;
+use weir_packet::LinkType;
+use weir_pcap::Interface;
+
+use crate::feed::{self, Feed, FeedCounters, FeedTotals};
+use crate::netstats::PreRing;
+use crate::{link_type, CaptureError, FanoutMode, RingConfig, RxRing, TimestampSource};
+
+/// What to capture and how.
+#[derive(Clone, Debug)]
+pub struct PipelineConfig {
+    /// Interfaces, in interface-id order (at least one, each once).
+    pub interfaces: Vec<String>,
+    /// Capture threads (rings) per interface; more than one join a fanout group.
+    pub threads: usize,
+    /// How a fanout group spreads packets over its threads.
+    pub fanout: FanoutMode,
+    /// Put the interfaces in promiscuous mode.
+    pub promiscuous: bool,
+    /// Bytes kept of each packet (the original length is recorded).
+    pub snaplen: u32,
+    /// Keep only the headers up to this layer.
+    pub slice: Option<SliceLevel>,
+    /// Ask the NICs for hardware timestamps.
+    pub hw_timestamps: bool,
+    /// Size of each ring.
+    pub ring: RingConfig,
+    /// The filter expression (libpcap syntax; empty: every packet).
+    pub filter: String,
+    /// Size of the shared packet buffer in bytes, a power of two.
+    pub buffer_bytes: usize,
+    /// Registered readers of the buffer (capture drops rather than overwrite what they have not
+    /// read).
+    pub readers: usize,
+    /// Best-effort readers of the buffer (skipped forward when they fall behind).
+    pub best_effort_readers: usize,
+}
+
+impl PipelineConfig {
+    /// A configuration with weir's defaults (one thread per interface, hash fanout,
+    /// promiscuous, whole packets, hardware timestamps when offered, 64 × 1 MiB rings, 64 MiB
+    /// of buffer with one registered reader), capturing everything on `interfaces`.
+    pub fn new(interfaces: Vec<String>) -> PipelineConfig {
+        PipelineConfig {
+            interfaces,
+            threads: 1,
+            fanout: FanoutMode::Hash,
+            promiscuous: true,
+            snaplen: 262_144,
+            slice: None,
+            hw_timestamps: true,
+            ring: RingConfig::default(),
+            filter: String::new(),
+            buffer_bytes: 64 << 20,
+            readers: 1,
+            best_effort_readers: 0,
+        }
+    }
+}
+
+/// Fanout group ids handed out in this process so far: two pipelines of one process must not
+/// join each other's groups.
+static GROUPS_TAKEN: AtomicU16 = AtomicU16::new(0);
+
+/// A running capture into a packet buffer.
+pub struct Pipeline {
+    buffer: PacketBuffer,
+    interfaces: Vec<Interface>,
+    timestamps: Vec<TimestampSource>,
+    counters: Counters,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<Result<(), CaptureError>>>,
+}
+
+impl Pipeline {
+    /// Makes the buffer, opens every ring and starts the capture threads.
+    pub fn start(cfg: &PipelineConfig) -> Result<Pipeline, CaptureError> {
+        if cfg.interfaces.is_empty() || cfg.threads == 0 {
+            return Err(CaptureError::BadRing(
+                "a pipeline needs at least one interface and one thread per interface".into(),
+            ));
+        }
+        let links: Vec<LinkType> = cfg
+            .interfaces
+            .iter()
+            .map(|i| link_type(i))
+            .collect::<Result<_, _>>()?;
+        for iface in &cfg.interfaces {
+            crate::check_up(iface)?;
+        }
+        let rings_total = cfg.interfaces.len() * cfg.threads;
+        let buffer = weir_buffer::Config::new(cfg.buffer_bytes)
+            .readers(cfg.readers)
+            .best_effort_readers(cfg.best_effort_readers)
+            .max_writers(rings_total)
+            .max_caplen(cfg.snaplen.clamp(64, 262_144) as usize + 4)
+            .prefault_mode(Prefault::Background)
+            .build()
+            .map_err(CaptureError::Buffer)?;
+        let baseline = Arc::new(
+            cfg.interfaces
+                .iter()
+                .map(|i| (i.clone(), PreRing::read(i)))
+                .collect::<Vec<_>>(),
+        );
+        let first_group = GROUPS_TAKEN.fetch_add(cfg.interfaces.len() as u16, Ordering::Relaxed);
+        let mut rings = Vec::with_capacity(rings_total);
+        let mut timestamps = Vec::with_capacity(cfg.interfaces.len());
+        for (n, (iface, link)) in cfg.interfaces.iter().zip(&links).enumerate() {
+            let filter = Filter::compile(&cfg.filter, *link, cfg.snaplen).map_err(|source| {
+                CaptureError::Expression {
+                    iface: iface.clone(),
+                    source,
+                }
+            })?;
+            // Programs that jump backwards (protochain) are refused by the kernel: run them here.
+            let user_filter = filter.has_backward_jumps().then(|| filter.clone());
+            let kernel_filter = if user_filter.is_some() {
+                Filter::match_all(cfg.snaplen)
+            } else {
+                filter
+            };
+            let group = ((std::process::id() as u16) ^ 0x5a5a)
+                .wrapping_add(first_group)
+                .wrapping_add(n as u16);
+            for _ in 0..cfg.threads {
+                let ring = RxRing::open(
+                    iface,
+                    cfg.ring,
+                    Some(&kernel_filter),
+                    cfg.promiscuous,
+                    (cfg.threads > 1).then_some((group, cfg.fanout)),
+                    cfg.hw_timestamps,
+                )?;
+                let feed = Feed {
+                    iface: n as u32,
+                    link: *link,
+                    user_filter: user_filter.clone(),
+                    slice: cfg.slice,
+                    max_caplen: buffer.max_caplen(),
+                };
+                rings.push((ring, feed));
+            }
+            timestamps.push(
+                rings
+                    .last()
+                    .map_or(TimestampSource::Software, |r| r.0.timestamp_source()),
+            );
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut feeds = Vec::with_capacity(rings.len());
+        let mut threads = Vec::with_capacity(rings.len());
+        for (k, (mut ring, feed)) in rings.into_iter().enumerate() {
+            let c = Arc::new(FeedCounters::default());
+            feeds.push(c.clone());
+            let mut writer = buffer.writer().map_err(CaptureError::BufferHandle)?;
+            let stop = stop.clone();
+            threads.push(std::thread::spawn(move || {
+                feed::pin_to_cpu(k % cpus);
+                feed::run(&mut ring, &mut writer, &feed, &c, &stop).map_err(|e| {
+                    CaptureError::Thread {
+                        iface: ring.interface().to_string(),
+                        source: Box::new(e),
+                    }
+                })
+            }));
+        }
+        let interfaces = cfg
+            .interfaces
+            .iter()
+            .zip(&links)
+            .map(|(name, link)| Interface {
+                name: Some(name.clone()),
+                ..Interface::new(*link, cfg.snaplen)
+            })
+            .collect();
+        Ok(Pipeline {
+            buffer,
+            interfaces,
+            timestamps,
+            counters: Counters { feeds, baseline },
+            stop,
+            threads,
+        })
+    }
+
+    /// The shared packet buffer (its readers are the consumers).
+    pub fn buffer(&self) -> &PacketBuffer {
+        &self.buffer
+    }
+
+    /// The interfaces, in interface-id order (the id each record carries).
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+
+    /// Where each interface's timestamps come from, in interface-id order.
+    pub fn timestamp_sources(&self) -> &[TimestampSource] {
+        &self.timestamps
+    }
+
+    /// Whether the buffer lives on reserved huge pages (else on transparent or small pages).
+    pub fn page_kind(&self) -> PageKind {
+        self.buffer.page_kind()
+    }
+
+    /// The capture threads' counters, as a handle other threads can keep.
+    pub fn counters(&self) -> Counters {
+        self.counters.clone()
+    }
+
+    /// Whether a capture thread ended (on an error: they run until [`stop`](Self::stop)).
+    pub fn failed(&self) -> bool {
+        self.threads.iter().any(|t| t.is_finished())
+    }
+
+    /// Stops the capture threads (each drains its ring into the buffer first) and waits for
+    /// them; after this nothing more enters the buffer. Returns the first thread's error.
+    pub fn stop(&mut self) -> Result<(), CaptureError> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut first = Ok(());
+        for t in self.threads.drain(..) {
+            let r = t.join().expect("a capture thread panicked");
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+impl Drop for Pipeline {
+    /// A pipeline dropped without [`stop`](Pipeline::stop) tells its threads to end, without
+    /// waiting for them.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The counters of a pipeline's capture threads, shareable with other threads, with the
+/// interfaces' drop counters as they were when capture started.
+#[derive(Clone, Debug)]
+pub struct Counters {
+    feeds: Vec<Arc<FeedCounters>>,
+    baseline: Arc<Vec<(String, PreRing)>>,
+}
+
+impl Counters {
+    /// The sums now (the interfaces' and backlog's drops since capture started).
+    pub fn totals(&self) -> Totals {
+        let mut pre = PreRing::default();
+        for (i, (iface, start)) in self.baseline.iter().enumerate() {
+            let d = PreRing::read(iface).since(start);
+            pre.add_interface(&d);
+            if i == 0 {
+                pre.softnet = d.softnet;
+            }
+        }
+        let mut feed = FeedTotals::default();
+        for c in &self.feeds {
+            feed += c.load();
+        }
+        Totals {
+            feed,
+            if_rx_dropped: pre.rx_dropped,
+            if_rx_missed: pre.rx_missed,
+            if_rx_fifo: pre.rx_fifo,
+            softnet_dropped: pre.softnet,
+        }
+    }
+}
+
+/// Every stage's counters, summed over threads and interfaces.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Totals {
+    /// The capture threads' counters (kernel, ring, filter, buffer), summed.
+    #[serde(flatten)]
+    pub feed: FeedTotals,
+    /// Lost before the rings, since capture started: the interfaces' `rx_dropped`. It includes
+    /// the backlog drops of packets bound for the interface (also in `softnet_dropped`) and, on
+    /// some kernels and drivers, frames the stack discarded after the ring saw them (VLAN-tagged
+    /// frames for which no VLAN device exists).
+    pub if_rx_dropped: u64,
+    /// The interfaces' `rx_missed_errors` (no room in the NIC).
+    pub if_rx_missed: u64,
+    /// The interfaces' `rx_fifo_errors` (NIC receive FIFO overflow).
+    pub if_rx_fifo: u64,
+    /// Packets the kernel dropped because a CPU's backlog queue was full
+    /// (`/proc/net/softnet_stat`, all CPUs; machine-wide, not only the captured interfaces).
+    pub softnet_dropped: u64,
+}
+
+impl Totals {
+    /// What the interfaces say they dropped before the rings (rx_dropped + missed + fifo).
+    pub fn interface_drops(&self) -> u64 {
+        self.if_rx_dropped + self.if_rx_missed + self.if_rx_fifo
+    }
+
+    /// The drops before the rings in words, for status lines and summaries.
+    pub fn before_ring_text(&self) -> String {
+        format!(
+            "interface {} (rx_dropped {}, missed {}, fifo {}), backlog (softnet, all \
+             interfaces) {}",
+            self.interface_drops(),
+            self.if_rx_dropped,
+            self.if_rx_missed,
+            self.if_rx_fifo,
+            self.softnet_dropped
+        )
+    }
+}
