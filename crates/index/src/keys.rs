@@ -38,7 +38,6 @@ impl Key {
 /// CPU per GB of the corpus trace (38 % of a core at the disk's 2 GB/s,
 /// bench/extract_vs_tcpdump.py); the test `fast_path_agrees_with_the_decoder` checks both give
 /// the same keys on every corpus packet.
-#[inline]
 pub fn keys_of(link: LinkType, frame: &[u8], out: &mut Vec<Key>) -> bool {
     match quick::parse(link, frame) {
         Some(h) if h.ipv6_extensions == 0 => {

@@ -4,18 +4,22 @@
 //!
 //! Every reader panics when the slice is too short, like slice indexing: callers check the
 //! length first (the typed views of `weir-decode` do it once in `new_checked`). Each one
-//! compiles to a single (byte-swapped) load once the bound check is proven or hoisted.
+//! compiles to one range check and a single (byte-swapped) load, the check often proven away.
 
 /// The big-endian `u16` at `b[at..at + 2]`.
 #[inline(always)]
 pub fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+    let mut x = [0u8; 2];
+    x.copy_from_slice(&b[at..at + 2]);
+    u16::from_be_bytes(x)
 }
 
 /// The big-endian `u32` at `b[at..at + 4]`.
 #[inline(always)]
 pub fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_be_bytes(x)
 }
 
 /// The big-endian `u64` at `b[at..at + 8]`.
