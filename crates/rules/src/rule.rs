@@ -97,7 +97,7 @@ impl Prefix {
             } else {
                 u128::MAX
             };
-            ones & !(ones >> len)
+            ones & !ones.checked_shr(u32::from(len)).unwrap_or(0)
         }
     }
 
