@@ -200,11 +200,18 @@ pub struct Stats {
     pub exact_rules: usize,
 }
 
+/// Interns `a` in the exact-rule action table (rules in a row usually share their action, so
+/// the last one is tried first).
 fn intern(
     actions: &mut Vec<Action>,
     index: &mut HashMap<Action, u16>,
     a: &Action,
 ) -> Result<u16, BuildError> {
+    if let Some(last) = actions.last() {
+        if last == a {
+            return Ok((actions.len() - 1) as u16);
+        }
+    }
     if let Some(&i) = index.get(a) {
         return Ok(i);
     }
@@ -220,15 +227,15 @@ fn uses_flows(a: &Action) -> bool {
 
 impl Shared {
     fn compile(&self, set: RuleSet, next_slot: &mut u32, id: u64) -> Result<Compiled, BuildError> {
-        let mut ids: HashMap<RuleId, u32> = HashMap::with_capacity(set.rules.len());
-        for r in &set.rules {
-            if let Some(first) = ids.insert(r.id, r.line) {
-                return Err(BuildError::DuplicateId {
-                    id: r.id,
-                    line: r.line,
-                    first,
-                });
-            }
+        // unique ids: sorted copy (ids default to line numbers, so it is nearly sorted already)
+        let mut ids: Vec<(RuleId, u32)> = set.rules.iter().map(|r| (r.id, r.line)).collect();
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(BuildError::DuplicateId {
+                id: w[1].0,
+                line: w[1].1,
+                first: w[0].1,
+            });
         }
         drop(ids);
         let mut exact = Vec::new();

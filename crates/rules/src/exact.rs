@@ -170,9 +170,10 @@ impl ExactTable {
     pub fn build(
         items: impl Iterator<Item = (ExactKey, u32, u16)> + Clone,
     ) -> Result<Self, (u32, u32)> {
+        let hashes: Vec<u64> = items.clone().map(|(k, _, _)| hash_key(&k)).collect();
         let mut counts = vec![0usize; SHARDS];
-        for (k, _, _) in items.clone() {
-            counts[shard_of(hash_key(&k))] += 1;
+        for &h in &hashes {
+            counts[shard_of(h)] += 1;
         }
         let mut shards: Vec<Shard> = counts
             .iter()
@@ -181,14 +182,24 @@ impl ExactTable {
                 slab: Vec::with_capacity(n),
             })
             .collect();
-        let mut len = 0;
-        for (k, slot, action) in items {
-            let h = hash_key(&k);
-            shards[shard_of(h)]
-                .insert(&k, h, slot, action)
-                .map_err(|first| (first, slot))?;
-            len += 1;
+        for ((k, slot, action), h) in items.zip(hashes) {
+            let s = &mut shards[shard_of(h)];
+            let slab = &s.slab;
+            match s.table.entry(
+                h,
+                |&i| slab[i as usize].is(&k),
+                |&i| hash_key(&slab[i as usize].key()),
+            ) {
+                hashbrown::hash_table::Entry::Occupied(o) => {
+                    return Err((slab[*o.get() as usize].slot, slot));
+                }
+                hashbrown::hash_table::Entry::Vacant(v) => {
+                    v.insert(slab.len() as u32);
+                }
+            }
+            s.slab.push(Entry::new(&k, slot, action));
         }
+        let len = shards.iter().map(|s| s.slab.len()).sum();
         Ok(ExactTable {
             shards: shards.into_iter().map(Arc::new).collect(),
             len,

@@ -13,8 +13,11 @@ use weir_decode::{decode, Decoded, Layer, LinkType};
 use weir_pcap::FileReader;
 use weir_rules::{fields_from_frame, Engine, RuleSet};
 
+/// Packets as (captured bytes, length on the wire).
+type Packets = Vec<(Vec<u8>, u32)>;
+
 /// Up to `max` packets of one link type (the first packet's) from a file.
-fn read(path: &Path, max: usize) -> Option<(LinkType, Vec<(Vec<u8>, u32)>)> {
+fn read(path: &Path, max: usize) -> Option<(LinkType, Packets)> {
     let mut r = FileReader::open(path).ok()?;
     let mut link = None;
     let mut out = Vec::new();
@@ -107,9 +110,20 @@ fn rules_for(pkts: &[(Vec<u8>, u32)], link: LinkType) -> String {
                 format!(" vlan {}", f.vlan)
             };
             let proto = if f.proto == 6 { "tcp" } else { "udp" };
-            let line = format!("exact {proto} {} {}{vlan}", ep(ip.src, f.sport), ep(ip.dst, f.dport));
-            let rev = format!("exact {proto} {} {}{vlan}", ep(ip.dst, f.dport), ep(ip.src, f.sport));
-            if !convs.iter().any(|c| c.starts_with(&line) || c.starts_with(&rev)) {
+            let line = format!(
+                "exact {proto} {} {}{vlan}",
+                ep(ip.src, f.sport),
+                ep(ip.dst, f.dport)
+            );
+            let rev = format!(
+                "exact {proto} {} {}{vlan}",
+                ep(ip.dst, f.dport),
+                ep(ip.src, f.sport)
+            );
+            if !convs
+                .iter()
+                .any(|c| c.starts_with(&line) || c.starts_with(&rev))
+            {
                 convs.push(line);
             }
         }
@@ -119,12 +133,23 @@ fn rules_for(pkts: &[(Vec<u8>, u32)], link: LinkType) -> String {
     let mut ports: Vec<_> = ports.into_iter().collect();
     ports.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut text = String::from("set scan-limit 4k\n");
-    let actions = ["drop", "slice l4", "sample 2", "pass tag x", "cutoff 3000", "learn drop"];
+    let actions = [
+        "drop",
+        "slice l4",
+        "sample 2",
+        "pass tag x",
+        "cutoff 3000",
+        "learn drop",
+    ];
     for (i, c) in convs.iter().enumerate().step_by(3) {
         text += &format!("{c} -> {}\n", actions[i % actions.len()]);
     }
     for (i, (h, _)) in hosts.iter().take(4).enumerate() {
-        let cidr = if h.contains(':') { format!("{h}/64") } else { format!("{h}/24") };
+        let cidr = if h.contains(':') {
+            format!("{h}/64")
+        } else {
+            format!("{h}/24")
+        };
         text += &format!("prio {} host {cidr} -> tag h{i} continue\n", i % 2);
     }
     for (i, (p, _)) in ports.iter().take(4).enumerate() {
@@ -169,9 +194,12 @@ fn plain(data: &[u8]) -> bool {
         && l.len() >= 2
         && matches!(l[0], Layer::Ethernet(_))
         && matches!(l[1], Layer::Ipv4(_) | Layer::Ipv6(_))
-        && l[2..]
-            .iter()
-            .all(|x| !matches!(x, Layer::Ipv4(_) | Layer::Ipv6(_) | Layer::Ipv6Ext { .. } | Layer::Vlan { .. }))
+        && l[2..].iter().all(|x| {
+            !matches!(
+                x,
+                Layer::Ipv4(_) | Layer::Ipv6(_) | Layer::Ipv6Ext { .. } | Layer::Vlan { .. }
+            )
+        })
 }
 
 #[test]
@@ -179,7 +207,7 @@ fn bpf_expressible_rule_sets_keep_what_libpcap_keeps() {
     let Some(files) = weir_testkit::corpus() else {
         return;
     };
-    let mut pkts: Vec<(Vec<u8>, u32)> = Vec::new();
+    let mut pkts: Packets = Vec::new();
     for path in &files {
         if let Some((link, p)) = read(path, 20_000) {
             if link == LinkType::ETHERNET {
@@ -210,15 +238,36 @@ fn bpf_expressible_rule_sets_keep_what_libpcap_keeps() {
 
     let mut cases: Vec<(String, String)> = vec![
         ("proto tcp port 80 -> pass".into(), "tcp port 80".into()),
-        ("proto udp port 53 -> pass\nproto tcp port 443 -> pass".into(), "udp port 53 or tcp port 443".into()),
-        ("proto udp dport 1024-65535 -> pass".into(), "udp dst portrange 1024-65535".into()),
-        ("src 192.168.0.0/16 proto udp -> pass".into(), "src net 192.168.0.0/16 and udp".into()),
-        ("ip4 proto tcp flags S/SA -> pass".into(), "tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn".into()),
+        (
+            "proto udp port 53 -> pass\nproto tcp port 443 -> pass".into(),
+            "udp port 53 or tcp port 443".into(),
+        ),
+        (
+            "proto udp dport 1024-65535 -> pass".into(),
+            "udp dst portrange 1024-65535".into(),
+        ),
+        (
+            "src 192.168.0.0/16 proto udp -> pass".into(),
+            "src net 192.168.0.0/16 and udp".into(),
+        ),
+        (
+            "ip4 proto tcp flags S/SA -> pass".into(),
+            "tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn".into(),
+        ),
         ("len 0-100 -> pass".into(), "len <= 100".into()),
-        ("ip4 bytes l3+9=11 -> pass".into(), "ip and ip[9] == 17".into()),
+        (
+            "ip4 bytes l3+9=11 -> pass".into(),
+            "ip and ip[9] == 17".into(),
+        ),
         ("ip6 -> pass".into(), "ip6".into()),
-        ("proto tcp sport 1024-65535 dport 0-1023 -> pass".into(), "tcp src portrange 1024-65535 and tcp dst portrange 0-1023".into()),
-        ("bytes l4+13=02/02 proto tcp -> pass".into(), "(tcp and ip and tcp[13] & 2 != 0) or (ip6 and tcp and ip6[40+13] & 2 != 0)".into()),
+        (
+            "proto tcp sport 1024-65535 dport 0-1023 -> pass".into(),
+            "tcp src portrange 1024-65535 and tcp dst portrange 0-1023".into(),
+        ),
+        (
+            "bytes l4+13=02/02 proto tcp -> pass".into(),
+            "(tcp and ip and tcp[13] & 2 != 0) or (ip6 and tcp and ip6[40+13] & 2 != 0)".into(),
+        ),
         (
             "proto tcp port 80 -> drop\nany -> pass".into(),
             "not (tcp port 80)".into(),
@@ -226,7 +275,10 @@ fn bpf_expressible_rule_sets_keep_what_libpcap_keeps() {
     ];
     cases.push((
         top.iter().map(|h| format!("host {h} -> pass\n")).collect(),
-        top.iter().map(|h| format!("host {h}")).collect::<Vec<_>>().join(" or "),
+        top.iter()
+            .map(|h| format!("host {h}"))
+            .collect::<Vec<_>>()
+            .join(" or "),
     ));
     cases.push((
         format!("exact tcp {ca}:{cp} {cb}:{cq} -> pass"),
@@ -234,7 +286,10 @@ fn bpf_expressible_rule_sets_keep_what_libpcap_keeps() {
             "tcp and ((src host {ca} and src port {cp} and dst host {cb} and dst port {cq}) or (src host {cb} and src port {cq} and dst host {ca} and dst port {cp}))"
         ),
     ));
-    cases.push(("bpf \"tcp port 80 or udp\" -> pass".into(), "tcp port 80 or udp".into()));
+    cases.push((
+        "bpf \"tcp port 80 or udp\" -> pass".into(),
+        "tcp port 80 or udp".into(),
+    ));
     for (rules, expr) in &cases {
         let text = format!("default drop\n{rules}\n");
         let set = RuleSet::parse(&text).unwrap();

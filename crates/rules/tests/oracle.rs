@@ -109,7 +109,10 @@ fn rule_line(r: &mut Rng) -> String {
             }
         }
         if r.chance(12) {
-            terms.push(format!("flags {}", r.pick(&["S/SA", "A", "F/F", "R", "SA/SAFR", "P/PA"])));
+            terms.push(format!(
+                "flags {}",
+                r.pick(&["S/SA", "A", "F/F", "R", "SA/SAFR", "P/PA"])
+            ));
         }
         if r.chance(10) {
             let a = 40 + r.below(40);
@@ -146,8 +149,19 @@ fn rule_line(r: &mut Rng) -> String {
     }
     s += " ->";
     let verdict = *r.pick(&[
-        "", "pass", "drop", "drop", "slice 40", "slice l2", "slice l3", "slice l4", "sample 2",
-        "sample 3", "cutoff 150", "cutoff-packets 2", "cutoff 100 cutoff-packets 3",
+        "",
+        "pass",
+        "drop",
+        "drop",
+        "slice 40",
+        "slice l2",
+        "slice l3",
+        "slice l4",
+        "sample 2",
+        "sample 3",
+        "cutoff 150",
+        "cutoff-packets 2",
+        "cutoff 100 cutoff-packets 3",
     ]);
     if !verdict.is_empty() {
         s += &format!(" {verdict}");
@@ -159,7 +173,10 @@ fn rule_line(r: &mut Rng) -> String {
         s += " continue";
     }
     if verdict.is_empty() && !s.contains("tag") || r.chance(8) {
-        s += &format!(" learn {}", r.pick(&["drop", "pass tag 9", "slice l4", "sample 2"]));
+        s += &format!(
+            " learn {}",
+            r.pick(&["drop", "pass tag 9", "slice l4", "sample 2"])
+        );
     }
     s
 }
@@ -294,5 +311,8 @@ bytes l4+2=0035 -> slice 60
     let mut r = Rng(7);
     let pkts = packets(&mut r, 5000);
     let t = compare(&set, LinkType::ETHERNET, &pkts, "fixed mix");
-    assert!(t.cut > 0 && t.sampled_out > 0 && t.sliced > 0 && t.learned > 0, "{t:?}");
+    assert!(
+        t.cut > 0 && t.sampled_out > 0 && t.sliced > 0 && t.learned > 0,
+        "{t:?}"
+    );
 }

@@ -83,8 +83,7 @@ fn wild_ok(m: &WildMatch, f: &PacketFields, bytes: &[u8]) -> bool {
     if m.dst.is_some_and(|p| !prefix_ok(&p, f.family, f.dst)) {
         return false;
     }
-    if m
-        .host
+    if m.host
         .is_some_and(|p| !prefix_ok(&p, f.family, f.src) && !prefix_ok(&p, f.family, f.dst))
     {
         return false;
@@ -96,14 +95,12 @@ fn wild_ok(m: &WildMatch, f: &PacketFields, bytes: &[u8]) -> bool {
     if m.dport.is_some_and(|r| !ports || !inr(r, f.dport)) {
         return false;
     }
-    if m
-        .port
+    if m.port
         .is_some_and(|r| !ports || (!inr(r, f.sport) && !inr(r, f.dport)))
     {
         return false;
     }
-    if m
-        .flags
+    if m.flags
         .is_some_and(|(s, mask)| !f.is_tcp || f.tcp_flags & mask != s)
     {
         return false;
@@ -165,7 +162,10 @@ impl Oracle {
             }
         }
         wild.sort_by_key(|w| (w.0, w.1));
-        let rules: Vec<Rule> = exact.into_iter().chain(wild.into_iter().map(|w| w.2)).collect();
+        let rules: Vec<Rule> = exact
+            .into_iter()
+            .chain(wild.into_iter().map(|w| w.2))
+            .collect();
         let has_patterns = rules
             .iter()
             .any(|r| matches!(&r.matcher, Match::Wild(m) if !m.payload.is_empty()));
@@ -352,6 +352,8 @@ impl Oracle {
             self.apply(f, i, &a, &mut acc);
             applied.push(i);
         } else {
+            // every rule in order, the brute-force way
+            #[allow(clippy::needless_range_loop)]
             for i in 0..self.rules.len() {
                 let Match::Wild(m) = &self.rules[i].matcher else {
                     continue;
@@ -448,11 +450,21 @@ pub fn compare(set: &RuleSet, link: LinkType, packets: &[Vec<u8>], what: &str) -
     assert_eq!(t, oracle.totals, "{what}: totals");
     assert!(t.reconciles(), "{what}: totals do not reconcile: {t:?}");
     for w in &stats.wild {
-        assert_eq!(w.stats, oracle.by_id(w.id), "{what}: counters of rule {}", w.id);
+        assert_eq!(
+            w.stats,
+            oracle.by_id(w.id),
+            "{what}: counters of rule {}",
+            w.id
+        );
         assert!(w.stats.reconciles());
     }
     for e in engine.exact_rules() {
-        assert_eq!(e.stats, oracle.by_key(&e.key), "{what}: counters of {:?}", e.key);
+        assert_eq!(
+            e.stats,
+            oracle.by_key(&e.key),
+            "{what}: counters of {:?}",
+            e.key
+        );
         assert!(e.stats.reconciles());
     }
     stats.totals
@@ -478,7 +490,16 @@ pub struct Pkt {
 pub fn addr(v6: bool, n: u8) -> std::net::IpAddr {
     let (c, d) = (n / 4, n % 4 + 1);
     if v6 {
-        std::net::IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, u16::from(c), u16::from(d)))
+        std::net::IpAddr::V6(std::net::Ipv6Addr::new(
+            0x2001,
+            0xdb8,
+            0,
+            0,
+            0,
+            0,
+            u16::from(c),
+            u16::from(d),
+        ))
     } else {
         std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, c, d))
     }
