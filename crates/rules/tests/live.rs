@@ -181,3 +181,40 @@ fn exact_rules_added_and_removed_at_run_time_take_effect_at_the_next_packet() {
     assert_eq!(ev.eval(&f, &p).outcome, Outcome::Passed);
     assert!(engine.totals().reconciles());
 }
+
+#[test]
+fn engines_are_shared_and_evaluators_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Engine>();
+    send::<weir_rules::Evaluator>();
+}
+
+#[test]
+fn the_flow_table_is_bounded_and_counts_evictions() {
+    let set = RuleSet::parse("set flows 16\nany -> cutoff-packets 1").unwrap();
+    let engine = Engine::new(set, LinkType::ETHERNET, 0).unwrap();
+    let mut ev = engine.evaluator();
+    for i in 0..1000u16 {
+        let p = frame(&Pkt {
+            vlan: None,
+            v6: false,
+            src: 1,
+            dst: 2,
+            proto: 17,
+            sport: 1000 + i,
+            dport: 53,
+            flags: 0,
+            seq: 0,
+            payload: vec![1, 2, 3],
+        });
+        let mut scratch = Decoded::new();
+        let f = fields_from_frame(&mut scratch, LinkType::ETHERNET, &p, p.len() as u32);
+        // each flow's first packet is within its budget
+        assert_eq!(ev.eval(&f, &p).outcome, Outcome::Passed);
+        assert!(ev.flows() <= 16);
+    }
+    let t = engine.totals();
+    assert_eq!(t.flow_evictions, 1000 - ev.flows() as u64);
+    assert!(t.reconciles());
+}
