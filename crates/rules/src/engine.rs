@@ -453,6 +453,7 @@ impl Engine {
                 pkt: 0,
                 seen: Vec::new(),
                 hit: Vec::new(),
+                hit_list: Vec::new(),
                 cand: Vec::with_capacity(16),
                 applied: Vec::with_capacity(16),
                 samples: HashMap::new(),
@@ -546,6 +547,8 @@ struct State {
     seen: Vec<u64>,
     /// Per wildcard rank: packet number of the last pattern hit.
     hit: Vec<u64>,
+    /// Ranks of the rules whose patterns hit in this packet.
+    hit_list: Vec<u32>,
     cand: Vec<u32>,
     /// The wildcard rules applied to the current packet: (slot, rank).
     applied: Vec<(u32, u32)>,
@@ -596,6 +599,7 @@ impl State {
             bump(&t.bytes_in, u64::from(f.cap_len));
         }
         let key = ExactKey::of(f);
+        self.hit_list.clear();
         let wild = &*c.wild;
         let opts = &c.options;
         let mut acc = Acc {
@@ -618,9 +622,13 @@ impl State {
                 let s = fl.streams[dir].get_or_insert_with(|| p.stream());
                 let payload = f.payload_bytes(bytes);
                 let tcp = f.is_tcp.then_some((f.tcp_seq, f.tcp_flags));
-                let hit = &mut self.hit;
+                let (hit, hit_list) = (&mut self.hit, &mut self.hit_list);
                 let (n, reset) = p.feed(s, payload, tcp, opts.scan_limit, |i| {
-                    hit[p.owner[i as usize] as usize] = pkt;
+                    let r = p.owner[i as usize];
+                    if hit[r as usize] != pkt {
+                        hit[r as usize] = pkt;
+                        hit_list.push(r);
+                    }
                 });
                 let t = &self.chunks.block.totals;
                 bump(&t.scanned_bytes, u64::from(n));
@@ -666,6 +674,7 @@ impl State {
             let mut cand = std::mem::take(&mut self.cand);
             wild.tss.lookup(
                 f,
+                &self.hit_list,
                 |r| {
                     let i = r as usize;
                     if seen[i] == pkt {

@@ -23,9 +23,9 @@
 use aho_corasick::automaton::{Automaton, StateID};
 use aho_corasick::{dfa, nfa, Anchored, MatchKind};
 
-/// Up to this many patterns use a DFA (fastest per byte); more use the contiguous NFA, much
-/// smaller for thousands of patterns.
-const DFA_MAX_PATTERNS: usize = 2000;
+/// The DFA (fastest per byte: one table lookup) is used while it stays under this size; past
+/// it, the contiguous NFA (much smaller, slower per byte: it follows failure links).
+const DFA_MAX_BYTES: usize = 64 << 20;
 
 /// The automaton of a rule set, and which wildcard rule each pattern belongs to.
 pub(crate) struct Patterns {
@@ -54,20 +54,31 @@ pub(crate) struct Stream {
 impl Patterns {
     /// Builds the automaton over `(pattern, owner rank)` pairs.
     pub fn new(pats: Vec<(Vec<u8>, u32)>) -> Result<Patterns, aho_corasick::BuildError> {
+        Patterns::build(pats, false)
+    }
+
+    fn build(
+        pats: Vec<(Vec<u8>, u32)>,
+        force_nfa: bool,
+    ) -> Result<Patterns, aho_corasick::BuildError> {
         let owner = pats.iter().map(|p| p.1).collect();
         let it = pats.iter().map(|p| &p.0);
-        let auto = if pats.len() <= DFA_MAX_PATTERNS {
-            Auto::Dfa(
-                dfa::Builder::new()
-                    .match_kind(MatchKind::Standard)
-                    .build(it)?,
-            )
+        let total: usize = pats.iter().map(|p| p.0.len()).sum();
+        let dfa = if !force_nfa && total <= DFA_MAX_BYTES / 64 {
+            let d = dfa::Builder::new()
+                .match_kind(MatchKind::Standard)
+                .build(it.clone())?;
+            (d.memory_usage() <= DFA_MAX_BYTES).then_some(d)
         } else {
-            Auto::Nfa(
+            None
+        };
+        let auto = match dfa {
+            Some(d) => Auto::Dfa(d),
+            None => Auto::Nfa(
                 nfa::contiguous::Builder::new()
                     .match_kind(MatchKind::Standard)
                     .build(it)?,
-            )
+            ),
         };
         let start = match &auto {
             Auto::Dfa(a) => a.start_state(Anchored::No),
@@ -202,6 +213,42 @@ mod tests {
         // bytes 2..4 lost; "cd" arrives at 4: no match across the gap
         assert!(hits(&p, &mut s, b"cd", Some((4, 0))).is_empty());
         assert!(hits(&p, &mut s, b"abcd", Some((6, 0))) == vec![0]);
+    }
+
+    #[test]
+    fn the_dfa_and_the_nfa_find_the_same_matches() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let pats: Vec<(Vec<u8>, u32)> = (0..500)
+            .map(|i| {
+                (
+                    (0..1 + rnd(5)).map(|_| b"abcd"[rnd(4) as usize]).collect(),
+                    i,
+                )
+            })
+            .collect();
+        let dfa = Patterns::build(pats.clone(), false).unwrap();
+        let nfa = Patterns::build(pats, true).unwrap();
+        assert!(matches!(dfa.auto, Auto::Dfa(_)) && matches!(nfa.auto, Auto::Nfa(_)));
+        let (mut sd, mut sn) = (dfa.stream(), nfa.stream());
+        let mut seq = 0u32;
+        let mut total = 0;
+        for _ in 0..300 {
+            let seg: Vec<u8> = (0..rnd(30)).map(|_| b"abcde"[rnd(5) as usize]).collect();
+            let (a, b) = (
+                hits(&dfa, &mut sd, &seg, Some((seq, 0))),
+                hits(&nfa, &mut sn, &seg, Some((seq, 0))),
+            );
+            assert_eq!(a, b);
+            total += a.len();
+            seq = seq.wrapping_add(seg.len() as u32);
+        }
+        assert!(total > 100);
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //! payload, BPF, and the either-direction `host` / `port` when combined with `src` / `dst`) is
 //! checked on the few rules the probe returns.
 //!
+//! Rules with `payload` patterns are not filed at all: the Aho-Corasick scan names the rules
+//! whose patterns hit in a packet, and only those are checked (10 000 pattern rules must not
+//! mean 10 000 checks per packet).
+//!
 //! A rule with `host P` (and no `src` / `dst`) is filed twice, under `src P` and `dst P`;
 //! likewise a single `port`: the caller removes the duplicate hits.
 //!
@@ -155,11 +159,15 @@ fn filings(m: &WildMatch) -> Vec<(Spec, Key)> {
 }
 
 impl Tss {
-    /// Indexes rules given in rank order (the slice index is the rank).
+    /// Indexes rules given in rank order (the slice index is the rank). Rules with payload
+    /// patterns are left out: the caller finds them through the patterns that hit.
     pub fn new<'a>(rules: impl Iterator<Item = &'a WildMatch>) -> Tss {
         let mut by_spec: HashMap<Spec, Tuple> = HashMap::new();
         for (rank, m) in rules.enumerate() {
             let rank = rank as u32;
+            if !m.payload.is_empty() {
+                continue;
+            }
             for (spec, key) in filings(m) {
                 let t = by_spec.entry(spec).or_insert_with(|| Tuple {
                     spec,
@@ -186,10 +194,12 @@ impl Tss {
     /// Collects into `out`, ascending, the ranks of the rules that match `f` and that `check`
     /// accepts (the full match), stopping after the first one for which `stops` is true: the
     /// rules evaluation reaches, in order. `check` may be called twice for a rule filed twice.
+    /// `extra` are candidates found elsewhere (rules whose patterns hit), checked the same way.
     #[inline]
     pub fn lookup(
         &self,
         f: &PacketFields,
+        extra: &[u32],
         mut check: impl FnMut(u32) -> bool,
         stops: impl Fn(u32) -> bool,
         out: &mut Vec<u32>,
@@ -216,6 +226,11 @@ impl Tss {
                         bound = r;
                     }
                 }
+            }
+        }
+        for &r in extra {
+            if r < bound && check(r) {
+                out.push(r);
             }
         }
         out.sort_unstable();
