@@ -1,0 +1,881 @@
+//! The engine: a compiled rule-set version behind an [`ArcSwap`], per-thread [`Evaluator`]s
+//! that decide packets, and live changes.
+//!
+//! # Versions
+//!
+//! A compiled rule set is immutable; every change (a reload, an exact rule added or removed)
+//! builds a new version and swaps the pointer. An evaluator loads the pointer once per packet
+//! (arc-swap's `Cache`: one atomic load when nothing changed), so each packet is decided under
+//! exactly one version, whole. Versions share what did not change: an exact-rule change copies
+//! one of the exact table's 256 shards, nothing else.
+//!
+//! # Order of evaluation
+//!
+//! 1. the exact table (a hit decides the packet: exact rules always stop);
+//! 2. the flow's learnt action, if a `learn` action recorded one in this thread's flow table;
+//! 3. the wildcard rules, by priority then position, through the tuple-space search: every
+//!    matching rule is applied in turn until one that stops (the default). A rule's verdict
+//!    replaces the verdict of the rules before it, its tag replaces theirs;
+//! 4. when no rule set a verdict, the default (`default pass|drop`).
+//!
+//! Every rule reached and matching counts the packet and the packet's *final* outcome, so for
+//! each rule `packets = passed + dropped + sliced + sampled_out`, and over the engine
+//! `packets_in = passed + dropped + sliced + sampled_out`.
+//!
+//! # Per-thread state
+//!
+//! `sample N` counts per rule and thread; per-flow cutoff, pattern streams and learnt rules
+//! live in the thread's bounded flow table. The capture path fans packets out by flow
+//! (PACKET_FANOUT hashes both directions of a flow alike), so a flow's packets meet one
+//! thread's state. When the table is full, the least recently seen eighth of it is evicted
+//! (counted in `flow_evictions`); an evicted flow starts again from nothing.
+
+use std::sync::{Arc, Mutex};
+
+use arc_swap::{ArcSwap, Cache};
+use hashbrown::HashMap;
+use weir_filter::{Filter, FilterError};
+use weir_packet::LinkType;
+
+use crate::counters::{self, bump, LocalChunks, RuleStats, ThreadCounters, Totals};
+use crate::exact::ExactTable;
+use crate::fields::PacketFields;
+use crate::patterns::{Patterns, Stream};
+use crate::rule::{Action, ExactKey, Match, Options, RuleId, RuleSet, Verdict, WildMatch};
+use crate::wild::Tss;
+use crate::Tag;
+
+/// A rule set that could not be compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A `bpf` expression libpcap refused.
+    #[error("line {line}: bpf: {error}")]
+    Bpf {
+        /// Line of the rule.
+        line: u32,
+        /// libpcap's complaint.
+        error: FilterError,
+    },
+    /// Two exact rules for the same conversation.
+    #[error("line {line}: an exact rule for this conversation already exists (line {first})")]
+    DuplicateExact {
+        /// Line of the second rule (0 for a rule added at run time).
+        line: u32,
+        /// Line of the first (0 for a rule added at run time).
+        first: u32,
+    },
+    /// Two rules with the same id.
+    #[error("line {line}: rule id {id} is already used on line {first}")]
+    DuplicateId {
+        /// The id.
+        id: RuleId,
+        /// Line of the second rule.
+        line: u32,
+        /// Line of the first.
+        first: u32,
+    },
+    /// More distinct exact-rule actions than the table can index.
+    #[error("more than 65536 distinct actions among exact rules")]
+    TooManyActions,
+    /// The patterns could not be compiled.
+    #[error("payload patterns: {0}")]
+    Patterns(#[from] aho_corasick::BuildError),
+}
+
+/// What to do with a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Keep it whole.
+    Passed,
+    /// Discard it.
+    Dropped,
+    /// Keep its first [`Decision::keep`] bytes.
+    Sliced,
+    /// Discard it: a `sample` action left it out.
+    SampledOut,
+}
+
+/// The engine's answer for one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// What to do.
+    pub outcome: Outcome,
+    /// Bytes to keep: the captured length when passed, less when sliced, 0 when discarded.
+    pub keep: u32,
+    /// The tag to store with the packet and its flow, if a rule set one.
+    pub tag: Option<Tag>,
+    /// The rule-set version that decided.
+    pub version: u64,
+}
+
+impl Decision {
+    /// True when the packet (or part of it) is kept.
+    pub fn kept(&self) -> bool {
+        matches!(self.outcome, Outcome::Passed | Outcome::Sliced)
+    }
+}
+
+/// A wildcard rule, compiled.
+pub(crate) struct WildRule {
+    pub id: RuleId,
+    pub line: u32,
+    pub slot: u32,
+    pub m: WildMatch,
+    pub bpf: Option<Filter>,
+    pub action: Action,
+    /// True when the rule has payload patterns (its hits are in the evaluator's stamps).
+    pub has_payload: bool,
+}
+
+/// One immutable version of the rules.
+pub(crate) struct Compiled {
+    pub id: u64,
+    pub options: Options,
+    pub exact: ExactTable,
+    /// Actions of exact rules, indexed by `Entry::action`; shared until an add brings a new one.
+    pub exact_actions: Arc<Vec<Action>>,
+    /// Wildcard rules by rank, their index and their patterns; shared by exact-only changes.
+    pub wild: Arc<WildPart>,
+    /// Any cutoff, learn or payload match: the flow table is needed.
+    pub needs_flows: bool,
+}
+
+pub(crate) struct WildPart {
+    pub rules: Vec<WildRule>,
+    pub tss: Tss,
+    pub patterns: Option<Patterns>,
+    /// The version that compiled this part: learnt flows and pattern streams belong to it and
+    /// survive exact-rule changes.
+    pub generation: u64,
+}
+
+struct Shared {
+    current: Arc<ArcSwap<Compiled>>,
+    /// Serialises writers; holds the next free counter slot and the next version id.
+    writer: Mutex<(u32, u64)>,
+    link: LinkType,
+    snaplen: u32,
+    threads: Mutex<Vec<Arc<ThreadCounters>>>,
+}
+
+/// The rule engine: cheap to clone, `Send + Sync`; give each packet thread its own
+/// [`Evaluator`].
+#[derive(Clone)]
+pub struct Engine(Arc<Shared>);
+
+/// An exact rule as listed by [`Engine::exact_rules`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExactRule {
+    /// The conversation.
+    pub key: ExactKey,
+    /// Its action.
+    pub action: Action,
+    /// Its counters.
+    pub stats: RuleStats,
+}
+
+/// A wildcard rule's counters, as listed by [`Engine::stats`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WildStats {
+    /// Rule id.
+    pub id: RuleId,
+    /// Line in the file.
+    pub line: u32,
+    /// Counters.
+    pub stats: RuleStats,
+}
+
+/// Counters of the engine and of the current version's rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stats {
+    /// The version the rule counters are for.
+    pub version: u64,
+    /// Engine-wide totals (all versions).
+    pub totals: Totals,
+    /// Wildcard rules of the current version, in evaluation order.
+    pub wild: Vec<WildStats>,
+    /// Sum over the current version's exact rules.
+    pub exact: RuleStats,
+    /// Number of exact rules.
+    pub exact_rules: usize,
+}
+
+/// Interns `a` in the exact-rule action table (rules in a row usually share their action, so
+/// the last one is tried first).
+fn intern(
+    actions: &mut Vec<Action>,
+    index: &mut HashMap<Action, u16>,
+    a: &Action,
+) -> Result<u16, BuildError> {
+    if let Some(last) = actions.last() {
+        if last == a {
+            return Ok((actions.len() - 1) as u16);
+        }
+    }
+    if let Some(&i) = index.get(a) {
+        return Ok(i);
+    }
+    let i = u16::try_from(actions.len()).map_err(|_| BuildError::TooManyActions)?;
+    actions.push(a.clone());
+    index.insert(a.clone(), i);
+    Ok(i)
+}
+
+fn uses_flows(a: &Action) -> bool {
+    a.learn.is_some() || matches!(a.verdict, Some(Verdict::Cutoff { .. }))
+}
+
+impl Shared {
+    fn compile(&self, set: RuleSet, next_slot: &mut u32, id: u64) -> Result<Compiled, BuildError> {
+        // unique ids: sorted copy (ids default to line numbers, so it is nearly sorted already)
+        let mut ids: Vec<(RuleId, u32)> = set.rules.iter().map(|r| (r.id, r.line)).collect();
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(BuildError::DuplicateId {
+                id: w[1].0,
+                line: w[1].1,
+                first: w[0].1,
+            });
+        }
+        drop(ids);
+        let mut exact = Vec::new();
+        let mut wild = Vec::new();
+        for (pos, r) in set.rules.into_iter().enumerate() {
+            match r.matcher {
+                Match::Exact(k) => exact.push((k, r.action, r.line)),
+                Match::Wild(m) => wild.push((r.prio, pos, r.id, r.line, m, r.action)),
+            }
+        }
+        wild.sort_by_key(|w| (w.0, w.1));
+        let mut needs_flows = false;
+        // exact rules: slots and interned actions
+        let mut actions = Vec::new();
+        let mut index = HashMap::new();
+        let mut items = Vec::with_capacity(exact.len());
+        for (k, a, line) in &exact {
+            needs_flows |= uses_flows(a);
+            let ai = intern(&mut actions, &mut index, a)?;
+            items.push((*k, *next_slot, ai, *line));
+            *next_slot += 1;
+        }
+        let first_slot = items.first().map_or(0, |i| i.1);
+        let table = ExactTable::build(items.iter().map(|&(k, s, a, _)| (k, s, a))).map_err(
+            |(first, second)| BuildError::DuplicateExact {
+                line: items[(second - first_slot) as usize].3,
+                first: items[(first - first_slot) as usize].3,
+            },
+        )?;
+        drop(items);
+        let mut rules = Vec::with_capacity(wild.len());
+        let mut pats = Vec::new();
+        for (rank, (_, _, id, line, m, action)) in wild.into_iter().enumerate() {
+            needs_flows |= uses_flows(&action) || !m.payload.is_empty();
+            let bpf = match &m.bpf {
+                Some(e) => Some(
+                    Filter::compile(e, self.link, self.snaplen)
+                        .map_err(|error| BuildError::Bpf { line, error })?,
+                ),
+                None => None,
+            };
+            for p in &m.payload {
+                pats.push((p.clone(), rank as u32));
+            }
+            rules.push(WildRule {
+                id,
+                line,
+                slot: *next_slot,
+                has_payload: !m.payload.is_empty(),
+                m: *m,
+                bpf,
+                action,
+            });
+            *next_slot += 1;
+        }
+        let patterns = if pats.is_empty() {
+            None
+        } else {
+            Some(Patterns::new(pats)?)
+        };
+        let tss = Tss::new(rules.iter().map(|r| &r.m));
+        Ok(Compiled {
+            id,
+            options: set.options,
+            exact: table,
+            exact_actions: Arc::new(actions),
+            wild: Arc::new(WildPart {
+                rules,
+                tss,
+                patterns,
+                generation: id,
+            }),
+            needs_flows,
+        })
+    }
+
+    fn blocks(&self) -> Vec<Arc<ThreadCounters>> {
+        self.threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Engine {
+    /// Compiles `set` for packets of link type `link` captured with `snaplen` (both matter to
+    /// BPF matches only).
+    pub fn new(set: RuleSet, link: LinkType, snaplen: u32) -> Result<Engine, BuildError> {
+        let empty = Compiled {
+            id: 0,
+            options: Options::default(),
+            exact: ExactTable::default(),
+            exact_actions: Arc::new(Vec::new()),
+            wild: Arc::new(WildPart {
+                rules: Vec::new(),
+                tss: Tss::new(std::iter::empty()),
+                patterns: None,
+                generation: 0,
+            }),
+            needs_flows: false,
+        };
+        let shared = Shared {
+            current: Arc::new(ArcSwap::from_pointee(empty)),
+            writer: Mutex::new((0, 1)),
+            link,
+            snaplen,
+            threads: Mutex::new(Vec::new()),
+        };
+        let e = Engine(Arc::new(shared));
+        e.replace(set)?;
+        Ok(e)
+    }
+
+    /// Replaces the whole rule set (a reload): compiled aside, then swapped in at once. The new
+    /// rules get fresh counters; the engine totals go on. Returns the new version.
+    pub fn replace(&self, set: RuleSet) -> Result<u64, BuildError> {
+        let mut w = self.0.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut slot, id) = *w;
+        let c = self.0.compile(set, &mut slot, id)?;
+        self.0.current.store(Arc::new(c));
+        *w = (slot, id + 1);
+        Ok(id)
+    }
+
+    fn edit<T>(
+        &self,
+        f: impl FnOnce(&mut Compiled, &mut u32) -> Result<T, BuildError>,
+    ) -> Result<T, BuildError> {
+        let mut w = self.0.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut slot, id) = *w;
+        let cur = self.0.current.load_full();
+        let mut next = Compiled {
+            id,
+            options: cur.options.clone(),
+            exact: cur.exact.clone(),
+            exact_actions: Arc::clone(&cur.exact_actions),
+            wild: Arc::clone(&cur.wild),
+            needs_flows: cur.needs_flows,
+        };
+        drop(cur);
+        let out = f(&mut next, &mut slot)?;
+        self.0.current.store(Arc::new(next));
+        *w = (slot, id + 1);
+        Ok(out)
+    }
+
+    /// Adds exact rules at run time, in one new version. Fails (and changes nothing) if one of
+    /// them is already there.
+    pub fn add_exact(&self, rules: &[(ExactKey, Action)]) -> Result<u64, BuildError> {
+        self.edit(|c, slot| {
+            c.needs_flows |= rules.iter().any(|(_, a)| uses_flows(a));
+            let mut actions = (*c.exact_actions).clone();
+            let mut index: HashMap<Action, u16> = actions
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.clone(), i as u16))
+                .collect();
+            let before = actions.len();
+            for (k, a) in rules {
+                let ai = intern(&mut actions, &mut index, a)?;
+                if c.exact.insert(k, *slot, ai).is_err() {
+                    return Err(BuildError::DuplicateExact { line: 0, first: 0 });
+                }
+                *slot += 1;
+            }
+            if actions.len() != before {
+                c.exact_actions = Arc::new(actions);
+            }
+            Ok(c.id)
+        })
+    }
+
+    /// Removes exact rules at run time, in one new version. Returns how many were there.
+    pub fn del_exact(&self, keys: &[ExactKey]) -> u64 {
+        self.edit(|c, _| Ok(keys.iter().filter(|k| c.exact.remove(k).is_some()).count() as u64))
+            .unwrap_or(0)
+    }
+
+    /// The current version.
+    pub fn version(&self) -> u64 {
+        self.0.current.load().id
+    }
+
+    /// Number of exact rules, and the heap bytes of their table.
+    pub fn exact_size(&self) -> (usize, usize) {
+        let c = self.0.current.load();
+        (c.exact.len(), c.exact.memory_bytes())
+    }
+
+    /// Heap bytes of the payload-pattern automaton (0 without patterns).
+    pub fn pattern_memory_bytes(&self) -> usize {
+        let c = self.0.current.load();
+        c.wild.patterns.as_ref().map_or(0, |p| p.memory_bytes())
+    }
+
+    /// Number of wildcard rules and of tuples in their search structure.
+    pub fn wild_size(&self) -> (usize, usize) {
+        let c = self.0.current.load();
+        (c.wild.rules.len(), c.wild.tss.tuples())
+    }
+
+    /// A new evaluator for one packet thread, with its own counter block and flow table.
+    pub fn evaluator(&self) -> Evaluator {
+        let block = Arc::new(ThreadCounters::default());
+        self.0
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::clone(&block));
+        Evaluator {
+            cache: Cache::new(Arc::clone(&self.0.current)),
+            st: State {
+                chunks: LocalChunks::new(block),
+                version: u64::MAX,
+                pkt: 0,
+                seen: Vec::new(),
+                hit: Vec::new(),
+                hit_list: Vec::new(),
+                cand: Vec::with_capacity(16),
+                applied: Vec::with_capacity(16),
+                samples: HashMap::new(),
+                flows: HashMap::new(),
+            },
+        }
+    }
+
+    /// Engine totals and the current version's rule counters, summed over threads.
+    pub fn stats(&self) -> Stats {
+        let blocks = self.0.blocks();
+        let c = self.0.current.load_full();
+        let wild = c
+            .wild
+            .rules
+            .iter()
+            .map(|r| WildStats {
+                id: r.id,
+                line: r.line,
+                stats: counters::rule_stats(&blocks, r.slot),
+            })
+            .collect();
+        let mut exact = RuleStats::default();
+        for e in c.exact.iter() {
+            let s = counters::rule_stats(&blocks, e.slot);
+            exact.packets += s.packets;
+            exact.bytes += s.bytes;
+            exact.passed += s.passed;
+            exact.dropped += s.dropped;
+            exact.sliced += s.sliced;
+            exact.sampled_out += s.sampled_out;
+        }
+        Stats {
+            version: c.id,
+            totals: counters::totals(&blocks),
+            wild,
+            exact,
+            exact_rules: c.exact.len(),
+        }
+    }
+
+    /// Engine totals only (cheap).
+    pub fn totals(&self) -> Totals {
+        counters::totals(&self.0.blocks())
+    }
+
+    /// The current version's exact rules with their counters.
+    pub fn exact_rules(&self) -> Vec<ExactRule> {
+        let blocks = self.0.blocks();
+        let c = self.0.current.load_full();
+        c.exact
+            .iter()
+            .map(|e| ExactRule {
+                key: e.key(),
+                action: c.exact_actions[e.action as usize].clone(),
+                stats: counters::rule_stats(&blocks, e.slot),
+            })
+            .collect()
+    }
+}
+
+/// One flow's state in an evaluator's table.
+struct FlowState {
+    /// Packet number when last seen (for eviction).
+    last: u64,
+    /// Wildcard generation the pattern streams belong to.
+    version: u64,
+    /// Bytes and packets that reached a cutoff action.
+    cut_bytes: u64,
+    cut_packets: u64,
+    /// Pattern streams: [lower endpoint → higher, higher → lower].
+    streams: [Option<Stream>; 2],
+    /// `learn`t action: (wildcard generation, slot of the learning rule, action).
+    learned: Option<(u64, u32, Arc<Action>)>,
+}
+
+/// Decides packets for one thread. `Send`, not meant to be shared: one per thread.
+pub struct Evaluator {
+    cache: Cache<Arc<ArcSwap<Compiled>>, Arc<Compiled>>,
+    st: State,
+}
+
+/// An evaluator's own state.
+struct State {
+    chunks: LocalChunks,
+    /// Wildcard generation `seen` and `hit` are sized for.
+    version: u64,
+    pkt: u64,
+    /// Per wildcard rank: packet number of the last successful full-match check (so a rule
+    /// filed twice in the tuple space is taken once).
+    seen: Vec<u64>,
+    /// Per wildcard rank: packet number of the last pattern hit.
+    hit: Vec<u64>,
+    /// Ranks of the rules whose patterns hit in this packet.
+    hit_list: Vec<u32>,
+    cand: Vec<u32>,
+    /// The wildcard rules applied to the current packet: (slot, rank).
+    applied: Vec<(u32, u32)>,
+    /// Per slot: `sample` counters.
+    samples: HashMap<u32, u32>,
+    flows: HashMap<ExactKey, FlowState>,
+}
+
+/// The verdict being built for one packet.
+struct Acc {
+    outcome: Option<Outcome>,
+    keep: u32,
+    tag: Option<Tag>,
+    cut: bool,
+}
+
+impl Evaluator {
+    /// Decides one packet: `f` its fields, `bytes` its captured bytes.
+    #[inline]
+    pub fn eval(&mut self, f: &PacketFields, bytes: &[u8]) -> Decision {
+        let c = self.cache.load();
+        self.st.eval(c, f, bytes)
+    }
+
+    /// Packets this evaluator has decided.
+    pub fn packets(&self) -> u64 {
+        self.st.pkt
+    }
+
+    /// Flows in this evaluator's flow table.
+    pub fn flows(&self) -> usize {
+        self.st.flows.len()
+    }
+}
+
+impl State {
+    fn eval(&mut self, c: &Compiled, f: &PacketFields, bytes: &[u8]) -> Decision {
+        self.pkt += 1;
+        let pkt = self.pkt;
+        if c.wild.generation != self.version {
+            self.version = c.wild.generation;
+            self.seen = vec![0; c.wild.rules.len()];
+            self.hit = vec![0; c.wild.rules.len()];
+        }
+        {
+            let t = &self.chunks.block.totals;
+            bump(&t.packets_in, 1);
+            bump(&t.bytes_in, u64::from(f.cap_len));
+        }
+        let key = ExactKey::of(f);
+        self.hit_list.clear();
+        let wild = &*c.wild;
+        let opts = &c.options;
+        let mut acc = Acc {
+            outcome: None,
+            keep: f.cap_len,
+            tag: None,
+            cut: false,
+        };
+
+        // flow state: pattern streams advance on every packet of the flow
+        if let (true, Some(k)) = (c.needs_flows, key) {
+            self.touch_flow(k, opts.flows, pkt);
+            if let Some(p) = &wild.patterns {
+                let fl = self.flows.get_mut(&k).expect("flow just touched");
+                if fl.version != wild.generation {
+                    fl.version = wild.generation;
+                    fl.streams = [None, None];
+                }
+                let dir = usize::from((f.src, f.sport) > (f.dst, f.dport));
+                let s = fl.streams[dir].get_or_insert_with(|| p.stream());
+                let payload = f.payload_bytes(bytes);
+                let tcp = f.is_tcp.then_some((f.tcp_seq, f.tcp_flags));
+                let (hit, hit_list) = (&mut self.hit, &mut self.hit_list);
+                let (n, reset) = p.feed(s, payload, tcp, opts.scan_limit, |i| {
+                    let r = p.owner[i as usize];
+                    if hit[r as usize] != pkt {
+                        hit[r as usize] = pkt;
+                        hit_list.push(r);
+                    }
+                });
+                let t = &self.chunks.block.totals;
+                bump(&t.scanned_bytes, u64::from(n));
+                if reset {
+                    bump(&t.stream_resets, 1);
+                }
+            }
+        }
+
+        // 1. exact table
+        if let Some(k) = key {
+            if let Some(e) = c.exact.get(&k) {
+                let a = &c.exact_actions[e.action as usize];
+                self.apply(
+                    f,
+                    key,
+                    e.slot,
+                    a,
+                    &mut acc,
+                    opts.flows,
+                    pkt,
+                    wild.generation,
+                );
+                return self.finish(f, c, &[e.slot], acc);
+            }
+        }
+        // 2. learnt flows
+        if let (true, Some(k)) = (c.needs_flows, key) {
+            let learned = self.flows.get(&k).and_then(|fl| fl.learned.clone());
+            if let Some((v, slot, a)) = learned {
+                if v == wild.generation {
+                    self.apply(f, key, slot, &a, &mut acc, opts.flows, pkt, v);
+                    return self.finish(f, c, &[slot], acc);
+                }
+            }
+        }
+        // 3. wildcard rules
+        let mut applied = std::mem::take(&mut self.applied);
+        applied.clear();
+        if !wild.rules.is_empty() {
+            let seen = &mut self.seen;
+            let hit = &self.hit;
+            let mut cand = std::mem::take(&mut self.cand);
+            wild.tss.lookup(
+                f,
+                &self.hit_list,
+                |r| {
+                    let i = r as usize;
+                    if seen[i] == pkt {
+                        return true;
+                    }
+                    let w = &wild.rules[i];
+                    let ok = w.m.header_matches(f)
+                        && w.m.bytes.iter().all(|b| b.matches(f, bytes))
+                        && (!w.has_payload || hit[i] == pkt)
+                        && w.bpf.as_ref().is_none_or(|b| b.matches(bytes, f.wire_len));
+                    if ok {
+                        seen[i] = pkt;
+                    }
+                    ok
+                },
+                |r| wild.rules[r as usize].action.stop,
+                &mut cand,
+            );
+            applied.extend(cand.iter().map(|&r| (wild.rules[r as usize].slot, r)));
+            self.cand = cand;
+        }
+        for &(slot, r) in &applied {
+            let a = &wild.rules[r as usize].action;
+            self.apply(f, key, slot, a, &mut acc, opts.flows, pkt, wild.generation);
+        }
+        let d = {
+            let slots = &mut self.cand;
+            slots.clear();
+            slots.extend(applied.iter().map(|a| a.0));
+            let slots = std::mem::take(slots);
+            let d = self.finish(f, c, &slots, acc);
+            self.cand = slots;
+            d
+        };
+        self.applied = applied;
+        d
+    }
+
+    /// Applies one rule's action to the verdict being built.
+    #[allow(clippy::too_many_arguments)]
+    fn apply(
+        &mut self,
+        f: &PacketFields,
+        key: Option<ExactKey>,
+        slot: u32,
+        a: &Action,
+        acc: &mut Acc,
+        flows: u32,
+        pkt: u64,
+        version: u64,
+    ) {
+        if let Some(t) = a.tag {
+            acc.tag = Some(t);
+        }
+        if let Some(l) = &a.learn {
+            acc.outcome = Some(Outcome::Passed);
+            acc.keep = f.cap_len;
+            acc.cut = false;
+            if let Some(k) = key {
+                self.touch_flow(k, flows, pkt);
+                let fl = self.flows.get_mut(&k).expect("flow just touched");
+                if fl.learned.as_ref().is_none_or(|l| l.0 != version) {
+                    bump(&self.chunks.block.totals.learned, 1);
+                }
+                fl.learned = Some((version, slot, Arc::new((**l).clone())));
+            }
+            return;
+        }
+        let Some(v) = a.verdict else {
+            return;
+        };
+        acc.cut = false;
+        match v {
+            Verdict::Pass => {
+                acc.outcome = Some(Outcome::Passed);
+                acc.keep = f.cap_len;
+            }
+            Verdict::Drop => {
+                acc.outcome = Some(Outcome::Dropped);
+                acc.keep = 0;
+            }
+            Verdict::Slice(s) => {
+                let keep = s.keep(f);
+                acc.keep = keep;
+                acc.outcome = Some(if keep < f.cap_len {
+                    Outcome::Sliced
+                } else {
+                    Outcome::Passed
+                });
+            }
+            Verdict::Sample(n) => {
+                let c = self.samples.entry(slot).or_insert(0);
+                let keep = *c == 0;
+                *c = if *c + 1 >= n { 0 } else { *c + 1 };
+                acc.outcome = Some(if keep {
+                    Outcome::Passed
+                } else {
+                    Outcome::SampledOut
+                });
+                acc.keep = if keep { f.cap_len } else { 0 };
+            }
+            Verdict::Cutoff { bytes, packets } => {
+                let Some(k) = key else {
+                    // no flow to count against: keep it
+                    acc.outcome = Some(Outcome::Passed);
+                    acc.keep = f.cap_len;
+                    return;
+                };
+                self.touch_flow(k, flows, pkt);
+                let fl = self.flows.get_mut(&k).expect("flow just touched");
+                let (b0, p0) = (fl.cut_bytes, fl.cut_packets);
+                fl.cut_bytes += u64::from(f.cap_len);
+                fl.cut_packets += 1;
+                if p0 >= packets || b0 >= bytes {
+                    acc.outcome = Some(Outcome::Dropped);
+                    acc.keep = 0;
+                    acc.cut = true;
+                } else if b0 + u64::from(f.cap_len) > bytes {
+                    acc.keep = (bytes - b0) as u32;
+                    acc.outcome = Some(Outcome::Sliced);
+                    acc.cut = true;
+                } else {
+                    acc.outcome = Some(Outcome::Passed);
+                    acc.keep = f.cap_len;
+                }
+            }
+        }
+    }
+
+    /// Makes sure `k` has a flow entry, evicting the least recently seen eighth of a full table.
+    fn touch_flow(&mut self, k: ExactKey, cap: u32, pkt: u64) {
+        if let Some(fl) = self.flows.get_mut(&k) {
+            fl.last = pkt;
+            return;
+        }
+        if self.flows.len() >= cap as usize {
+            let mut ages: Vec<u64> = self.flows.values().map(|f| f.last).collect();
+            let n = (ages.len() / 8).max(1);
+            let (_, &mut cut, _) = ages.select_nth_unstable(n - 1);
+            let before = self.flows.len();
+            self.flows.retain(|_, f| f.last > cut);
+            bump(
+                &self.chunks.block.totals.flow_evictions,
+                (before - self.flows.len()) as u64,
+            );
+        }
+        self.flows.insert(
+            k,
+            FlowState {
+                last: pkt,
+                version: self.version,
+                cut_bytes: 0,
+                cut_packets: 0,
+                streams: [None, None],
+                learned: None,
+            },
+        );
+    }
+
+    /// Settles the verdict and counts it for every rule applied.
+    fn finish(&mut self, f: &PacketFields, c: &Compiled, slots: &[u32], acc: Acc) -> Decision {
+        let (outcome, keep) = match acc.outcome {
+            Some(o) => (o, acc.keep),
+            None if c.options.default_drop => (Outcome::Dropped, 0),
+            None => (Outcome::Passed, f.cap_len),
+        };
+        let t = &self.chunks.block.totals;
+        if slots.is_empty() {
+            bump(&t.unmatched, 1);
+        }
+        match outcome {
+            Outcome::Passed => bump(&t.passed, 1),
+            Outcome::Dropped => bump(&t.dropped, 1),
+            Outcome::Sliced => bump(&t.sliced, 1),
+            Outcome::SampledOut => bump(&t.sampled_out, 1),
+        }
+        if acc.cut && acc.outcome.is_some() {
+            if outcome == Outcome::Dropped {
+                bump(&t.cut, 1);
+            }
+            bump(&t.cut_bytes, u64::from(f.cap_len - keep));
+        }
+        for &s in slots {
+            let cell = self.chunks.cell(s);
+            bump(&cell.packets, 1);
+            bump(&cell.bytes, u64::from(f.cap_len));
+            bump(
+                match outcome {
+                    Outcome::Passed => &cell.passed,
+                    Outcome::Dropped => &cell.dropped,
+                    Outcome::Sliced => &cell.sliced,
+                    Outcome::SampledOut => &cell.sampled_out,
+                },
+                1,
+            );
+        }
+        Decision {
+            outcome,
+            keep,
+            tag: acc.tag,
+            version: c.id,
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! The exact-rule table: one conversation (VLAN, protocol, two endpoints, both directions) to
+//! one rule, O(1) lookup, insertion and removal.
+//!
+//! Layout, chosen for memory (1 M rules in well under 64 MiB): the entries live in a dense slab
+//! (`Vec<Entry>`, 48 bytes each: addresses as `[u32; 4]` so nothing is 16-byte aligned), and a
+//! `hashbrown::HashTable<u32>` maps a key's hash to a slab index (4 bytes + 1 control byte per
+//! bucket). Removal swaps the last slab entry into the hole and re-points its one table slot.
+//!
+//! The table is split into [`SHARDS`] shards by hash bits that hashbrown itself does not use
+//! (bits 32..40; it takes the low bits for the bucket and the top 7 for the control byte), so a
+//! live change copies only one shard (about n/256 entries) when it makes a new rule-set
+//! version: the versions share every other shard through `Arc`.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use hashbrown::HashTable;
+
+use crate::rule::ExactKey;
+
+/// Number of shards of the exact table.
+pub const SHARDS: usize = 256;
+
+/// The hasher: foldhash with a fixed seed, so hashes are stable within a process.
+#[inline]
+pub(crate) fn hash_key(k: &ExactKey) -> u64 {
+    foldhash::fast::FixedState::with_seed(0x5745_4952_5255_4c45).hash_one(k)
+}
+
+#[inline]
+fn shard_of(hash: u64) -> usize {
+    ((hash >> 32) as usize) & (SHARDS - 1)
+}
+
+/// One exact rule as stored: its key, packed to 4-byte alignment, its counter slot and the
+/// index of its action in the rule set's action table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    a: [u32; 4],
+    b: [u32; 4],
+    pa: u16,
+    pb: u16,
+    vlan: u16,
+    proto: u8,
+    family: u8,
+    /// Counter slot of the rule.
+    pub slot: u32,
+    /// Index of its action in the rule set's table of exact-rule actions.
+    pub action: u16,
+}
+
+fn split(x: u128) -> [u32; 4] {
+    [
+        x as u32,
+        (x >> 32) as u32,
+        (x >> 64) as u32,
+        (x >> 96) as u32,
+    ]
+}
+
+fn join(x: [u32; 4]) -> u128 {
+    u128::from(x[0]) | u128::from(x[1]) << 32 | u128::from(x[2]) << 64 | u128::from(x[3]) << 96
+}
+
+impl Entry {
+    fn new(k: &ExactKey, slot: u32, action: u16) -> Entry {
+        Entry {
+            a: split(k.a),
+            b: split(k.b),
+            pa: k.pa,
+            pb: k.pb,
+            vlan: k.vlan,
+            proto: k.proto,
+            family: k.family,
+            slot,
+            action,
+        }
+    }
+
+    /// The key back.
+    pub fn key(&self) -> ExactKey {
+        ExactKey {
+            a: join(self.a),
+            b: join(self.b),
+            pa: self.pa,
+            pb: self.pb,
+            vlan: self.vlan,
+            proto: self.proto,
+            family: self.family,
+        }
+    }
+
+    #[inline]
+    fn is(&self, k: &ExactKey) -> bool {
+        self.pa == k.pa
+            && self.pb == k.pb
+            && self.vlan == k.vlan
+            && self.proto == k.proto
+            && self.family == k.family
+            && self.a == split(k.a)
+            && self.b == split(k.b)
+    }
+}
+
+/// One shard: slab plus index.
+#[derive(Clone, Default)]
+pub(crate) struct Shard {
+    table: HashTable<u32>,
+    slab: Vec<Entry>,
+}
+
+impl Shard {
+    fn find(&self, k: &ExactKey, h: u64) -> Option<&Entry> {
+        let slab = &self.slab;
+        self.table
+            .find(h, |&i| slab[i as usize].is(k))
+            .map(|&i| &slab[i as usize])
+    }
+
+    fn insert(&mut self, k: &ExactKey, h: u64, slot: u32, action: u16) -> Result<(), u32> {
+        if let Some(e) = self.find(k, h) {
+            return Err(e.slot);
+        }
+        let idx = self.slab.len() as u32;
+        self.slab.push(Entry::new(k, slot, action));
+        let slab = &self.slab;
+        self.table
+            .insert_unique(h, idx, |&i| hash_key(&slab[i as usize].key()));
+        Ok(())
+    }
+
+    fn remove(&mut self, k: &ExactKey, h: u64) -> Option<Entry> {
+        let slab = &self.slab;
+        let entry = self.table.find_entry(h, |&i| slab[i as usize].is(k)).ok()?;
+        let (idx, _) = entry.remove();
+        let idx = idx as usize;
+        let last = self.slab.len() - 1;
+        let removed = self.slab[idx];
+        if idx != last {
+            let moved = self.slab[last];
+            let mh = hash_key(&moved.key());
+            if let Some(p) = self.table.find_mut(mh, |&i| i as usize == last) {
+                *p = idx as u32;
+            }
+        }
+        self.slab.swap_remove(idx);
+        Some(removed)
+    }
+}
+
+/// The exact table: [`SHARDS`] shards, each shared between rule-set versions until changed.
+#[derive(Clone)]
+pub(crate) struct ExactTable {
+    shards: Vec<Arc<Shard>>,
+    len: usize,
+}
+
+impl Default for ExactTable {
+    fn default() -> Self {
+        ExactTable {
+            shards: (0..SHARDS).map(|_| Arc::new(Shard::default())).collect(),
+            len: 0,
+        }
+    }
+}
+
+impl ExactTable {
+    /// Builds a table from `(key, slot)` pairs, sizing every shard once. On a duplicate key,
+    /// returns the slots of the two rules.
+    pub fn build(
+        items: impl Iterator<Item = (ExactKey, u32, u16)> + Clone,
+    ) -> Result<Self, (u32, u32)> {
+        let hashes: Vec<u64> = items.clone().map(|(k, _, _)| hash_key(&k)).collect();
+        let mut counts = vec![0usize; SHARDS];
+        for &h in &hashes {
+            counts[shard_of(h)] += 1;
+        }
+        let mut shards: Vec<Shard> = counts
+            .iter()
+            .map(|&n| Shard {
+                table: HashTable::with_capacity(n),
+                slab: Vec::with_capacity(n),
+            })
+            .collect();
+        for ((k, slot, action), h) in items.zip(hashes) {
+            let s = &mut shards[shard_of(h)];
+            let slab = &s.slab;
+            match s.table.entry(
+                h,
+                |&i| slab[i as usize].is(&k),
+                |&i| hash_key(&slab[i as usize].key()),
+            ) {
+                hashbrown::hash_table::Entry::Occupied(o) => {
+                    return Err((slab[*o.get() as usize].slot, slot));
+                }
+                hashbrown::hash_table::Entry::Vacant(v) => {
+                    v.insert(slab.len() as u32);
+                }
+            }
+            s.slab.push(Entry::new(&k, slot, action));
+        }
+        let len = shards.iter().map(|s| s.slab.len()).sum();
+        Ok(ExactTable {
+            shards: shards.into_iter().map(Arc::new).collect(),
+            len,
+        })
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The rule for this conversation.
+    #[inline]
+    pub fn get(&self, k: &ExactKey) -> Option<&Entry> {
+        let h = hash_key(k);
+        self.shards[shard_of(h)].find(k, h)
+    }
+
+    /// Adds a rule; on a duplicate key returns the existing rule's slot. Copies the shard when
+    /// another version still shares it.
+    pub fn insert(&mut self, k: &ExactKey, slot: u32, action: u16) -> Result<(), u32> {
+        let h = hash_key(k);
+        let shard = &mut self.shards[shard_of(h)];
+        if let Some(e) = shard.find(k, h) {
+            return Err(e.slot);
+        }
+        Arc::make_mut(shard).insert(k, h, slot, action)?;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Removes the rule for this conversation, returning it.
+    pub fn remove(&mut self, k: &ExactKey) -> Option<Entry> {
+        let h = hash_key(k);
+        let shard = &mut self.shards[shard_of(h)];
+        shard.find(k, h)?;
+        let slot = Arc::make_mut(shard).remove(k, h);
+        self.len -= usize::from(slot.is_some());
+        slot
+    }
+
+    /// Every rule, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> + '_ {
+        self.shards.iter().flat_map(|s| s.slab.iter())
+    }
+
+    /// Heap bytes held by the table (slabs, hash tables and the shard list).
+    pub fn memory_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.table.allocation_size()
+                    + s.slab.capacity() * core::mem::size_of::<Entry>()
+                    + core::mem::size_of::<Shard>()
+            })
+            .sum::<usize>()
+            + self.shards.capacity() * core::mem::size_of::<Arc<Shard>>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> ExactKey {
+        ExactKey::new(4, 0xffff, 6, u128::from(i), 1000, 0x0a00_0001, 80)
+    }
+
+    #[test]
+    fn entry_is_48_bytes() {
+        assert_eq!(core::mem::size_of::<Entry>(), 48);
+    }
+
+    #[test]
+    fn insert_get_remove_keep_the_table_consistent() {
+        let mut t = ExactTable::default();
+        for i in 0..5000 {
+            t.insert(&key(i), i, 0).unwrap();
+        }
+        assert_eq!(t.insert(&key(7), 99, 0), Err(7));
+        for i in (0..5000).step_by(3) {
+            assert_eq!(t.remove(&key(i)).map(|e| e.slot), Some(i));
+            assert!(t.remove(&key(i)).is_none());
+        }
+        for i in 0..5000 {
+            let want = (i % 3 != 0).then_some(i);
+            assert_eq!(t.get(&key(i)).map(|e| e.slot), want, "key {i}");
+        }
+        assert_eq!(t.len(), 5000 - 1667);
+        // the reverse direction finds the same rule
+        let rev = ExactKey::new(4, 0xffff, 6, 0x0a00_0001, 80, 1, 1000);
+        assert_eq!(t.get(&rev).map(|e| e.slot), Some(1));
+    }
+
+    #[test]
+    fn a_copy_does_not_see_later_changes() {
+        let mut t = ExactTable::default();
+        t.insert(&key(1), 1, 0).unwrap();
+        let old = t.clone();
+        t.insert(&key(2), 2, 0).unwrap();
+        t.remove(&key(1));
+        assert_eq!(old.get(&key(1)).map(|e| e.slot), Some(1));
+        assert!(old.get(&key(2)).is_none());
+        assert_eq!(t.get(&key(2)).map(|e| e.slot), Some(2));
+    }
+}
