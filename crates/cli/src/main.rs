@@ -9,9 +9,9 @@
 
 mod args;
 mod cmd;
+mod flow_output;
 mod input;
 mod lines;
-mod flow_output;
 mod output;
 mod progress;
 mod time;
