@@ -336,13 +336,31 @@ pub fn start_live(
     verb: &str,
     default_buffer_mib: usize,
 ) -> Result<weir_capture::Pipeline> {
+    let pipeline = start_live_quietly(live, expr, readers, best_effort, default_buffer_mib)?;
+    announce_live(live, &pipeline, verb);
+    Ok(pipeline)
+}
+
+/// [`start_live`] without its lines: for a command that must get ready (`record` opens its
+/// store) before it says it is capturing, then calls [`announce_live`].
+pub fn start_live_quietly(
+    live: &crate::args::LiveArgs,
+    expr: &str,
+    readers: usize,
+    best_effort: usize,
+    default_buffer_mib: usize,
+) -> Result<weir_capture::Pipeline> {
     let config = live.pipeline(expr, readers, best_effort, default_buffer_mib)?;
-    let pipeline = weir_capture::Pipeline::start(&config)?;
+    Ok(weir_capture::Pipeline::start(&config)?)
+}
+
+/// The lines [`start_live`] prints once the pipeline runs.
+pub fn announce_live(live: &crate::args::LiveArgs, pipeline: &weir_capture::Pipeline, verb: &str) {
     if pipeline.page_kind() != weir_buffer::PageKind::HugeTlb {
         eprintln!(
             "weir: packet buffer of {} MiB on {} (no huge pages reserved: \
              echo N > /proc/sys/vm/nr_hugepages to use them)",
-            config.buffer_bytes >> 20,
+            pipeline.buffer().size() >> 20,
             pipeline.page_kind().name()
         );
     }
@@ -368,7 +386,6 @@ pub fn start_live(
             }
         );
     }
-    Ok(pipeline)
 }
 
 /// The closing lines every live command prints: what was lost before the rings, then what the

@@ -23,7 +23,7 @@ use weir_store::{Format, Options, Recorder, RecorderStats, SizeError, Sizes, Sto
 
 use crate::args::{self, FlowArgs, LiveArgs};
 use crate::flow_output::RecordFlows;
-use crate::output::{human_bytes, on_signal, start_live, Status};
+use crate::output::{announce_live, human_bytes, on_signal, start_live_quietly, Status};
 
 /// Arguments of `weir record`.
 #[derive(clap::Args, Debug)]
@@ -195,7 +195,9 @@ pub fn run(args: Args) -> Result<Status> {
             (Source::Files(import), interfaces, None)
         })
     } else {
-        start_live(&args.live, &expr, readers, best_effort, "recording", 512).map(|live| {
+        // Quietly: "recording on" is said once the store is open, so that a tool waiting for
+        // that line finds the store (its manifest) there.
+        start_live_quietly(&args.live, &expr, readers, best_effort, 512).map(|live| {
             let interfaces = live.interfaces().to_vec();
             let counters = Some(live.counters());
             (Source::Live(live), interfaces, counters)
@@ -236,6 +238,9 @@ pub fn run(args: Args) -> Result<Status> {
         eprintln!("weir: removed {name}: it held no packet (left by an unclean stop)");
     }
     let mut recorder = Recorder::new(store, opts)?;
+    if let Source::Live(live) = &source {
+        announce_live(&args.live, live, "recording");
+    }
     let rstats = recorder.stats();
     let stop_recorder = Arc::new(AtomicBool::new(false));
     let mut reader = buffer.reader(0)?;
