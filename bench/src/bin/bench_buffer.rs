@@ -74,18 +74,18 @@ fn cpu_time() -> f64 {
 mod libc_rusage {
     #[repr(C)]
     #[derive(Clone, Copy)]
-    pub struct Timeval {
+    pub(crate) struct Timeval {
         pub sec: i64,
         pub usec: i64,
     }
     #[repr(C)]
-    pub struct Rusage {
+    pub(crate) struct Rusage {
         pub utime: Timeval,
         pub stime: Timeval,
         pub rest: [i64; 14],
     }
     extern "C" {
-        pub fn getrusage(who: i32, usage: *mut Rusage) -> i32;
+        pub(crate) fn getrusage(who: i32, usage: *mut Rusage) -> i32;
     }
 }
 

@@ -13,7 +13,7 @@ pub use loom::sync::Arc;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub use std::sync::Arc;
+pub(crate) use std::sync::Arc;
 
 /// Aligns (and so pads) a value to 128 bytes, two cache lines, as crossbeam's `CachePadded`
 /// does on x86-64 (the adjacent-line prefetcher pulls lines in pairs), so that atomics written by

@@ -15,7 +15,7 @@ use weir_pcap::{FileFormat, Precision};
 
 /// Output file format.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// Classic pcap, nanosecond timestamps (microsecond ones with --micro where a command has it).
     Pcap,
     /// pcapng with one interface block per input interface, nanosecond timestamps.
@@ -24,7 +24,7 @@ pub enum Format {
 
 impl Format {
     /// The writer's format; `micro` asks classic pcap for microsecond timestamps.
-    pub fn output(self, micro: bool) -> FileFormat {
+    pub(crate) fn output(self, micro: bool) -> FileFormat {
         match self {
             Format::Pcap if micro => FileFormat::Pcap(Precision::Micro),
             Format::Pcap => FileFormat::Pcap(Precision::Nano),
@@ -34,11 +34,11 @@ impl Format {
 }
 
 /// The largest snap length, and what `-s 0` means (as in tcpdump).
-pub const MAX_SNAPLEN: u32 = 262_144;
+pub(crate) const MAX_SNAPLEN: u32 = 262_144;
 
 /// Input capture files (`-r`), repeated to concatenate.
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct Inputs {
+pub(crate) struct Inputs {
     /// Input capture file (pcap or pcapng); `-` reads stdin. Repeat to concatenate files.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
     pub files: Vec<PathBuf>,
@@ -46,7 +46,7 @@ pub struct Inputs {
 
 /// Where packets are written (`-w`) and in which format.
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct Output {
+pub(crate) struct Output {
     /// Write the packets to this file (`-` for stdout) instead of printing them.
     #[arg(short = 'w', long = "write", value_name = "OUT")]
     pub path: Option<PathBuf>,
@@ -62,7 +62,7 @@ pub struct Output {
 
 impl Output {
     /// The writer's format: `--format`, else pcap with `--micro`, else `default`.
-    pub fn format(&self, default: Format) -> FileFormat {
+    pub(crate) fn format(&self, default: Format) -> FileFormat {
         match (self.format, self.micro) {
             (Some(f), micro) => f.output(micro),
             (None, true) => FileFormat::Pcap(Precision::Micro),
@@ -71,7 +71,7 @@ impl Output {
     }
 
     /// `--micro` is for classic pcap; `--format`/`--micro` need `-w` (`needs_path`).
-    pub fn check(&self, needs_path: bool) -> Result<(), String> {
+    pub(crate) fn check(&self, needs_path: bool) -> Result<(), String> {
         if self.micro && self.format == Some(Format::Pcapng) {
             return Err("--micro is for classic pcap; pcapng timestamps are nanoseconds".into());
         }
@@ -84,7 +84,7 @@ impl Output {
 
 /// The filter expression, and tcpdump's `-n`.
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct Expr {
+pub(crate) struct Expr {
     /// Filter expression in tcpdump syntax (pcap-filter(7)): every word that is not an option,
     /// joined with spaces, so options may come before, after or between its words; `--` ends
     /// the options.
@@ -97,13 +97,13 @@ pub struct Expr {
 
 impl Expr {
     /// The expression as one string (empty: every packet).
-    pub fn joined(&self) -> String {
+    pub(crate) fn joined(&self) -> String {
         self.words.join(" ")
     }
 }
 
 /// Refuses stdin (`-`) where a command needs files it can read twice (stores, indexed files).
-pub fn no_stdin<'a>(
+pub(crate) fn no_stdin<'a>(
     mut inputs: impl Iterator<Item = &'a PathBuf>,
     command: &str,
 ) -> Result<(), String> {
@@ -117,12 +117,12 @@ pub fn no_stdin<'a>(
 }
 
 /// Whether the option `id` was given on the command line (not its default).
-pub fn given(m: &ArgMatches, id: &str) -> bool {
+pub(crate) fn given(m: &ArgMatches, id: &str) -> bool {
     m.value_source(id) == Some(ValueSource::CommandLine)
 }
 
 /// The first of `ids` given on the command line, as `--long` (or `-s`) for messages.
-pub fn first_given(m: &ArgMatches, ids: &[(&str, &str)]) -> Option<String> {
+pub(crate) fn first_given(m: &ArgMatches, ids: &[(&str, &str)]) -> Option<String> {
     ids.iter()
         .find(|(id, _)| given(m, id))
         .map(|(_, flag)| (*flag).to_string())
@@ -130,7 +130,7 @@ pub fn first_given(m: &ArgMatches, ids: &[(&str, &str)]) -> Option<String> {
 
 /// The options of live capture (`LiveArgs`) other than `-i`: refused with `-r`, where they do
 /// nothing.
-pub const LIVE_ONLY: &[(&str, &str)] = &[
+pub(crate) const LIVE_ONLY: &[(&str, &str)] = &[
     ("threads", "--threads"),
     ("fanout", "--fanout"),
     ("no_promisc", "--no-promisc"),
@@ -154,27 +154,27 @@ fn float_in(s: &str, what: &str, lo: f64, hi: f64) -> Result<f64, String> {
 }
 
 /// A duration in seconds: from 1 ns to 10⁹ s (31 years), finite.
-pub fn seconds(s: &str) -> Result<f64, String> {
+pub(crate) fn seconds(s: &str) -> Result<f64, String> {
     float_in(s, "seconds", 1e-9, 1e9)
 }
 
 /// A packet rate: 0.001 to 10⁹ packets per second.
-pub fn pps(s: &str) -> Result<f64, String> {
+pub(crate) fn pps(s: &str) -> Result<f64, String> {
     float_in(s, "packets per second", 1e-3, 1e9)
 }
 
 /// A bit rate: 0.001 to 10⁷ megabits per second.
-pub fn mbps(s: &str) -> Result<f64, String> {
+pub(crate) fn mbps(s: &str) -> Result<f64, String> {
     float_in(s, "megabits per second", 1e-3, 1e7)
 }
 
 /// A speed factor: 10⁻⁶ to 10⁶.
-pub fn multiplier(s: &str) -> Result<f64, String> {
+pub(crate) fn multiplier(s: &str) -> Result<f64, String> {
     float_in(s, "speed factor", 1e-6, 1e6)
 }
 
 /// A point in time: seconds since the epoch or a UTC date ([`crate::time::parse`]), as ns.
-pub fn time(s: &str) -> Result<u64, String> {
+pub(crate) fn time(s: &str) -> Result<u64, String> {
     let too_late = s
         .trim()
         .parse::<f64>()
@@ -188,7 +188,7 @@ pub fn time(s: &str) -> Result<u64, String> {
 }
 
 /// A packet count (`-c`): at least 1, as tcpdump ("invalid packet count 0").
-pub fn count(s: &str) -> Result<u64, String> {
+pub(crate) fn count(s: &str) -> Result<u64, String> {
     match s.trim().parse::<u64>() {
         Ok(0) | Err(_) => Err(format!(
             "invalid packet count {s} (must be from 1 to {})",
@@ -199,7 +199,7 @@ pub fn count(s: &str) -> Result<u64, String> {
 }
 
 /// A snap length: 1 to 262144 bytes, and 0 for the whole packet (262144), as tcpdump.
-pub fn snaplen(s: &str) -> Result<u32, String> {
+pub(crate) fn snaplen(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
         Ok(0) => Ok(MAX_SNAPLEN),
         Ok(n) if n <= MAX_SNAPLEN => Ok(n),
@@ -219,29 +219,29 @@ fn power_of_two(s: &str, what: &str, lo: u64, hi: u64) -> Result<u64, String> {
 }
 
 /// The shared packet buffer in MiB: a power of two from 1 to 65536 (64 GiB).
-pub fn buffer_mib(s: &str) -> Result<usize, String> {
+pub(crate) fn buffer_mib(s: &str) -> Result<usize, String> {
     power_of_two(s, "buffer size in MiB", 1, 1 << 16).map(|n| n as usize)
 }
 
 /// A ring block in bytes: a power of two from 4096 (a page) to 1 GiB.
-pub fn block_size(s: &str) -> Result<u32, String> {
+pub(crate) fn block_size(s: &str) -> Result<u32, String> {
     power_of_two(s, "ring block size in bytes", 4096, 1 << 30).map(|n| n as u32)
 }
 
 /// Most bytes one thread's ring may map (block size × block count).
-pub const MAX_RING_BYTES: u64 = 16 << 30;
+pub(crate) const MAX_RING_BYTES: u64 = 16 << 30;
 
 /// Most flows one shard of the meter holds.
-pub const MAX_FLOWS_PER_WORKER: u64 = weir_flows::index::MAX_CAPACITY as u64;
+pub(crate) const MAX_FLOWS_PER_WORKER: u64 = weir_flows::index::MAX_CAPACITY as u64;
 
 /// The default of `weir flows --workers`: one per core.
-pub fn default_workers() -> usize {
+pub(crate) fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(256))
 }
 
 /// NetFlow-family format of `weir flows --export` and `weir record --flow-export`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlowFormat {
+pub(crate) enum FlowFormat {
     /// NetFlow v5 (IPv4 only: IPv6 flows are counted and skipped).
     V5,
     /// NetFlow v9 (RFC 3954), IPv4 and IPv6 templates.
@@ -252,7 +252,7 @@ pub enum FlowFormat {
 
 /// Flow options of `weir record --flows`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct FlowArgs {
+pub(crate) struct FlowArgs {
     /// With --flows: export NetFlow/IPFIX to TARGET (as `weir flows --export`).
     #[arg(long = "flow-export", value_name = "TARGET", num_args = 0..=1, default_missing_value = weir_export::DEFAULT_COLLECTOR)]
     pub flow_export: Option<String>,
@@ -280,7 +280,7 @@ pub struct FlowArgs {
 
 impl FlowArgs {
     /// The ids and flags of these options, for "given without --flows" checks.
-    pub const IDS: &'static [(&'static str, &'static str)] = &[
+    pub(crate) const IDS: &'static [(&'static str, &'static str)] = &[
         ("flow_export", "--flow-export"),
         ("flow_format", "--flow-format"),
         ("flow_json", "--flow-json"),
@@ -291,7 +291,7 @@ impl FlowArgs {
 
 /// Layers `--slice` keeps.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Slice {
+pub(crate) enum Slice {
     /// Link headers only.
     L2,
     /// Up to the IP header.
@@ -302,7 +302,7 @@ pub enum Slice {
 
 /// Fanout mode on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fanout {
+pub(crate) enum Fanout {
     /// By flow hash (both directions of a flow on one thread).
     Hash,
     /// Round robin.
@@ -313,7 +313,7 @@ pub enum Fanout {
 
 /// Capture options common to the live commands (`capture`, `record`, `flows -i`).
 #[derive(clap::Args, Debug, Clone)]
-pub struct LiveArgs {
+pub(crate) struct LiveArgs {
     /// Interfaces to capture on, comma-separated (`-i eth0,eth1`).
     #[arg(short = 'i', long = "interface", value_delimiter = ',')]
     pub interfaces: Vec<String>,
@@ -359,7 +359,7 @@ pub struct LiveArgs {
 
 impl LiveArgs {
     /// Usage checks clap cannot express: each interface once, a ring that the kernel can map.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         for (k, i) in self.interfaces.iter().enumerate() {
             if i.is_empty() {
                 return Err("-i: empty interface name".into());
@@ -384,7 +384,7 @@ impl LiveArgs {
     /// The live pipeline these options ask for, capturing what `expr` matches into a buffer of
     /// `--buffer-mib` (else `default_buffer_mib`) with `readers` registered and `best_effort`
     /// readers.
-    pub fn pipeline(
+    pub(crate) fn pipeline(
         &self,
         expr: &str,
         readers: usize,

@@ -17,7 +17,7 @@ use weir_packet::LinkType;
 use crate::args::{FlowArgs, FlowFormat};
 
 /// Nanoseconds of a duration in seconds (already in range: [`crate::args::seconds`]).
-pub fn ns(seconds: f64) -> u64 {
+pub(crate) fn ns(seconds: f64) -> u64 {
     (seconds * 1e9).round() as u64
 }
 
@@ -30,7 +30,7 @@ fn target_of(path: &Path) -> Target {
 }
 
 /// Opens every output asked for (JSON lines on stdout when none is).
-pub fn open_outputs(
+pub(crate) fn open_outputs(
     export: Option<&str>,
     format: FlowFormat,
     biflow: bool,
@@ -67,14 +67,14 @@ pub fn open_outputs(
 }
 
 /// The `--stats` file, created before the run and written at its end.
-pub struct StatsFile {
+pub(crate) struct StatsFile {
     path: PathBuf,
     file: std::fs::File,
 }
 
 impl StatsFile {
     /// Creates `path` now, so that a bad path fails before the run rather than after it.
-    pub fn create(path: &Path) -> Result<StatsFile> {
+    pub(crate) fn create(path: &Path) -> Result<StatsFile> {
         let file = std::fs::File::create(path)
             .with_context(|| format!("--stats: cannot create {}", path.display()))?;
         Ok(StatsFile {
@@ -93,7 +93,7 @@ impl StatsFile {
 
 /// Finishes every output of a finished meter, prints the summary (`read`: packets read before
 /// the filter), writes `--stats`; the first export error, if any, is the result.
-pub fn finish(read: u64, done: Finished<Fanout>, stats: Option<StatsFile>) -> Result<()> {
+pub(crate) fn finish(read: u64, done: Finished<Fanout>, stats: Option<StatsFile>) -> Result<()> {
     let failed = done.sink.failed().map(str::to_owned);
     let mut first_err = done.error.map(|e| {
         anyhow::Error::from(e).context(format!(
@@ -124,21 +124,21 @@ pub fn finish(read: u64, done: Finished<Fanout>, stats: Option<StatsFile>) -> Re
 
 /// The wall clock, ns since the epoch: the time a live meter expires flows by when traffic
 /// pauses.
-pub fn wall_clock_ns() -> u64 {
+pub(crate) fn wall_clock_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// The flow meter of `weir record --flows`, on its own thread over the packet buffer.
-pub struct RecordFlows {
+pub(crate) struct RecordFlows {
     meter: LiveMeter<Fanout>,
 }
 
 impl RecordFlows {
     /// Starts the meter on `reader`; JSON goes to `default_json` unless the options name
     /// outputs.
-    pub fn start(
+    pub(crate) fn start(
         args: &FlowArgs,
         reader: weir_buffer::Reader,
         links: Vec<LinkType>,
@@ -169,14 +169,14 @@ impl RecordFlows {
     }
 
     /// Live counters for a statistics file.
-    pub fn stats_json(&self) -> serde_json::Value {
+    pub(crate) fn stats_json(&self) -> serde_json::Value {
         serde_json::json!({
             "packets": self.meter.packets(),
         })
     }
 
     /// Once capture has stopped: meters what is left, flushes every flow, prints the summary.
-    pub fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         let done = self.meter.finish();
         finish(done.packets, done.meter, None)
     }

@@ -17,7 +17,7 @@ use crate::progress::Progress;
 /// A parallel read of `path` in ranges of about `range_bytes`, or `None` when the file does not
 /// qualify ([`Plan::new`]). `WEIR_PARALLEL_MIN_BYTES` lowers the size threshold, so tests can
 /// exercise this path on small files (and a huge value keeps it off).
-pub fn parallel_plan(path: &Path, range_bytes: u64) -> Option<Plan> {
+pub(crate) fn parallel_plan(path: &Path, range_bytes: u64) -> Option<Plan> {
     let min = std::env::var("WEIR_PARALLEL_MIN_BYTES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -26,7 +26,7 @@ pub fn parallel_plan(path: &Path, range_bytes: u64) -> Option<Plan> {
 }
 
 /// What a command is told about each input as it goes.
-pub trait Visitor {
+pub(crate) trait Visitor {
     /// A new input was opened.
     fn start_file(&mut self, _reader: &FileReader) -> Result<()> {
         Ok(())
@@ -49,7 +49,7 @@ pub trait Visitor {
 }
 
 /// Runs `visitor` over every matching packet of every input in order.
-pub fn for_each_packet<V: Visitor>(
+pub(crate) fn for_each_packet<V: Visitor>(
     inputs: &[PathBuf],
     filters: &mut FilterSet,
     visitor: &mut V,
@@ -207,6 +207,6 @@ fn parallel_one_file<V: Visitor>(
 
 /// Whether `filter` (none: every packet) accepts `p`.
 #[inline]
-pub fn matches(filter: Option<&Filter>, p: &Packet<'_>) -> bool {
+pub(crate) fn matches(filter: Option<&Filter>, p: &Packet<'_>) -> bool {
     filter.is_none_or(|f| f.matches(p.data, p.meta.orig_len))
 }

@@ -12,7 +12,7 @@ use crate::time;
 
 /// Prints one line per packet: UTC time of day with nanoseconds, the decoder's summary, and the
 /// interface when the input has several.
-pub struct LinePrinter {
+pub(crate) struct LinePrinter {
     out: BufWriter<Output>,
     printed: u64,
     limit: Option<u64>,
@@ -22,7 +22,7 @@ pub struct LinePrinter {
 
 impl LinePrinter {
     /// A printer to stdout, stopping after `limit` packets.
-    pub fn stdout(limit: Option<u64>) -> LinePrinter {
+    pub(crate) fn stdout(limit: Option<u64>) -> LinePrinter {
         LinePrinter {
             out: BufWriter::with_capacity(1 << 16, output::stdout()),
             printed: 0,
@@ -32,13 +32,13 @@ impl LinePrinter {
     }
 
     /// Hands the lines printed so far to stdout.
-    pub fn flush(&mut self) -> Result<()> {
+    pub(crate) fn flush(&mut self) -> Result<()> {
         self.out.flush()?;
         Ok(())
     }
 
     /// Flushes the output.
-    pub fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         self.out.into_inner().map_err(|e| e.into_error())?.commit()
     }
 }

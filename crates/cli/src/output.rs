@@ -39,7 +39,7 @@ impl From<Status> for std::process::ExitCode {
 
 /// A checked output: stdout or a file. Write errors carry the output's name and the OS error's
 /// kind. A file output must be [`commit`](Output::commit)ted, or it is removed when dropped.
-pub struct Output {
+pub(crate) struct Output {
     target: Target,
     /// How errors name the output: `to stdout`, or the path.
     name: String,
@@ -56,7 +56,7 @@ enum Target {
 }
 
 /// The process's stdout, checked: errors say "cannot write to stdout" and keep their kind.
-pub fn stdout() -> Output {
+pub(crate) fn stdout() -> Output {
     Output {
         target: Target::Stdout(io::stdout()),
         name: "to stdout".into(),
@@ -66,7 +66,7 @@ pub fn stdout() -> Output {
 /// Opens `path` for writing, `-` meaning stdout. A regular file (or a new one) is written under
 /// a temporary name in its directory and takes its place at [`Output::commit`]; through a
 /// symbolic link, the link's target is replaced. Devices and FIFOs are written in place.
-pub fn create(path: &Path) -> Result<Output> {
+pub(crate) fn create(path: &Path) -> Result<Output> {
     if path.as_os_str() == "-" {
         return Ok(stdout());
     }
@@ -116,7 +116,7 @@ pub fn create(path: &Path) -> Result<Output> {
 /// Opens `path` for writing in place, `-` meaning stdout: for a live capture, whose file must
 /// hold every packet written so far if the process is killed (as `tcpdump -w` does), so it is
 /// not written under a temporary name.
-pub fn create_in_place(path: &Path) -> Result<Output> {
+pub(crate) fn create_in_place(path: &Path) -> Result<Output> {
     if path.as_os_str() == "-" {
         return Ok(stdout());
     }
@@ -135,7 +135,7 @@ impl Output {
 
     /// Flushes the output and, for a file written under a temporary name, renames it over its
     /// path: the command's output is complete.
-    pub fn commit(mut self) -> Result<()> {
+    pub(crate) fn commit(mut self) -> Result<()> {
         self.flush()?;
         if let Target::File {
             rename: rename @ Some(_),
@@ -194,7 +194,7 @@ impl Drop for Output {
 /// True when stdout is a pipe or socket whose reader went away. A writer that has nothing to
 /// write (a live capture while no traffic arrives) asks this to end as soon as its reader does,
 /// instead of at its next write.
-pub fn stdout_gone() -> bool {
+pub(crate) fn stdout_gone() -> bool {
     let mut fd = libc::pollfd {
         fd: libc::STDOUT_FILENO,
         events: 0,
@@ -208,7 +208,7 @@ pub fn stdout_gone() -> bool {
 /// Checks the inputs of a command before its output is created: each one (but `-`, stdin) must
 /// open for reading, and `output` must not be one of them (the same file by device and inode,
 /// also through a symbolic or hard link). Directories (stores) are checked for existence only.
-pub fn check_inputs<P: AsRef<Path>>(inputs: &[P], output: Option<&Path>) -> Result<()> {
+pub(crate) fn check_inputs<P: AsRef<Path>>(inputs: &[P], output: Option<&Path>) -> Result<()> {
     let out_id = output
         .filter(|o| o.as_os_str() != "-")
         .and_then(|o| std::fs::metadata(o).ok())
@@ -235,7 +235,7 @@ pub fn check_inputs<P: AsRef<Path>>(inputs: &[P], output: Option<&Path>) -> Resu
 }
 
 /// True when the error chain ends in a broken pipe (the reader of our stdout went away).
-pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+pub(crate) fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|e| {
         e.downcast_ref::<io::Error>()
             .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
@@ -250,7 +250,7 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 /// The error's message with its causes, `: `-separated, without repeating a cause whose text
 /// the message already ends with (error types that print their source and also return it from
 /// `source()` would otherwise show an OS error twice).
-pub fn error_message(err: &anyhow::Error) -> String {
+pub(crate) fn error_message(err: &anyhow::Error) -> String {
     let mut msg = String::new();
     for cause in err.chain() {
         let text = cause.to_string();
@@ -265,13 +265,13 @@ pub fn error_message(err: &anyhow::Error) -> String {
 }
 
 /// Prints a warning about a damaged input; the command goes on with its next input.
-pub fn warn_damage(err: &weir_pcap::ReadError) {
+pub(crate) fn warn_damage(err: &weir_pcap::ReadError) {
     eprintln!("weir: warning: {err}");
 }
 
 /// Tells the user what reading a store came across (`weir: ...`, `weir: warning: ...`; notices
 /// meant for a verbose run only when `verbose`); damage sets `status` to [`Status::Damaged`].
-pub fn notice(n: &weir_store::Notice, verbose: bool, status: &mut Status) {
+pub(crate) fn notice(n: &weir_store::Notice, verbose: bool, status: &mut Status) {
     if n.is_damage() {
         *status = Status::Damaged;
     }
@@ -287,7 +287,7 @@ pub fn notice(n: &weir_store::Notice, verbose: bool, status: &mut Status) {
 
 /// The reader's next packet. Damage ends this input like its end (`None`), with a warning and
 /// `status` set to [`Status::Damaged`]; other read errors are returned.
-pub fn next_or_damaged<'r>(
+pub(crate) fn next_or_damaged<'r>(
     r: &'r mut weir_pcap::FileReader,
     status: &mut Status,
 ) -> Result<Option<weir_pcap::Packet<'r>>> {
@@ -303,13 +303,13 @@ pub fn next_or_damaged<'r>(
 }
 
 /// Installs the SIGINT/SIGTERM handler that sets `flag` (the live commands and `gen` end on it).
-pub fn on_signal(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
+pub(crate) fn on_signal(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
     ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Relaxed))
         .context("cannot install the SIGINT/SIGTERM handler")
 }
 
 /// Human bytes: `1.5 GiB`.
-pub fn human_bytes(b: u64) -> String {
+pub(crate) fn human_bytes(b: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
     let mut u = 0;
@@ -328,7 +328,7 @@ pub fn human_bytes(b: u64) -> String {
 /// and prints what every live command says when it starts: the buffer's pages when no huge
 /// pages are reserved, then `weir: VERB on IFACE ...` for each interface (the line scripts and
 /// tests wait for).
-pub fn start_live(
+pub(crate) fn start_live(
     live: &crate::args::LiveArgs,
     expr: &str,
     readers: usize,
@@ -343,7 +343,7 @@ pub fn start_live(
 
 /// [`start_live`] without its lines: for a command that must get ready (`record` opens its
 /// store) before it says it is capturing, then calls [`announce_live`].
-pub fn start_live_quietly(
+pub(crate) fn start_live_quietly(
     live: &crate::args::LiveArgs,
     expr: &str,
     readers: usize,
@@ -355,7 +355,11 @@ pub fn start_live_quietly(
 }
 
 /// The lines [`start_live`] prints once the pipeline runs.
-pub fn announce_live(live: &crate::args::LiveArgs, pipeline: &weir_capture::Pipeline, verb: &str) {
+pub(crate) fn announce_live(
+    live: &crate::args::LiveArgs,
+    pipeline: &weir_capture::Pipeline,
+    verb: &str,
+) {
     if pipeline.page_kind() != weir_buffer::PageKind::HugeTlb {
         eprintln!(
             "weir: packet buffer of {} MiB on {} (no huge pages reserved: \
@@ -391,7 +395,7 @@ pub fn announce_live(live: &crate::args::LiveArgs, pipeline: &weir_capture::Pipe
 /// The closing lines every live command prints: what was lost before the rings, then what the
 /// kernel queued and dropped at the rings, what the capture threads read (so that kernel
 /// received = read + dropped) and what the buffer refused.
-pub fn live_summary(t: &weir_capture::Totals, b: &weir_buffer::Stats) -> String {
+pub(crate) fn live_summary(t: &weir_capture::Totals, b: &weir_buffer::Stats) -> String {
     format!(
         "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} filtered \
          out; buffer: {} dropped (full), {} dropped (too long)",

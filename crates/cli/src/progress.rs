@@ -10,13 +10,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 const EVERY: u64 = 1 << 16;
 
 /// A byte-offset progress bar over one input file, or nothing.
-pub struct Progress {
+pub(crate) struct Progress {
     bar: Option<ProgressBar>,
 }
 
 impl Progress {
     /// A bar for reading `path`, when stderr is a terminal and the file is regular and large.
-    pub fn for_file(path: &Path) -> Progress {
+    pub(crate) fn for_file(path: &Path) -> Progress {
         let size = std::fs::metadata(path)
             .ok()
             .filter(|m| m.is_file())
@@ -39,7 +39,7 @@ impl Progress {
 
     /// Reports that `packets` packets have been read and the reader is at byte `offset`.
     #[inline]
-    pub fn tick(&self, packets: u64, offset: u64) {
+    pub(crate) fn tick(&self, packets: u64, offset: u64) {
         if packets % EVERY == 0 {
             if let Some(bar) = &self.bar {
                 bar.set_position(offset);
@@ -48,7 +48,7 @@ impl Progress {
     }
 
     /// Removes the bar.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }

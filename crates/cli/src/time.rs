@@ -1,19 +1,19 @@
 //! Formatting nanosecond Unix timestamps as UTC dates, without a calendar crate.
 
 /// Formats `ts_ns` as `YYYY-MM-DD HH:MM:SS.nnnnnnnnn` (UTC).
-pub fn datetime(ts_ns: u64) -> String {
+pub(crate) fn datetime(ts_ns: u64) -> String {
     let (date, time) = split(ts_ns);
     format!("{date} {time}")
 }
 
 /// Formats `ts_ns` as `HH:MM:SS.nnnnnnnnn` (UTC), the way tcpdump prints a packet's time.
-pub fn time_of_day(ts_ns: u64) -> String {
+pub(crate) fn time_of_day(ts_ns: u64) -> String {
     split(ts_ns).1
 }
 
 /// Parses a point in time given on the command line: seconds since the epoch (`1700000000.5`)
 /// or a UTC date and time (`2023-11-14T22:13:20Z`, `2023-11-14 22:13:20.25`, `2023-11-14`).
-pub fn parse(text: &str) -> Option<u64> {
+pub(crate) fn parse(text: &str) -> Option<u64> {
     let t = text.trim();
     if let Ok(secs) = t.parse::<f64>() {
         return (secs.is_finite() && secs >= 0.0).then(|| (secs * 1e9).round() as u64);

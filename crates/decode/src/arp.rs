@@ -8,12 +8,12 @@ use crate::{ErrorKind, MacAddr, Result};
 
 mod field {
     use crate::Field;
-    pub const HTYPE: Field = 0..2;
-    pub const PTYPE: Field = 2..4;
-    pub const HLEN: usize = 4;
-    pub const PLEN: usize = 5;
-    pub const OPER: Field = 6..8;
-    pub const ADDRS: usize = 8;
+    pub(super) const HTYPE: Field = 0..2;
+    pub(super) const PTYPE: Field = 2..4;
+    pub(super) const HLEN: usize = 4;
+    pub(super) const PLEN: usize = 5;
+    pub(super) const OPER: Field = 6..8;
+    pub(super) const ADDRS: usize = 8;
 }
 
 /// Length of the fixed part of an ARP packet.

@@ -9,10 +9,10 @@ use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
-    pub const DST: Field = 0..6;
-    pub const SRC: Field = 6..12;
-    pub const ETHERTYPE: Field = 12..14;
-    pub const PAYLOAD: Rest = 14..;
+    pub(super) const DST: Field = 0..6;
+    pub(super) const SRC: Field = 6..12;
+    pub(super) const ETHERTYPE: Field = 12..14;
+    pub(super) const PAYLOAD: Rest = 14..;
 }
 
 /// Length of an Ethernet header (without VLAN tags).
@@ -110,9 +110,9 @@ impl<'a, T: AsRef<[u8]> + ?Sized> EthernetFrame<&'a T> {
 }
 
 mod llc_field {
-    pub const DSAP: usize = 0;
-    pub const SSAP: usize = 1;
-    pub const CONTROL: usize = 2;
+    pub(super) const DSAP: usize = 0;
+    pub(super) const SSAP: usize = 1;
+    pub(super) const CONTROL: usize = 2;
 }
 
 view! {
@@ -178,9 +178,9 @@ impl<'a, T: AsRef<[u8]> + ?Sized> LlcHeader<&'a T> {
 
 mod snap_field {
     use crate::{Field, Rest};
-    pub const OUI: Field = 0..3;
-    pub const PROTOCOL: Field = 3..5;
-    pub const PAYLOAD: Rest = 5..;
+    pub(super) const OUI: Field = 0..3;
+    pub(super) const PROTOCOL: Field = 3..5;
+    pub(super) const PAYLOAD: Rest = 5..;
 }
 
 /// Length of a SNAP header.

@@ -7,10 +7,10 @@ use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
-    pub const FLAGS: usize = 0;
-    pub const FLAGS_VER: usize = 1;
-    pub const PROTOCOL: Field = 2..4;
-    pub const OPTIONS: usize = 4;
+    pub(super) const FLAGS: usize = 0;
+    pub(super) const FLAGS_VER: usize = 1;
+    pub(super) const PROTOCOL: Field = 2..4;
+    pub(super) const OPTIONS: usize = 4;
 }
 
 /// Length of the fixed part of a GRE header.
@@ -157,10 +157,10 @@ impl<'a, T: AsRef<[u8]> + ?Sized> GrePacket<&'a T> {
 
 mod erspan_field {
     use crate::Field;
-    pub const VER_VLAN: Field = 0..2;
-    pub const COS_SESSION: Field = 2..4;
-    pub const WORD1: Field = 4..8;
-    pub const FLAGS3: usize = 11;
+    pub(super) const VER_VLAN: Field = 0..2;
+    pub(super) const COS_SESSION: Field = 2..4;
+    pub(super) const WORD1: Field = 4..8;
+    pub(super) const FLAGS3: usize = 11;
 }
 
 /// ERSPAN type II header length.

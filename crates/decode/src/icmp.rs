@@ -7,11 +7,11 @@ use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
-    pub const TYPE: usize = 0;
-    pub const CODE: usize = 1;
-    pub const CHECKSUM: Field = 2..4;
-    pub const ECHO_IDENT: Field = 4..6;
-    pub const ECHO_SEQ: Field = 6..8;
+    pub(super) const TYPE: usize = 0;
+    pub(super) const CODE: usize = 1;
+    pub(super) const CHECKSUM: Field = 2..4;
+    pub(super) const ECHO_IDENT: Field = 4..6;
+    pub(super) const ECHO_SEQ: Field = 6..8;
 }
 
 /// Length every ICMP message has: type, code, checksum.

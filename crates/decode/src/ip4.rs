@@ -8,16 +8,16 @@ use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
-    pub const VER_IHL: usize = 0;
-    pub const TOS: usize = 1;
-    pub const TOTAL_LEN: Field = 2..4;
-    pub const IDENT: Field = 4..6;
-    pub const FLG_OFF: Field = 6..8;
-    pub const TTL: usize = 8;
-    pub const PROTOCOL: usize = 9;
-    pub const CHECKSUM: Field = 10..12;
-    pub const SRC_ADDR: Field = 12..16;
-    pub const DST_ADDR: Field = 16..20;
+    pub(super) const VER_IHL: usize = 0;
+    pub(super) const TOS: usize = 1;
+    pub(super) const TOTAL_LEN: Field = 2..4;
+    pub(super) const IDENT: Field = 4..6;
+    pub(super) const FLG_OFF: Field = 6..8;
+    pub(super) const TTL: usize = 8;
+    pub(super) const PROTOCOL: usize = 9;
+    pub(super) const CHECKSUM: Field = 10..12;
+    pub(super) const SRC_ADDR: Field = 12..16;
+    pub(super) const DST_ADDR: Field = 16..20;
 }
 
 /// Length of an IPv4 header without options.

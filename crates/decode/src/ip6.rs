@@ -9,12 +9,12 @@ use crate::{ip_proto, ErrorKind, Result};
 
 mod field {
     use crate::Field;
-    pub const VER_TC_FLOW: Field = 0..4;
-    pub const PAYLOAD_LEN: Field = 4..6;
-    pub const NEXT_HEADER: usize = 6;
-    pub const HOP_LIMIT: usize = 7;
-    pub const SRC_ADDR: Field = 8..24;
-    pub const DST_ADDR: Field = 24..40;
+    pub(super) const VER_TC_FLOW: Field = 0..4;
+    pub(super) const PAYLOAD_LEN: Field = 4..6;
+    pub(super) const NEXT_HEADER: usize = 6;
+    pub(super) const HOP_LIMIT: usize = 7;
+    pub(super) const SRC_ADDR: Field = 8..24;
+    pub(super) const DST_ADDR: Field = 24..40;
 }
 
 /// Length of the IPv6 fixed header.
@@ -212,9 +212,9 @@ impl<'a> Ipv6ExtHeader<&'a [u8]> {
 
 mod frag_field {
     use crate::Field;
-    pub const NEXT_HEADER: usize = 0;
-    pub const OFF_M: Field = 2..4;
-    pub const IDENT: Field = 4..8;
+    pub(super) const NEXT_HEADER: usize = 0;
+    pub(super) const OFF_M: Field = 2..4;
+    pub(super) const IDENT: Field = 4..8;
 }
 
 /// Length of the IPv6 fragment header.

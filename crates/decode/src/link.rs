@@ -34,12 +34,12 @@ pub const SLL_PROTO_LLC: u16 = 0x0004;
 
 mod sll_field {
     use crate::{Field, Rest};
-    pub const PACKET_TYPE: Field = 0..2;
-    pub const HATYPE: Field = 2..4;
-    pub const HALEN: Field = 4..6;
-    pub const ADDR: Field = 6..14;
-    pub const PROTOCOL: Field = 14..16;
-    pub const PAYLOAD: Rest = 16..;
+    pub(super) const PACKET_TYPE: Field = 0..2;
+    pub(super) const HATYPE: Field = 2..4;
+    pub(super) const HALEN: Field = 4..6;
+    pub(super) const ADDR: Field = 6..14;
+    pub(super) const PROTOCOL: Field = 14..16;
+    pub(super) const PAYLOAD: Rest = 16..;
 }
 
 /// Length of a Linux SLL header.
@@ -103,14 +103,14 @@ impl<'a, T: AsRef<[u8]> + ?Sized> SllHeader<&'a T> {
 
 mod sll2_field {
     use crate::{Field, Rest};
-    pub const PROTOCOL: Field = 0..2;
-    pub const RESERVED: Field = 2..4;
-    pub const IFINDEX: Field = 4..8;
-    pub const HATYPE: Field = 8..10;
-    pub const PACKET_TYPE: usize = 10;
-    pub const HALEN: usize = 11;
-    pub const ADDR: Field = 12..20;
-    pub const PAYLOAD: Rest = 20..;
+    pub(super) const PROTOCOL: Field = 0..2;
+    pub(super) const RESERVED: Field = 2..4;
+    pub(super) const IFINDEX: Field = 4..8;
+    pub(super) const HATYPE: Field = 8..10;
+    pub(super) const PACKET_TYPE: usize = 10;
+    pub(super) const HALEN: usize = 11;
+    pub(super) const ADDR: Field = 12..20;
+    pub(super) const PAYLOAD: Rest = 20..;
 }
 
 /// Length of a Linux SLL2 header.

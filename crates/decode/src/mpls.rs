@@ -6,8 +6,8 @@ use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
-    pub const ENTRY: Field = 0..4;
-    pub const PAYLOAD: Rest = 4..;
+    pub(super) const ENTRY: Field = 0..4;
+    pub(super) const PAYLOAD: Rest = 4..;
 }
 
 /// Length of one label stack entry.

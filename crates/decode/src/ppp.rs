@@ -95,11 +95,11 @@ impl<'a, T: AsRef<[u8]> + ?Sized> PppFrame<&'a T> {
 
 mod pppoe_field {
     use crate::{Field, Rest};
-    pub const VER_TYPE: usize = 0;
-    pub const CODE: usize = 1;
-    pub const SESSION_ID: Field = 2..4;
-    pub const LENGTH: Field = 4..6;
-    pub const PAYLOAD: Rest = 6..;
+    pub(super) const VER_TYPE: usize = 0;
+    pub(super) const CODE: usize = 1;
+    pub(super) const SESSION_ID: Field = 2..4;
+    pub(super) const LENGTH: Field = 4..6;
+    pub(super) const PAYLOAD: Rest = 6..;
 }
 
 /// Length of a PPPoE header.
@@ -166,10 +166,10 @@ impl<'a, T: AsRef<[u8]> + ?Sized> PppoeHeader<&'a T> {
 
 mod chdlc_field {
     use crate::{Field, Rest};
-    pub const ADDRESS: usize = 0;
-    pub const CONTROL: usize = 1;
-    pub const PROTOCOL: Field = 2..4;
-    pub const PAYLOAD: Rest = 4..;
+    pub(super) const ADDRESS: usize = 0;
+    pub(super) const CONTROL: usize = 1;
+    pub(super) const PROTOCOL: Field = 2..4;
+    pub(super) const PAYLOAD: Rest = 4..;
 }
 
 /// Length of a Cisco HDLC header.

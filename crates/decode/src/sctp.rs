@@ -6,11 +6,11 @@ use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
-    pub const SRC_PORT: Field = 0..2;
-    pub const DST_PORT: Field = 2..4;
-    pub const VTAG: Field = 4..8;
-    pub const CHECKSUM: Field = 8..12;
-    pub const CHUNKS: Rest = 12..;
+    pub(super) const SRC_PORT: Field = 0..2;
+    pub(super) const DST_PORT: Field = 2..4;
+    pub(super) const VTAG: Field = 4..8;
+    pub(super) const CHECKSUM: Field = 8..12;
+    pub(super) const CHUNKS: Rest = 12..;
 }
 
 /// Length of the SCTP common header.

@@ -6,15 +6,15 @@ use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
-    pub const SRC_PORT: Field = 0..2;
-    pub const DST_PORT: Field = 2..4;
-    pub const SEQ_NUM: Field = 4..8;
-    pub const ACK_NUM: Field = 8..12;
-    pub const DATA_OFF: usize = 12;
-    pub const FLAGS: usize = 13;
-    pub const WINDOW: Field = 14..16;
-    pub const CHECKSUM: Field = 16..18;
-    pub const URGENT: Field = 18..20;
+    pub(super) const SRC_PORT: Field = 0..2;
+    pub(super) const DST_PORT: Field = 2..4;
+    pub(super) const SEQ_NUM: Field = 4..8;
+    pub(super) const ACK_NUM: Field = 8..12;
+    pub(super) const DATA_OFF: usize = 12;
+    pub(super) const FLAGS: usize = 13;
+    pub(super) const WINDOW: Field = 14..16;
+    pub(super) const CHECKSUM: Field = 16..18;
+    pub(super) const URGENT: Field = 18..20;
 }
 
 /// Length of a TCP header without options.

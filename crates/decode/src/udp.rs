@@ -6,10 +6,10 @@ use crate::{ErrorKind, Result};
 
 mod field {
     use crate::Field;
-    pub const SRC_PORT: Field = 0..2;
-    pub const DST_PORT: Field = 2..4;
-    pub const LENGTH: Field = 4..6;
-    pub const CHECKSUM: Field = 6..8;
+    pub(super) const SRC_PORT: Field = 0..2;
+    pub(super) const DST_PORT: Field = 2..4;
+    pub(super) const LENGTH: Field = 4..6;
+    pub(super) const CHECKSUM: Field = 6..8;
 }
 
 /// Length of a UDP header.

@@ -6,9 +6,9 @@ use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
-    pub const TCI: Field = 0..2;
-    pub const ETHERTYPE: Field = 2..4;
-    pub const PAYLOAD: Rest = 4..;
+    pub(super) const TCI: Field = 0..2;
+    pub(super) const ETHERTYPE: Field = 2..4;
+    pub(super) const PAYLOAD: Rest = 4..;
 }
 
 /// Length of a tag, after its TPID.

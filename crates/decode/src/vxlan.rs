@@ -6,9 +6,9 @@ use crate::{ErrorKind, Result};
 
 mod field {
     use crate::{Field, Rest};
-    pub const FLAGS: usize = 0;
-    pub const VNI: Field = 4..8;
-    pub const PAYLOAD: Rest = 8..;
+    pub(super) const FLAGS: usize = 0;
+    pub(super) const VNI: Field = 4..8;
+    pub(super) const PAYLOAD: Rest = 8..;
 }
 
 /// Length of a VXLAN header.

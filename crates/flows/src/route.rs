@@ -26,13 +26,13 @@ pub(crate) struct Pool(Arc<Mutex<Vec<Vec<Prepared>>>>);
 
 impl Pool {
     /// Gives back a batch vector (emptied here).
-    pub fn put(&self, mut v: Vec<Prepared>) {
+    pub(crate) fn put(&self, mut v: Vec<Prepared>) {
         v.clear();
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push(v);
     }
 
     /// The most recently returned vector, if any.
-    pub fn take(&self) -> Option<Vec<Prepared>> {
+    pub(crate) fn take(&self) -> Option<Vec<Prepared>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 }

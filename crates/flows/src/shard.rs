@@ -68,7 +68,12 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
-    pub fn new(table: FlowTable, frags: FragTable, hasher: KeyHasher, single: bool) -> Shard {
+    pub(crate) fn new(
+        table: FlowTable,
+        frags: FragTable,
+        hasher: KeyHasher,
+        single: bool,
+    ) -> Shard {
         Shard {
             table,
             frags,
@@ -134,7 +139,7 @@ impl Shard {
     /// Meters one packet; records go to `emit` only at sweeps (call [`end_batch`](Self::end_batch)
     /// after the last packet of a batch).
     #[inline(always)]
-    pub fn packet<E: Emit>(&mut self, p: &Prepared, emit: &mut E) {
+    pub(crate) fn packet<E: Emit>(&mut self, p: &Prepared, emit: &mut E) {
         match self.step(p) {
             // a clock mark: with one shard, the packet clock alone decides
             Some(t) if !self.single => {
@@ -149,7 +154,7 @@ impl Shard {
 
     /// Meters a batch of packets in order and hands on what it ended.
     #[inline]
-    pub fn run<E: Emit>(&mut self, batch: &[Prepared], emit: &mut E) {
+    pub(crate) fn run<E: Emit>(&mut self, batch: &[Prepared], emit: &mut E) {
         for (i, p) in batch.iter().enumerate() {
             self.prefetch_ahead(batch, i);
             self.packet(p, emit);
@@ -161,7 +166,7 @@ impl Shard {
     /// caller writing to its sink emits right after the packet that ended them); several shards,
     /// after expiring at the shard's clock, once enough have gathered or a clock mark came.
     #[inline]
-    pub fn end_batch<E: Emit>(&mut self, emit: &mut E) {
+    pub(crate) fn end_batch<E: Emit>(&mut self, emit: &mut E) {
         if self.single {
             if E::HANDOFF {
                 emit.records(&mut self.out, Some(self.table.now()));
@@ -191,7 +196,7 @@ impl Shard {
 
     /// Expires what is due at `now` and hands on every record and the clock (time went on with
     /// no packet, or the input ends).
-    pub fn tick<E: Emit>(&mut self, now: u64, emit: &mut E) {
+    pub(crate) fn tick<E: Emit>(&mut self, now: u64, emit: &mut E) {
         self.table.expire(now, &mut self.out);
         let clock = self.table.now();
         self.next_sweep = clock.saturating_add(SWEEP_NS);
@@ -200,7 +205,7 @@ impl Shard {
     }
 
     /// Ends every flow (end of input) and hands on the records.
-    pub fn flush<E: Emit>(&mut self, emit: &mut E) {
+    pub(crate) fn flush<E: Emit>(&mut self, emit: &mut E) {
         self.table.flush(EndReason::ForcedEnd, &mut self.out);
         let clock = self.table.now();
         emit.records(&mut self.out, Some(clock));
@@ -210,7 +215,7 @@ impl Shard {
     /// of input (what is due at `end` expires, the rest is ended with
     /// [`EndReason::ForcedEnd`]), hands on the records, forgets the fragments and restarts the
     /// clock at `start`, so the new input is metered as if it came alone.
-    pub fn restart<E: Emit>(&mut self, end: u64, start: u64, emit: &mut E) {
+    pub(crate) fn restart<E: Emit>(&mut self, end: u64, start: u64, emit: &mut E) {
         self.tick(end, emit);
         self.flush(emit);
         self.frags.clear();

@@ -309,7 +309,7 @@ mod tests {
     mod old {
         use super::super::*;
 
-        pub struct OldBuilder {
+        pub(super) struct OldBuilder {
             spec: FlowSpec,
             template: Vec<u8>,
             l3: usize,
@@ -342,7 +342,7 @@ mod tests {
 
         impl OldBuilder {
             /// Prepares the template of a flow.
-            pub fn new(spec: FlowSpec) -> Result<OldBuilder, GenError> {
+            pub(super) fn new(spec: FlowSpec) -> Result<OldBuilder, GenError> {
                 let mut t = Vec::with_capacity(80);
                 t.extend_from_slice(&spec.dst_mac);
                 t.extend_from_slice(&spec.src_mac);
@@ -408,19 +408,19 @@ mod tests {
 
             /// The flow this builder makes frames for.
             #[allow(dead_code)]
-            pub fn spec(&self) -> &FlowSpec {
+            pub(super) fn spec(&self) -> &FlowSpec {
                 &self.spec
             }
 
             /// The smallest frame (without FCS) that holds the headers and the stamp.
-            pub fn min_len(&self) -> usize {
+            pub(super) fn min_len(&self) -> usize {
                 (self.template.len() + STAMP_LEN).max(60)
             }
 
             /// Writes one frame of `len` bytes (without FCS) carrying `stamp` into `buf`; returns `len`.
             /// `len` must be at least [`min_len`](Self::min_len) and at most `buf.len()`.
             #[inline]
-            pub fn build(&mut self, buf: &mut [u8], len: usize, stamp: &Stamp) -> usize {
+            pub(super) fn build(&mut self, buf: &mut [u8], len: usize, stamp: &Stamp) -> usize {
                 debug_assert!(len >= self.min_len() && len <= buf.len());
                 let t = &self.template;
                 let (l3, l4) = (self.l3, self.l4);

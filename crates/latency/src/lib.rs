@@ -10,6 +10,7 @@
 //!   reordering.
 //! * [`report`]: the text table and the JSON document.
 //! * [`plot`]: CDF, box plot and latency-over-time charts, SVG and PNG, several runs overlaid.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod analyze;

@@ -142,7 +142,7 @@ pub(crate) struct LocalChunks {
 }
 
 impl LocalChunks {
-    pub fn new(block: Arc<ThreadCounters>) -> Self {
+    pub(crate) fn new(block: Arc<ThreadCounters>) -> Self {
         LocalChunks {
             block,
             local: Vec::new(),
@@ -151,7 +151,7 @@ impl LocalChunks {
 
     /// The cell of `slot`, allocating its chunk on first use.
     #[inline]
-    pub fn cell(&mut self, slot: u32) -> &RuleCell {
+    pub(crate) fn cell(&mut self, slot: u32) -> &RuleCell {
         let (c, i) = (slot as usize / CHUNK, slot as usize % CHUNK);
         if self.local.get(c).is_none_or(|x| x.is_none()) {
             self.grow(c);

@@ -78,7 +78,7 @@ impl Entry {
     }
 
     /// The key back.
-    pub fn key(&self) -> ExactKey {
+    pub(crate) fn key(&self) -> ExactKey {
         ExactKey {
             a: join(self.a),
             b: join(self.b),
@@ -167,7 +167,7 @@ impl Default for ExactTable {
 impl ExactTable {
     /// Builds a table from `(key, slot)` pairs, sizing every shard once. On a duplicate key,
     /// returns the slots of the two rules.
-    pub fn build(
+    pub(crate) fn build(
         items: impl Iterator<Item = (ExactKey, u32, u16)> + Clone,
     ) -> Result<Self, (u32, u32)> {
         let hashes: Vec<u64> = items.clone().map(|(k, _, _)| hash_key(&k)).collect();
@@ -207,20 +207,20 @@ impl ExactTable {
     }
 
     /// Number of rules.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// The rule for this conversation.
     #[inline]
-    pub fn get(&self, k: &ExactKey) -> Option<&Entry> {
+    pub(crate) fn get(&self, k: &ExactKey) -> Option<&Entry> {
         let h = hash_key(k);
         self.shards[shard_of(h)].find(k, h)
     }
 
     /// Adds a rule; on a duplicate key returns the existing rule's slot. Copies the shard when
     /// another version still shares it.
-    pub fn insert(&mut self, k: &ExactKey, slot: u32, action: u16) -> Result<(), u32> {
+    pub(crate) fn insert(&mut self, k: &ExactKey, slot: u32, action: u16) -> Result<(), u32> {
         let h = hash_key(k);
         let shard = &mut self.shards[shard_of(h)];
         if let Some(e) = shard.find(k, h) {
@@ -232,7 +232,7 @@ impl ExactTable {
     }
 
     /// Removes the rule for this conversation, returning it.
-    pub fn remove(&mut self, k: &ExactKey) -> Option<Entry> {
+    pub(crate) fn remove(&mut self, k: &ExactKey) -> Option<Entry> {
         let h = hash_key(k);
         let shard = &mut self.shards[shard_of(h)];
         shard.find(k, h)?;
@@ -242,12 +242,12 @@ impl ExactTable {
     }
 
     /// Every rule, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &Entry> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Entry> + '_ {
         self.shards.iter().flat_map(|s| s.slab.iter())
     }
 
     /// Heap bytes held by the table (slabs, hash tables and the shard list).
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.shards
             .iter()
             .map(|s| {

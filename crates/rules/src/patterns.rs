@@ -53,7 +53,7 @@ pub(crate) struct Stream {
 
 impl Patterns {
     /// Builds the automaton over `(pattern, owner rank)` pairs.
-    pub fn new(pats: Vec<(Vec<u8>, u32)>) -> Result<Patterns, aho_corasick::BuildError> {
+    pub(crate) fn new(pats: Vec<(Vec<u8>, u32)>) -> Result<Patterns, aho_corasick::BuildError> {
         Patterns::build(pats, false)
     }
 
@@ -89,7 +89,7 @@ impl Patterns {
     }
 
     /// A stream at its start.
-    pub fn stream(&self) -> Stream {
+    pub(crate) fn stream(&self) -> Stream {
         Stream {
             state: self.start,
             next_seq: 0,
@@ -99,7 +99,7 @@ impl Patterns {
     }
 
     /// Heap bytes of the automaton.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         match &self.auto {
             Auto::Dfa(a) => a.memory_usage(),
             Auto::Nfa(a) => a.memory_usage(),
@@ -109,7 +109,7 @@ impl Patterns {
     /// Feeds one packet's payload to `s` and calls `hit(pattern)` for every pattern occurrence
     /// that ends in the bytes newly scanned. `tcp` is `Some((seq, flags))` for TCP. Returns
     /// `(bytes scanned, stream reset)`.
-    pub fn feed(
+    pub(crate) fn feed(
         &self,
         s: &mut Stream,
         payload: &[u8],

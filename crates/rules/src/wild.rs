@@ -161,7 +161,7 @@ fn filings(m: &WildMatch) -> Vec<(Spec, Key)> {
 impl Tss {
     /// Indexes rules given in rank order (the slice index is the rank). Rules with payload
     /// patterns are left out: the caller finds them through the patterns that hit.
-    pub fn new<'a>(rules: impl Iterator<Item = &'a WildMatch>) -> Tss {
+    pub(crate) fn new<'a>(rules: impl Iterator<Item = &'a WildMatch>) -> Tss {
         let mut by_spec: HashMap<Spec, Tuple> = HashMap::new();
         for (rank, m) in rules.enumerate() {
             let rank = rank as u32;
@@ -187,7 +187,7 @@ impl Tss {
     }
 
     /// Number of tuples.
-    pub fn tuples(&self) -> usize {
+    pub(crate) fn tuples(&self) -> usize {
         self.tuples.len()
     }
 
@@ -196,7 +196,7 @@ impl Tss {
     /// rules evaluation reaches, in order. `check` may be called twice for a rule filed twice.
     /// `extra` are candidates found elsewhere (rules whose patterns hit), checked the same way.
     #[inline]
-    pub fn lookup(
+    pub(crate) fn lookup(
         &self,
         f: &PacketFields,
         extra: &[u32],

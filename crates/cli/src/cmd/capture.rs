@@ -28,7 +28,7 @@ const IDLE_CHECK: Duration = Duration::from_millis(50);
 
 /// Arguments of `weir capture`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     live: LiveArgs,
     #[command(flatten)]
@@ -43,7 +43,7 @@ pub struct Args {
 
 impl Args {
     /// Usage checks clap cannot express.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         self.live.check()?;
         if self.live.interfaces.is_empty() {
             return Err("give at least one interface with -i".into());
@@ -53,7 +53,7 @@ impl Args {
 }
 
 /// Runs `weir capture`.
-pub fn run(args: Args) -> Result<Status> {
+pub(crate) fn run(args: Args) -> Result<Status> {
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
     let mut live = output::start_live(&args.live, &args.expr.joined(), 1, 0, "capturing", 64)?;

@@ -11,7 +11,7 @@ use crate::output::Status;
 /// Arguments of `weir decode`.
 #[derive(clap::Args, Debug)]
 #[command(mut_arg("files", |a| a.required(true)))]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     inputs: args::Inputs,
     /// Stop after this many packets.
@@ -24,13 +24,13 @@ pub struct Args {
 
 impl Args {
     /// Usage checks clap cannot express.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         Ok(())
     }
 }
 
 /// Runs `weir decode`.
-pub fn run(args: Args) -> Result<Status> {
+pub(crate) fn run(args: Args) -> Result<Status> {
     let mut filters = FilterSet::new(&args.expr.joined())?;
     let mut printer = LinePrinter::stdout(args.count);
     let status = for_each_packet(&args.inputs.files, &mut filters, &mut printer)?;

@@ -23,7 +23,7 @@ use crate::output::{self, Status};
 /// Arguments of `weir extract`.
 #[derive(clap::Args, Debug)]
 #[command(mut_arg("path", |a| a.required(true)))]
-pub struct Args {
+pub(crate) struct Args {
     /// Store directory (or a capture file with its `.idx`) to search.
     #[arg(value_name = "DIR|FILE")]
     input: PathBuf,
@@ -47,7 +47,7 @@ pub struct Args {
 
 impl Args {
     /// Usage checks clap cannot express.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if let (Some(from), Some(to)) = (self.from, self.to) {
             if from > to {
                 return Err("--from is after --to".into());
@@ -88,7 +88,7 @@ impl Matcher for Bpf {
 /// that is not a store and holds no capture files is an error (exit 1). A segment the manifest
 /// lists but whose file is gone, and damage, are warned about and end in exit 1 after every
 /// readable packet was written.
-pub fn run(args: Args) -> Result<Status> {
+pub(crate) fn run(args: Args) -> Result<Status> {
     let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
     let mut inputs = vec![args.input.clone()];
     inputs.extend(args.more.iter().cloned());

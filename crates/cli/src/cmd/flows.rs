@@ -32,7 +32,7 @@ use crate::output::{on_signal, start_live, warn_damage, Status};
 
 /// Arguments of `weir flows`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     inputs: args::Inputs,
     /// Live capture (instead of -r): interfaces, threads, buffer...
@@ -108,7 +108,7 @@ pub struct Args {
 
 impl Args {
     /// Usage checks clap cannot express, against what was given (`m`).
-    pub fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+    pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
         self.live.check()?;
         let reading = !self.inputs.files.is_empty();
         match (reading, self.live.interfaces.is_empty()) {
@@ -205,7 +205,7 @@ impl Visitor for Metering {
 }
 
 /// Runs `weir flows`.
-pub fn run(args: Args) -> Result<Status> {
+pub(crate) fn run(args: Args) -> Result<Status> {
     let cfg = Config {
         idle_timeout_ns: ns(args.idle_timeout),
         active_timeout_ns: ns(args.active_timeout),

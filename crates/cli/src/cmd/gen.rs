@@ -21,7 +21,7 @@ use crate::output::{self, Status};
 
 /// Arguments of `weir gen`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Send on this interface (through a PACKET_TX_RING).
     #[arg(
         short = 'i',
@@ -144,7 +144,7 @@ pub struct Args {
 
 impl Args {
     /// Usage checks clap cannot express.
-    pub fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+    pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
         if self.batch > self.ring_frames as usize {
             return Err(format!(
                 "--batch {} is more than the ring holds (--ring-frames {})",
@@ -292,7 +292,7 @@ fn replay(args: &Args, path: &std::path::Path, max_len: usize) -> Result<Replay>
 }
 
 /// Runs `weir gen`.
-pub fn run(args: Args) -> Result<Status> {
+pub(crate) fn run(args: Args) -> Result<Status> {
     let report = if let Some(path) = &args.output {
         let mut src: Box<dyn Source> = match &args.replay {
             Some(r) => Box::new(replay(&args, r, usize::MAX)?),

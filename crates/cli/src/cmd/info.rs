@@ -16,7 +16,7 @@ use crate::time;
 
 /// Arguments of `weir info`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Capture files (pcap or pcapng); `-` reads stdin.
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
@@ -150,7 +150,7 @@ impl Visitor for Collector {
 }
 
 /// Runs `weir info`.
-pub fn run(args: Args) -> Result<Status> {
+pub(crate) fn run(args: Args) -> Result<Status> {
     let mut collector = Collector {
         files: Vec::new(),
         cur: FileInfo::default(),

@@ -18,7 +18,7 @@ use crate::time::datetime;
 
 /// Arguments of `weir ls`.
 #[derive(clap::Args, Debug)]
-pub struct LsArgs {
+pub(crate) struct LsArgs {
     /// Store directory.
     #[arg(value_name = "DIR")]
     dir: PathBuf,
@@ -29,7 +29,7 @@ pub struct LsArgs {
 
 /// Arguments of `weir index`.
 #[derive(clap::Args, Debug)]
-pub struct IndexArgs {
+pub(crate) struct IndexArgs {
     /// Capture files (each gets FILE.idx) or store directories (their segments without a valid
     /// index get one; segments being written are left to the recorder).
     #[arg(required = true, value_name = "FILE|DIR")]
@@ -46,7 +46,7 @@ pub struct IndexArgs {
 
 impl IndexArgs {
     /// Usage checks clap cannot express.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         args::no_stdin(self.inputs.iter(), "index")
     }
 }
@@ -63,7 +63,7 @@ fn index_state(path: &std::path::Path) -> (String, u64) {
 
 /// Runs `weir ls`. Writes with `?`: a closed stdout ends it quietly (exit 0, see `main`), any
 /// other write error is an error naming stdout.
-pub fn ls(args: LsArgs) -> Result<Status> {
+pub(crate) fn ls(args: LsArgs) -> Result<Status> {
     let meta = std::fs::metadata(&args.dir)
         .with_context(|| format!("cannot open {}", args.dir.display()))?;
     if !meta.is_dir() {
@@ -156,7 +156,7 @@ pub fn ls(args: LsArgs) -> Result<Status> {
 /// Runs `weir index`. A store directory: its segments without a valid index get one (all of
 /// them with `--force`); the one a running recorder writes is left to it; one left open by a
 /// recorder that stopped is indexed as far as it holds whole blocks.
-pub fn index(args: IndexArgs) -> Result<Status> {
+pub(crate) fn index(args: IndexArgs) -> Result<Status> {
     let chunk = args.chunk_kib.max(4) * 1024;
     let mut status = Status::Clean;
     for input in &args.inputs {

@@ -13,7 +13,7 @@ use crate::output::{self, Status};
 
 /// Arguments of `weir lab`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     action: Action,
     /// Name of the bench (its namespaces are weirlab-NAME-snd, -rtr, -rcv).
@@ -90,7 +90,7 @@ fn require_up(b: &Bench) -> Result<()> {
 }
 
 /// Runs `weir lab`.
-pub fn run(args: Args) -> Result<Status> {
+pub(crate) fn run(args: Args) -> Result<Status> {
     let b = Bench::new(&args.name)?;
     let mut stdout = output::stdout();
     match args.action {

@@ -14,7 +14,7 @@ use crate::output::{self, Status};
 
 /// How unstamped packets are grouped.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Grouping {
+pub(crate) enum Grouping {
     /// Do not match them.
     Skip,
     /// One stream for all of them.
@@ -25,7 +25,7 @@ pub enum Grouping {
 
 /// Arguments of `weir latency`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Capture at the first point (sender side) and at the second point (receiver side).
     #[arg(value_names = ["A", "B"], num_args = 2)]
     files: Vec<PathBuf>,
@@ -92,7 +92,7 @@ fn check_plot_dir(dir: &Path) -> Result<()> {
 }
 
 /// Runs `weir latency`.
-pub fn run(args: Args) -> Result<Status> {
+pub(crate) fn run(args: Args) -> Result<Status> {
     if args.window.is_nan() || args.window <= 0.0 {
         bail!("--window must be positive");
     }

@@ -1,13 +1,13 @@
 //! One module per subcommand.
 
-pub mod capture;
-pub mod decode;
-pub mod extract;
-pub mod flows;
-pub mod gen;
-pub mod info;
-pub mod inventory;
-pub mod lab;
-pub mod latency;
-pub mod read;
-pub mod record;
+pub(crate) mod capture;
+pub(crate) mod decode;
+pub(crate) mod extract;
+pub(crate) mod flows;
+pub(crate) mod gen;
+pub(crate) mod info;
+pub(crate) mod inventory;
+pub(crate) mod lab;
+pub(crate) mod latency;
+pub(crate) mod read;
+pub(crate) mod record;

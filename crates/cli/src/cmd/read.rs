@@ -14,7 +14,7 @@ use crate::output::{self, Output, Status};
 /// Arguments of `weir read`.
 #[derive(clap::Args, Debug)]
 #[command(mut_arg("files", |a| a.required(true)))]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     inputs: args::Inputs,
     #[command(flatten)]
@@ -29,13 +29,13 @@ pub struct Args {
 
 impl Args {
     /// Usage checks clap cannot express.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         self.out.check(true)
     }
 }
 
 /// Runs `weir read`.
-pub fn run(args: Args) -> Result<Status> {
+pub(crate) fn run(args: Args) -> Result<Status> {
     let mut filters = FilterSet::new(&args.expr.joined())?;
     let Some(out_path) = &args.out.path else {
         let mut printer = LinePrinter::stdout(args.count);

@@ -31,7 +31,7 @@ use crate::output::{announce_live, human_bytes, on_signal, start_live_quietly, S
     "Import this capture file instead of capturing live (a lossless copy into the store); \
      repeat to import several",
 )))]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     live: LiveArgs,
     #[command(flatten)]
@@ -116,7 +116,7 @@ impl Args {
     }
 
     /// Usage checks clap cannot express, against what was given (`m`).
-    pub fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+    pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
         self.live.check()?;
         let importing = !self.inputs.files.is_empty();
         match (importing, self.live.interfaces.is_empty()) {
@@ -167,7 +167,7 @@ enum Source {
 /// Runs `weir record`. Order: the options were checked (`Args::check`), the input files are opened, then the
 /// store directory is created and locked (a second recorder stops there, before it allocates
 /// anything or says it is recording), then capture starts, then the store is opened (repaired).
-pub fn run(args: Args) -> Result<Status> {
+pub(crate) fn run(args: Args) -> Result<Status> {
     let expr = args.expr.joined();
     let first_input = match args.inputs.files.first() {
         Some(p) => {

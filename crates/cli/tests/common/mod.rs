@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests: the weir binary, the corpus, peers and temp dirs.
 #![allow(dead_code)]
 
-pub mod netns;
+pub(crate) mod netns;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -9,12 +9,12 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The `weir` binary under test.
-pub fn weir() -> Command {
+pub(crate) fn weir() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weir"))
 }
 
 /// The corpus of real captures; the tests need it (it is on every dev and CI machine).
-pub fn corpus() -> Vec<PathBuf> {
+pub(crate) fn corpus() -> Vec<PathBuf> {
     let dir = std::env::var_os("WEIR_CORPUS")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -31,13 +31,13 @@ pub fn corpus() -> Vec<PathBuf> {
 }
 
 /// Runs a command, panicking if it cannot start (a missing peer is a failed test, not a skip).
-pub fn run(cmd: &mut Command) -> Output {
+pub(crate) fn run(cmd: &mut Command) -> Output {
     cmd.output()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (run scripts/setup.sh)"))
 }
 
 /// The filter expressions shared with weir-filter's oracle test, one per line.
-pub fn expressions() -> Vec<String> {
+pub(crate) fn expressions() -> Vec<String> {
     let text = include_str!("../../../filter/tests/expressions.txt");
     text.lines()
         .map(str::trim)
@@ -47,12 +47,12 @@ pub fn expressions() -> Vec<String> {
 }
 
 /// The values of `fields` for every frame of a file, as `tshark -T fields` prints them.
-pub fn tshark_fields(file: &Path, fields: &[&str]) -> Vec<Vec<String>> {
+pub(crate) fn tshark_fields(file: &Path, fields: &[&str]) -> Vec<Vec<String>> {
     tshark_fields_with(file, &[], fields)
 }
 
 /// Like [`tshark_fields`], with tshark preferences (`-o NAME:VALUE`) set first.
-pub fn tshark_fields_with(file: &Path, prefs: &[&str], fields: &[&str]) -> Vec<Vec<String>> {
+pub(crate) fn tshark_fields_with(file: &Path, prefs: &[&str], fields: &[&str]) -> Vec<Vec<String>> {
     let mut cmd = Command::new("tshark");
     cmd.arg("-r").arg(file);
     for p in prefs {
@@ -77,7 +77,7 @@ pub fn tshark_fields_with(file: &Path, prefs: &[&str], fields: &[&str]) -> Vec<V
 }
 
 /// Packet timestamps (ns), wire lengths and captured lengths of a file, as tshark reads them.
-pub fn tshark_frames(file: &Path) -> Vec<(String, u64, u64)> {
+pub(crate) fn tshark_frames(file: &Path) -> Vec<(String, u64, u64)> {
     tshark_fields(file, &["frame.time_epoch", "frame.len", "frame.cap_len"])
         .into_iter()
         .map(|f| (f[0].clone(), f[1].parse().unwrap(), f[2].parse().unwrap()))
@@ -86,7 +86,7 @@ pub fn tshark_frames(file: &Path) -> Vec<(String, u64, u64)> {
 
 /// Starts a capture and returns once it says it is listening (`banner` on stderr); the rest of
 /// its stderr is drained (so the child never blocks on it) and dropped.
-pub fn start(mut cmd: Command, banner: &str) -> Child {
+pub(crate) fn start(mut cmd: Command, banner: &str) -> Child {
     let mut child = cmd
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -110,7 +110,7 @@ pub fn start(mut cmd: Command, banner: &str) -> Child {
 }
 
 /// Waits for a child to finish by itself (fails after a minute) and checks it succeeded.
-pub fn wait(mut child: Child) {
+pub(crate) fn wait(mut child: Child) {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(60) {
         if let Some(status) = child.try_wait().unwrap() {
@@ -125,7 +125,7 @@ pub fn wait(mut child: Child) {
 
 /// The segment files (pcap or pcapng) of a store directory, in name (= time, then sequence)
 /// order.
-pub fn segments(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -17,7 +17,7 @@ fn sh(args: &[&str]) {
 
 /// A namespace with one veth pair: `host_if` (10.213.N.1/24) stays in the test's namespace,
 /// its peer (10.213.N.2/24) lives in `ns`.
-pub struct VethBench {
+pub(crate) struct VethBench {
     /// Namespace name.
     pub ns: String,
     /// The interface on our side, to capture on.
@@ -30,7 +30,7 @@ pub struct VethBench {
 
 impl VethBench {
     /// Creates the namespace and the pair.
-    pub fn new() -> VethBench {
+    pub(crate) fn new() -> VethBench {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let id = format!("{}{}", std::process::id() % 100_000, n);
         let subnet = 100 + (std::process::id() % 100 + n * 7) % 150;
@@ -113,7 +113,7 @@ impl VethBench {
 
     /// Sends `count` UDP datagrams from the namespace to our side's `port`; each payload is
     /// `WEIR` + a 4-byte big-endian sequence number + `pad` filler bytes.
-    pub fn send_udp(&self, port: u16, count: u32, pad: usize) {
+    pub(crate) fn send_udp(&self, port: u16, count: u32, pad: usize) {
         self.send_udp_flows(port, 1, count, pad);
     }
 }
@@ -122,7 +122,7 @@ impl VethBench {
     /// Sends `count` UDP datagrams to our side's `port` from `flows` sockets (source ports
     /// differ) in turn; payload `WEIR` + 4-byte big-endian sequence number (over all flows) +
     /// `pad` filler bytes.
-    pub fn send_udp_flows(&self, port: u16, flows: u32, count: u32, pad: usize) {
+    pub(crate) fn send_udp_flows(&self, port: u16, flows: u32, count: u32, pad: usize) {
         let script = format!(
             "import socket,struct\n\
              ss=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range({flows})]\n\

@@ -2,34 +2,34 @@
 //! tests can compare what the decoder reads with what they put in.
 #![allow(dead_code)]
 
-pub const MAC_A: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
-pub const MAC_B: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x02];
-pub const IP_A: [u8; 4] = [10, 0, 0, 1];
-pub const IP_B: [u8; 4] = [10, 0, 0, 2];
-pub const IP6_A: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-pub const IP6_B: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+pub(crate) const MAC_A: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
+pub(crate) const MAC_B: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x02];
+pub(crate) const IP_A: [u8; 4] = [10, 0, 0, 1];
+pub(crate) const IP_B: [u8; 4] = [10, 0, 0, 2];
+pub(crate) const IP6_A: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+pub(crate) const IP6_B: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
-pub fn cat(parts: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn cat(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
 }
 
 /// Ethernet II header + payload.
-pub fn eth(ethertype: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn eth(ethertype: u16, payload: &[u8]) -> Vec<u8> {
     cat(&[&MAC_B, &MAC_A, &ethertype.to_be_bytes(), payload])
 }
 
 /// The 4 bytes after a TPID (PCP 0, DEI 0) + payload.
-pub fn vlan(vid: u16, ethertype: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn vlan(vid: u16, ethertype: u16, payload: &[u8]) -> Vec<u8> {
     cat(&[&vid.to_be_bytes(), &ethertype.to_be_bytes(), payload])
 }
 
 /// One MPLS label stack entry.
-pub fn mpls(label: u32, tc: u8, bottom: bool, ttl: u8) -> [u8; 4] {
+pub(crate) fn mpls(label: u32, tc: u8, bottom: bool, ttl: u8) -> [u8; 4] {
     ((label << 12) | (u32::from(tc) << 9) | (u32::from(bottom) << 8) | u32::from(ttl)).to_be_bytes()
 }
 
 /// PPPoE header (version 1, type 1) with the length of `payload` + payload.
-pub fn pppoe(code: u8, session: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn pppoe(code: u8, session: u16, payload: &[u8]) -> Vec<u8> {
     cat(&[
         &[0x11, code],
         &session.to_be_bytes(),
@@ -39,7 +39,7 @@ pub fn pppoe(code: u8, session: u16, payload: &[u8]) -> Vec<u8> {
 }
 
 #[derive(Clone, Copy)]
-pub struct V4 {
+pub(crate) struct V4 {
     pub src: [u8; 4],
     pub dst: [u8; 4],
     pub proto: u8,
@@ -53,7 +53,7 @@ pub struct V4 {
 }
 
 impl V4 {
-    pub fn new(proto: u8) -> V4 {
+    pub(crate) fn new(proto: u8) -> V4 {
         V4 {
             src: IP_A,
             dst: IP_B,
@@ -68,7 +68,7 @@ impl V4 {
     }
 
     /// IPv4 header (IHL 5 + `options.len() / 4`) with the right total length + payload.
-    pub fn build_opts(&self, options: &[u8], payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn build_opts(&self, options: &[u8], payload: &[u8]) -> Vec<u8> {
         assert_eq!(options.len() % 4, 0);
         let ihl = 5 + options.len() / 4;
         let total = (ihl * 4 + payload.len()) as u16;
@@ -86,17 +86,17 @@ impl V4 {
         ])
     }
 
-    pub fn build(&self, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn build(&self, payload: &[u8]) -> Vec<u8> {
         self.build_opts(&[], payload)
     }
 }
 
-pub fn ipv4(proto: u8, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn ipv4(proto: u8, payload: &[u8]) -> Vec<u8> {
     V4::new(proto).build(payload)
 }
 
 /// IPv6 header (traffic class `tc`, flow label `flow`, hop limit 64) + payload.
-pub fn ipv6_full(tc: u8, flow: u32, next: u8, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn ipv6_full(tc: u8, flow: u32, next: u8, payload: &[u8]) -> Vec<u8> {
     let word = (6u32 << 28) | (u32::from(tc) << 20) | flow;
     cat(&[
         &word.to_be_bytes(),
@@ -108,12 +108,12 @@ pub fn ipv6_full(tc: u8, flow: u32, next: u8, payload: &[u8]) -> Vec<u8> {
     ])
 }
 
-pub fn ipv6(next: u8, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn ipv6(next: u8, payload: &[u8]) -> Vec<u8> {
     ipv6_full(0, 0, next, payload)
 }
 
 /// A generic IPv6 extension header of `units` 8-byte units beyond the first, + payload.
-pub fn ext(next: u8, units: u8, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn ext(next: u8, units: u8, payload: &[u8]) -> Vec<u8> {
     let mut h = vec![0u8; (units as usize + 1) * 8];
     h[0] = next;
     h[1] = units;
@@ -122,13 +122,13 @@ pub fn ext(next: u8, units: u8, payload: &[u8]) -> Vec<u8> {
 }
 
 /// IPv6 fragment header + payload.
-pub fn frag6(next: u8, offset_units: u16, more: bool, id: u32, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn frag6(next: u8, offset_units: u16, more: bool, id: u32, payload: &[u8]) -> Vec<u8> {
     let om = (offset_units << 3) | u16::from(more);
     cat(&[&[next, 0], &om.to_be_bytes(), &id.to_be_bytes(), payload])
 }
 
 /// AH with `words` 4-byte words of ICV beyond the 12 fixed bytes (length field = 1 + words).
-pub fn ah(next: u8, words: u8, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn ah(next: u8, words: u8, payload: &[u8]) -> Vec<u8> {
     let len = 1 + words; // (len + 2) * 4 = 12 + 4 * words
     let mut h = vec![0u8; (len as usize + 2) * 4];
     h[0] = next;
@@ -139,7 +139,7 @@ pub fn ah(next: u8, words: u8, payload: &[u8]) -> Vec<u8> {
 }
 
 /// TCP header (data offset 5 + options/4, window 65535) + payload.
-pub fn tcp_opts(
+pub(crate) fn tcp_opts(
     sport: u16,
     dport: u16,
     seq: u32,
@@ -163,12 +163,19 @@ pub fn tcp_opts(
     ])
 }
 
-pub fn tcp(sport: u16, dport: u16, seq: u32, ack: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn tcp(
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    payload: &[u8],
+) -> Vec<u8> {
     tcp_opts(sport, dport, seq, ack, flags, &[], payload)
 }
 
 /// UDP header with the right length + payload.
-pub fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     cat(&[
         &sport.to_be_bytes(),
         &dport.to_be_bytes(),
@@ -179,7 +186,7 @@ pub fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
 }
 
 /// ICMP/ICMPv6 message: type, code, zero checksum, id, seq, data.
-pub fn icmp(t: u8, code: u8, id: u16, seq: u16, data: &[u8]) -> Vec<u8> {
+pub(crate) fn icmp(t: u8, code: u8, id: u16, seq: u16, data: &[u8]) -> Vec<u8> {
     cat(&[
         &[t, code, 0, 0],
         &id.to_be_bytes(),
@@ -189,7 +196,7 @@ pub fn icmp(t: u8, code: u8, id: u16, seq: u16, data: &[u8]) -> Vec<u8> {
 }
 
 /// SCTP common header + chunks.
-pub fn sctp(sport: u16, dport: u16, vtag: u32, chunks: &[u8]) -> Vec<u8> {
+pub(crate) fn sctp(sport: u16, dport: u16, vtag: u32, chunks: &[u8]) -> Vec<u8> {
     cat(&[
         &sport.to_be_bytes(),
         &dport.to_be_bytes(),
@@ -200,7 +207,7 @@ pub fn sctp(sport: u16, dport: u16, vtag: u32, chunks: &[u8]) -> Vec<u8> {
 }
 
 /// GRE header: flags/version word, protocol, optional words in order, payload.
-pub fn gre(flags_ver: u16, proto: u16, words: &[u32], payload: &[u8]) -> Vec<u8> {
+pub(crate) fn gre(flags_ver: u16, proto: u16, words: &[u32], payload: &[u8]) -> Vec<u8> {
     let mut v = cat(&[&flags_ver.to_be_bytes(), &proto.to_be_bytes()]);
     for w in words {
         v.extend_from_slice(&w.to_be_bytes());
@@ -210,12 +217,12 @@ pub fn gre(flags_ver: u16, proto: u16, words: &[u32], payload: &[u8]) -> Vec<u8>
 }
 
 /// VXLAN header with the I flag + payload.
-pub fn vxlan(vni: u32, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn vxlan(vni: u32, payload: &[u8]) -> Vec<u8> {
     cat(&[&[0x08, 0, 0, 0], &(vni << 8).to_be_bytes(), payload])
 }
 
 /// ARP request, Ethernet/IPv4: who has `target` tell `sender`.
-pub fn arp_request(sender: [u8; 4], target: [u8; 4]) -> Vec<u8> {
+pub(crate) fn arp_request(sender: [u8; 4], target: [u8; 4]) -> Vec<u8> {
     cat(&[
         &[0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01],
         &MAC_A,
@@ -226,12 +233,12 @@ pub fn arp_request(sender: [u8; 4], target: [u8; 4]) -> Vec<u8> {
 }
 
 /// Ethernet / IPv4 / TCP SYN 1234 -> 80, seq 1, no payload.
-pub fn eth_ipv4_tcp_syn() -> Vec<u8> {
+pub(crate) fn eth_ipv4_tcp_syn() -> Vec<u8> {
     eth(0x0800, &ipv4(6, &tcp(1234, 80, 1, 0, 0x02, &[])))
 }
 
 /// A set of valid frames covering every encapsulation, with their link types and names.
-pub fn all_encapsulations() -> Vec<(&'static str, u32, Vec<u8>)> {
+pub(crate) fn all_encapsulations() -> Vec<(&'static str, u32, Vec<u8>)> {
     let inner_tcp = ipv4(
         6,
         &tcp(1234, 80, 1000, 2000, 0x18, b"GET / HTTP/1.0\r\n\r\n"),
@@ -463,7 +470,7 @@ pub fn all_encapsulations() -> Vec<(&'static str, u32, Vec<u8>)> {
 /// Checks `weir_decode::quick` against the full decoder on one frame: when quick accepts it,
 /// the decoder must decode it without error, with the same IP header, VLAN, stack depths and
 /// transport fields. Returns whether quick accepted the frame; panics on any disagreement.
-pub fn quick_agrees(link: weir_decode::LinkType, frame: &[u8]) -> bool {
+pub(crate) fn quick_agrees(link: weir_decode::LinkType, frame: &[u8]) -> bool {
     use weir_decode::quick::{self, Upper};
     use weir_decode::{decode, Layer, Transport};
     let Some(h) = quick::parse(link, frame) else {
@@ -546,7 +553,7 @@ pub fn quick_agrees(link: weir_decode::LinkType, frame: &[u8]) -> bool {
 }
 
 /// Linux cooked capture v1 header (hardware type 1, 6-byte address) + payload.
-pub fn sll(protocol: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn sll(protocol: u16, payload: &[u8]) -> Vec<u8> {
     cat(&[
         &[0, 0, 0, 1, 0, 6],
         &MAC_A,
@@ -557,7 +564,7 @@ pub fn sll(protocol: u16, payload: &[u8]) -> Vec<u8> {
 }
 
 /// Linux cooked capture v2 header (hardware type 1, interface 2) + payload.
-pub fn sll2(protocol: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn sll2(protocol: u16, payload: &[u8]) -> Vec<u8> {
     cat(&[
         &protocol.to_be_bytes(),
         &[0, 0, 0, 0, 0, 2, 0, 1, 0, 6],

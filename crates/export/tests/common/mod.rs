@@ -13,11 +13,11 @@ use weir_export::{open_sink, ExportStats, NetflowFormat, SinkSpec, Target};
 use weir_flows::{Direction, EndReason, FlowKey, FlowRecord};
 
 /// 2026-11-21T10:20:30Z in ns.
-pub const T0: u64 = 1_795_256_430_000_000_000;
+pub(crate) const T0: u64 = 1_795_256_430_000_000_000;
 
 /// Whether a peer program is installed; prints why a test is skipped otherwise (set
 /// `WEIR_REQUIRE_PEERS=1` to make a missing peer fail instead).
-pub fn have(program: &str) -> bool {
+pub(crate) fn have(program: &str) -> bool {
     let ok = Command::new(program)
         .arg("-h")
         .stdout(Stdio::null())
@@ -61,7 +61,7 @@ fn key(src: &str, dst: &str, proto: u8, sp: u16, dp: u16, vlan: u16, tos: u8) ->
 /// A mix of flows: IPv4 and IPv6; TCP, UDP, ICMP, ICMPv6, GRE, SCTP; VLANs; one-way and two-way;
 /// a flow whose counters exceed 32 bits (5e9 packets, 2e10 bytes); then `extra` small flows to
 /// fill many datagrams.
-pub fn records(extra: u32) -> Vec<FlowRecord> {
+pub(crate) fn records(extra: u32) -> Vec<FlowRecord> {
     let none = Direction::default();
     let r = |key, forward, reverse, end_reason| FlowRecord {
         key,
@@ -157,7 +157,7 @@ pub fn records(extra: u32) -> Vec<FlowRecord> {
 
 /// One-way flow identity and counters, as a collector reports them.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Uniflow {
+pub(crate) struct Uniflow {
     /// Source address.
     pub src: IpAddr,
     /// Destination address.
@@ -171,7 +171,10 @@ pub struct Uniflow {
 }
 
 /// Expected one-way flows (packets, bytes summed per key) for a list of records.
-pub fn expected_uniflows(recs: &[FlowRecord], ipv4_only: bool) -> BTreeMap<Uniflow, (u64, u64)> {
+pub(crate) fn expected_uniflows(
+    recs: &[FlowRecord],
+    ipv4_only: bool,
+) -> BTreeMap<Uniflow, (u64, u64)> {
     let mut m = BTreeMap::new();
     for r in recs {
         if ipv4_only && r.key.src.is_ipv6() {
@@ -198,11 +201,11 @@ pub fn expected_uniflows(recs: &[FlowRecord], ipv4_only: bool) -> BTreeMap<Unifl
 }
 
 /// A temporary directory removed on drop.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
     /// A fresh directory named after `tag` and the process id.
-    pub fn new(tag: &str) -> Self {
+    pub(crate) fn new(tag: &str) -> Self {
         let p = std::env::temp_dir().join(format!("weir-export-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
@@ -217,7 +220,7 @@ impl Drop for TempDir {
 }
 
 /// A free UDP port on loopback (bound, read, released).
-pub fn free_udp_port() -> u16 {
+pub(crate) fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -239,7 +242,7 @@ fn udp_bound(port: u16) -> bool {
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A real nfcapd collecting on 127.0.0.1 into a temporary directory.
-pub struct Nfcapd {
+pub(crate) struct Nfcapd {
     _turn: std::sync::MutexGuard<'static, ()>,
     child: Option<Child>,
     /// Its UDP port.
@@ -250,7 +253,7 @@ pub struct Nfcapd {
 
 impl Nfcapd {
     /// Starts nfcapd on a free loopback port and waits until it listens.
-    pub fn start(tag: &str) -> Nfcapd {
+    pub(crate) fn start(tag: &str) -> Nfcapd {
         let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let dir = TempDir::new(tag);
         let flows = dir.0.join("flows");
@@ -294,14 +297,14 @@ impl Nfcapd {
     }
 
     /// The collector as an export target.
-    pub fn target(&self) -> Target {
+    pub(crate) fn target(&self) -> Target {
         Target::Udp(vec![format!("127.0.0.1:{}", self.port).parse().unwrap()])
     }
 
     /// Stops nfcapd (SIGTERM to its pid, so it writes its file), checks its own summary line
     /// reports no sequence errors and no bad packets, and returns nfdump's records
     /// (`nfdump -o json`, times in UTC).
-    pub fn stop_and_read(mut self) -> Vec<serde_json::Value> {
+    pub(crate) fn stop_and_read(mut self) -> Vec<serde_json::Value> {
         // Give nfcapd time to drain its socket before the signal.
         std::thread::sleep(Duration::from_millis(300));
         self.terminate();
@@ -366,7 +369,7 @@ impl Drop for Nfcapd {
 }
 
 /// Exports `recs` (ticking between them like the meter would) and returns the stats.
-pub fn export_all(spec: &SinkSpec, recs: &[FlowRecord]) -> ExportStats {
+pub(crate) fn export_all(spec: &SinkSpec, recs: &[FlowRecord]) -> ExportStats {
     let mut sink = open_sink(spec).unwrap();
     sink.tick(T0).unwrap();
     for (i, r) in recs.iter().enumerate() {
@@ -380,7 +383,12 @@ pub fn export_all(spec: &SinkSpec, recs: &[FlowRecord]) -> ExportStats {
 }
 
 /// A NetFlow spec.
-pub fn netflow(target: Target, format: NetflowFormat, biflow: bool, ts_nanos: bool) -> SinkSpec {
+pub(crate) fn netflow(
+    target: Target,
+    format: NetflowFormat,
+    biflow: bool,
+    ts_nanos: bool,
+) -> SinkSpec {
     SinkSpec::Netflow {
         target,
         format,
@@ -391,7 +399,7 @@ pub fn netflow(target: Target, format: NetflowFormat, biflow: bool, ts_nanos: bo
 
 /// Splits a NetFlow file written by weir back into datagrams (2-byte length prefix for v5/v9,
 /// IPFIX messages back to back).
-pub fn read_datagrams(path: &Path, format: NetflowFormat) -> Vec<Vec<u8>> {
+pub(crate) fn read_datagrams(path: &Path, format: NetflowFormat) -> Vec<Vec<u8>> {
     let data = std::fs::read(path).unwrap();
     let mut out = Vec::new();
     let mut at = 0;
@@ -415,7 +423,7 @@ pub fn read_datagrams(path: &Path, format: NetflowFormat) -> Vec<Vec<u8>> {
 
 /// A classic pcap (µs, Ethernet) with each datagram in a UDP/IPv4 packet from 127.0.0.1:40000 to
 /// 127.0.0.1:`port`, one per millisecond.
-pub fn pcap_of(datagrams: &[Vec<u8>], port: u16) -> Vec<u8> {
+pub(crate) fn pcap_of(datagrams: &[Vec<u8>], port: u16) -> Vec<u8> {
     let mut f = Vec::new();
     for w in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65_535, 1] {
         // magic, version 2.4 (as two u16 in one u32, little-endian), thiszone, sigfigs,
@@ -459,7 +467,7 @@ pub fn pcap_of(datagrams: &[Vec<u8>], port: u16) -> Vec<u8> {
 }
 
 /// Expected first / last times (ms since the epoch) per one-way flow.
-pub fn expected_times(recs: &[FlowRecord]) -> BTreeMap<Uniflow, (u64, u64)> {
+pub(crate) fn expected_times(recs: &[FlowRecord]) -> BTreeMap<Uniflow, (u64, u64)> {
     let mut m = BTreeMap::new();
     for r in recs {
         for (k, d) in [(r.key, &r.forward), (r.key.reversed(), &r.reverse)] {
@@ -481,7 +489,7 @@ pub fn expected_times(recs: &[FlowRecord]) -> BTreeMap<Uniflow, (u64, u64)> {
 }
 
 /// ms since the epoch of nfdump's `YYYY-MM-DDTHH:MM:SS.mmm` (UTC).
-pub fn parse_nfdump_time(s: &str) -> u64 {
+pub(crate) fn parse_nfdump_time(s: &str) -> u64 {
     let n = |a: usize, b: usize| s[a..b].parse::<i64>().unwrap();
     let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
     // Howard Hinnant's days_from_civil.
@@ -498,7 +506,7 @@ pub fn parse_nfdump_time(s: &str) -> u64 {
 
 /// One nfdump record's identity (ICMP type/code folded into the destination port as NetFlow
 /// does).
-pub fn nfdump_key(row: &serde_json::Value) -> Uniflow {
+pub(crate) fn nfdump_key(row: &serde_json::Value) -> Uniflow {
     let addr = |v4: &str, v6: &str| -> IpAddr {
         row.get(v4)
             .or_else(|| row.get(v6))

@@ -7,10 +7,10 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A directory for this test process's files, removed on drop.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
         static N: AtomicUsize = AtomicUsize::new(0);
         let p = std::env::temp_dir().join(format!(
             "weir-filter-{tag}-{}-{}",
@@ -20,7 +20,7 @@ impl TempDir {
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
     }
-    pub fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
 }
@@ -32,7 +32,7 @@ impl Drop for TempDir {
 }
 
 /// Writes a classic pcap file (µs timestamps). `big_endian` picks the writer's byte order.
-pub fn write_pcap(
+pub(crate) fn write_pcap(
     path: &Path,
     linktype: u32,
     snaplen: u32,
@@ -74,13 +74,13 @@ pub fn write_pcap(
 /// True when a `tcpdump` binary runs here; when it does not, the caller skips with a note, or
 /// this panics if `WEIR_REQUIRE_PEERS` is set (see `weir_testkit`).
 #[track_caller]
-pub fn have_tcpdump() -> bool {
+pub(crate) fn have_tcpdump() -> bool {
     weir_testkit::have("tcpdump")
 }
 
 /// `tcpdump -r FILE -d EXPR`: the listing, or tcpdump's error message without the `tcpdump: `
 /// prefix.
-pub fn tcpdump_listing(file: &Path, expr: &str) -> Result<String, String> {
+pub(crate) fn tcpdump_listing(file: &Path, expr: &str) -> Result<String, String> {
     let out = Command::new("tcpdump")
         .arg("-r")
         .arg(file)
@@ -97,7 +97,7 @@ pub fn tcpdump_listing(file: &Path, expr: &str) -> Result<String, String> {
 }
 
 /// The last `tcpdump: ` line of tcpdump's stderr, prefix removed.
-pub fn tcpdump_error(stderr: &[u8]) -> String {
+pub(crate) fn tcpdump_error(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
     text.lines()
         .filter_map(|l| l.strip_prefix("tcpdump: "))
@@ -107,7 +107,7 @@ pub fn tcpdump_error(stderr: &[u8]) -> String {
 }
 
 /// Counts the packets of a classic pcap byte stream (what `tcpdump -w -` writes).
-pub fn count_pcap_records(bytes: &[u8]) -> usize {
+pub(crate) fn count_pcap_records(bytes: &[u8]) -> usize {
     assert!(bytes.len() >= 24, "short pcap stream");
     let magic = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
     let le = matches!(magic, 0xa1b2_c3d4 | 0xa1b2_3c4d);
@@ -130,13 +130,13 @@ pub fn count_pcap_records(bytes: &[u8]) -> usize {
 /// What a capture file's header says: LINKTYPE, snapshot length, and whether its byte order is
 /// the opposite of this machine's. For pcapng, the first interface's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FileInfo {
+pub(crate) struct FileInfo {
     pub linktype: u32,
     pub snaplen: u32,
     pub swapped: bool,
 }
 
-pub fn file_info(bytes: &[u8]) -> Option<FileInfo> {
+pub(crate) fn file_info(bytes: &[u8]) -> Option<FileInfo> {
     if bytes.len() < 24 {
         return None;
     }

@@ -22,7 +22,7 @@ pub(crate) struct Header {
 
 impl Header {
     /// Bytes in one record header.
-    pub fn record_header_len(&self) -> usize {
+    pub(super) fn record_header_len(&self) -> usize {
         if self.modified {
             24
         } else {

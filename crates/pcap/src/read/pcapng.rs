@@ -72,7 +72,7 @@ pub(crate) enum TsResol {
 
 impl TsResol {
     /// Parses the `if_tsresol` byte.
-    pub fn from_byte(b: u8) -> TsResol {
+    pub(super) fn from_byte(b: u8) -> TsResol {
         if b & 0x80 != 0 {
             TsResol::Bin(b & 0x7f)
         } else {
@@ -82,7 +82,7 @@ impl TsResol {
 
     /// Converts a timestamp in this resolution to ns, saturating rather than overflowing.
     #[inline]
-    pub fn to_ns(self, units: u64) -> u64 {
+    pub(super) fn to_ns(self, units: u64) -> u64 {
         match self {
             TsResol::Dec(9) => units,
             TsResol::Dec(6) => units.saturating_mul(1000),

@@ -40,7 +40,7 @@ fn flow_id(f: &PacketFields) -> Option<FlowId> {
 }
 
 /// The brute-force evaluator.
-pub struct Oracle {
+pub(crate) struct Oracle {
     /// Exact rules then wildcard rules by (prio, position).
     rules: Vec<Rule>,
     default_drop: bool,
@@ -152,7 +152,7 @@ struct Acc {
 }
 
 impl Oracle {
-    pub fn new(set: &RuleSet, link: LinkType) -> Oracle {
+    pub(crate) fn new(set: &RuleSet, link: LinkType) -> Oracle {
         let mut exact: Vec<Rule> = Vec::new();
         let mut wild: Vec<(i32, usize, Rule)> = Vec::new();
         for (i, r) in set.rules.iter().enumerate() {
@@ -322,7 +322,7 @@ impl Oracle {
     }
 
     /// Decides one packet, the slow and obvious way.
-    pub fn eval(&mut self, f: &PacketFields, bytes: &[u8]) -> (Outcome, u32, Option<Tag>) {
+    pub(crate) fn eval(&mut self, f: &PacketFields, bytes: &[u8]) -> (Outcome, u32, Option<Tag>) {
         self.totals.packets_in += 1;
         self.totals.bytes_in += u64::from(f.cap_len);
         let hits = if self.has_patterns {
@@ -409,13 +409,13 @@ impl Oracle {
     }
 
     /// The oracle's counters of the rule with this id.
-    pub fn by_id(&self, id: u32) -> RuleStats {
+    pub(crate) fn by_id(&self, id: u32) -> RuleStats {
         let i = self.rules.iter().position(|r| r.id == id).unwrap();
         self.counters[i]
     }
 
     /// The oracle's counters of the exact rule with this key.
-    pub fn by_key(&self, k: &ExactKey) -> RuleStats {
+    pub(crate) fn by_key(&self, k: &ExactKey) -> RuleStats {
         let i = self
             .rules
             .iter()
@@ -427,7 +427,7 @@ impl Oracle {
 
 /// Runs `packets` (link type, bytes) through a fresh engine and the oracle and asserts that every
 /// verdict and every counter agree. Returns the engine's totals.
-pub fn compare(set: &RuleSet, link: LinkType, packets: &[Vec<u8>], what: &str) -> Totals {
+pub(crate) fn compare(set: &RuleSet, link: LinkType, packets: &[Vec<u8>], what: &str) -> Totals {
     let engine = Engine::new(set.clone(), link, 262_144).unwrap();
     let mut ev = engine.evaluator();
     let mut oracle = Oracle::new(set, link);
@@ -472,7 +472,7 @@ pub fn compare(set: &RuleSet, link: LinkType, packets: &[Vec<u8>], what: &str) -
 
 /// A packet to build.
 #[derive(Clone, Debug)]
-pub struct Pkt {
+pub(crate) struct Pkt {
     pub vlan: Option<u16>,
     pub v6: bool,
     pub src: u8,
@@ -487,7 +487,7 @@ pub struct Pkt {
 }
 
 /// Address number `n` of the test universe: 10.0.(n/4).(n%4+1), or 2001:db8::(same).
-pub fn addr(v6: bool, n: u8) -> std::net::IpAddr {
+pub(crate) fn addr(v6: bool, n: u8) -> std::net::IpAddr {
     let (c, d) = (n / 4, n % 4 + 1);
     if v6 {
         std::net::IpAddr::V6(std::net::Ipv6Addr::new(
@@ -506,7 +506,7 @@ pub fn addr(v6: bool, n: u8) -> std::net::IpAddr {
 }
 
 /// An Ethernet frame for `p`.
-pub fn frame(p: &Pkt) -> Vec<u8> {
+pub(crate) fn frame(p: &Pkt) -> Vec<u8> {
     let mut l4 = Vec::new();
     match p.proto {
         6 => {
