@@ -9,11 +9,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use common::netns::VethBench;
-use common::{run, segments};
+use common::{run, segments, Running};
 
 /// The weir under test (`WEIR_BIN` overrides the one cargo built).
 fn weir() -> Command {
@@ -42,57 +42,6 @@ fn gen(b: &VethBench, pps: u32, secs: f64) -> Child {
         .spawn()
         .unwrap();
     child
-}
-
-/// A live weir command in the background, its stderr in a file.
-struct Running {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Running {
-    fn start(args: &[&str], log: &Path, banner: &str) -> Running {
-        let child = weir()
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap();
-        let r = Running {
-            child,
-            log: log.to_path_buf(),
-        };
-        let t = Instant::now();
-        while !r.text().contains(banner) {
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "no banner: {}",
-                r.text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        r
-    }
-
-    fn text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap()
-    }
-
-    /// Sends SIGINT now (traffic still flowing) and waits for the exit.
-    fn interrupt(mut self) -> (ExitStatus, String) {
-        let pid = self.child.id().to_string();
-        assert!(run(Command::new("kill").args(["-INT", &pid]))
-            .status
-            .success());
-        let t = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return (s, self.text());
-            }
-            assert!(t.elapsed() < Duration::from_secs(60), "did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 }
 
 /// The number right before `label` in `text` (`"123 received"` → 123).
@@ -157,7 +106,7 @@ fn under_load(
         let mut g = gen(&bench, 30_000, 4.0);
         // Stop in the middle of the traffic, at a different point each round.
         std::thread::sleep(Duration::from_millis(900 + 170 * round as u64));
-        let (status, text) = r.interrupt();
+        let (status, text) = r.signal("-INT");
         let _ = g.wait();
         assert!(status.success(), "round {round}: {status}:\n{text}");
         let (received, dropped, read) = ring_counters(&text);
@@ -381,7 +330,7 @@ fn drops_before_the_ring_are_counted() {
         nsx(&["taskset", "-c", "1", "python3", "-c", &script]);
     }
     std::thread::sleep(Duration::from_millis(300));
-    let (status, text) = r.interrupt();
+    let (status, text) = r.signal("-INT");
     assert!(status.success(), "{status}:\n{text}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();

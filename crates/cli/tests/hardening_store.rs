@@ -13,7 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
-use common::{corpus, run, segments, weir};
+use common::{corpus, run, segments, weir, Running};
 
 /// A corpus file by name.
 fn corpus_file(name: &str) -> PathBuf {
@@ -80,64 +80,6 @@ fn pcap_records(file: &Path) -> Vec<(u32, u32, Vec<u8>)> {
     }
     assert_eq!(off, b.len(), "{}: torn record", file.display());
     v
-}
-
-/// A process we started, with its stderr in a file; killed (by its pid) when dropped.
-struct Running {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Running {
-    /// Starts `weir ARGS` and waits for `banner` on its stderr.
-    fn start(args: &[&str], log: &Path, banner: &str) -> Running {
-        let child = weir()
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut r = Running {
-            child,
-            log: log.to_path_buf(),
-        };
-        let t = Instant::now();
-        while !r.text().contains(banner) {
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "no banner: {}",
-                r.text()
-            );
-            if let Some(s) = r.child.try_wait().unwrap() {
-                panic!("exited ({s}) before its banner: {}", r.text());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        r
-    }
-
-    fn text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Sends `signal` to it and waits for its end.
-    fn signal(mut self, signal: &str) -> String {
-        let pid = self.child.id().to_string();
-        assert!(run(Command::new("kill").args([signal, &pid]))
-            .status
-            .success());
-        let _ = self.child.wait();
-        self.text()
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 /// `weir gen` sending `count` UDP frames of 200 bytes at `pps` from the bench's namespace to
@@ -378,7 +320,7 @@ fn extract_while_recording_always_succeeds_with_a_prefix() {
         }
         assert!(sender.0.wait().unwrap().success(), "weir gen failed");
         std::thread::sleep(Duration::from_millis(1500));
-        let log = r.signal("-INT");
+        let (_, log) = r.signal("-INT");
         assert!(log.contains("packets recorded"), "{log}");
         let o = run(weir().arg("extract").arg(&dir).arg("-w").arg(&out));
         assert!(o.status.success(), "{}", stderr(&o));

@@ -7,63 +7,22 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
 
 use common::netns::VethBench;
-use common::{run, segments, tshark_fields, weir};
+use common::{run, segments, tshark_fields, weir, Running};
 
-/// A `weir record` (or `weir flows -i`) running in the background, its stderr in a file.
-struct Running {
-    child: Child,
-    log: PathBuf,
+/// Sends `signal` to a recorder (or `weir flows -i`) once the last packets had time to reach
+/// the rings, and waits for its exit.
+fn stop(r: Running, signal: &str) -> (ExitStatus, String) {
+    std::thread::sleep(Duration::from_millis(300));
+    r.signal(signal)
 }
 
+/// Starts `weir ARGS` and waits up to 30 s for `banner`.
 fn spawn(args: &[&str], log: &Path, banner: &str) -> Running {
-    let child = weir()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let r = Running {
-        child,
-        log: log.to_path_buf(),
-    };
-    let t = Instant::now();
-    while !std::fs::read_to_string(log).unwrap().contains(banner) {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "no banner: {}",
-            r.text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    r
-}
-
-impl Running {
-    fn text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap()
-    }
-
-    /// Sends `signal` and waits for the exit; returns the status and stderr.
-    fn stop(mut self, signal: &str) -> (ExitStatus, String) {
-        // Let the last packets reach the rings before stopping.
-        std::thread::sleep(Duration::from_millis(300));
-        let pid = self.child.id().to_string();
-        assert!(run(Command::new("kill").args([signal, &pid]))
-            .status
-            .success());
-        let t = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return (s, self.text());
-            }
-            assert!(t.elapsed() < Duration::from_secs(60), "did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    Running::start_within(args, log, banner, Duration::from_secs(30))
 }
 
 /// Starts `weir record -i IFACES -o DIR --buffer-mib 64 EXTRA... 'udp port 9999'`.
@@ -156,7 +115,7 @@ fn every_packet_sent_is_recorded_byte_identical_in_full_segments() {
     );
     let (n, pad) = (6000u32, 700usize);
     bench.send_udp(9999, n, pad);
-    let (status, log) = r.stop("-INT");
+    let (status, log) = stop(r, "-INT");
     assert!(status.success(), "{log}");
     let frames = store_frames(&dir);
     assert_eq!(frames.len(), n as usize, "{log}");
@@ -214,7 +173,7 @@ fn two_threads_in_fanout_keep_every_flow_whole_and_in_order() {
     );
     let (n, flows) = (4000u32, 8u32);
     bench.send_udp_flows(9999, flows, n, 50);
-    let (status, log) = r.stop("-TERM");
+    let (status, log) = stop(r, "-TERM");
     assert!(status.success(), "{log}");
     let frames = store_frames(&dir);
     let mut seqs: Vec<u32> = frames.iter().map(|f| seq(&f.5)).collect();
@@ -247,7 +206,7 @@ fn two_interfaces_land_in_one_store_with_their_names() {
     let r = record(&ifaces, &dir, &["--flows"], &tmp.path().join("log"));
     a.send_udp(9999, 500, 10);
     b.send_udp(9999, 700, 10);
-    let (status, log) = r.stop("-INT");
+    let (status, log) = stop(r, "-INT");
     assert!(status.success(), "{log}");
     let frames = store_frames(&dir);
     let count = |i: &str| frames.iter().filter(|f| f.3 == i).count();
@@ -279,7 +238,7 @@ fn retention_and_slicing() {
     );
     let (n, pad) = (8000u32, 1000usize);
     bench.send_udp(9999, n, pad);
-    let (status, log) = r.stop("-INT");
+    let (status, log) = stop(r, "-INT");
     assert!(status.success(), "{log}");
     let total: u64 = segments(&dir)
         .iter()
@@ -302,7 +261,7 @@ fn retention_and_slicing() {
         &tmp.path().join("log2"),
     );
     bench.send_udp(9999, 100, pad);
-    let (status, log) = r.stop("-INT");
+    let (status, log) = stop(r, "-INT");
     assert!(status.success(), "{log}");
     let frames = store_frames(&dir);
     assert_eq!(frames.len(), 100);
@@ -325,7 +284,7 @@ fn after_kill_9_a_restart_repairs_the_store() {
     bench.send_udp(9999, 5000, 600);
     // Wait for the periodic flush (1 s) so the last segment holds data, then kill -9.
     std::thread::sleep(Duration::from_millis(1500));
-    let (status, _) = r.stop("-KILL");
+    let (status, _) = stop(r, "-KILL");
     assert!(!status.success());
     let r = record(
         &bench.host_if,
@@ -333,7 +292,7 @@ fn after_kill_9_a_restart_repairs_the_store() {
         &["--segment-mib", "2"],
         &tmp.path().join("log2"),
     );
-    let (status, log) = r.stop("-INT");
+    let (status, log) = stop(r, "-INT");
     assert!(status.success(), "{log}");
     assert!(log.contains("repaired"), "{log}");
     // Every segment reads cleanly, and what survived is the sent sequence, in order.
@@ -377,7 +336,7 @@ fn a_full_disk_stops_writing_cleanly_and_counts_what_was_lost() {
     );
     let n = 6000u32;
     bench.send_udp(9999, n, 1000);
-    let (status, log) = r.stop("-INT");
+    let (status, log) = stop(r, "-INT");
     assert_eq!(status.code(), Some(1), "a lossy run fails: {log}");
     assert!(log.contains("No space left"), "{log}");
     let s = stats(&st);
@@ -417,7 +376,7 @@ fn flows_from_a_live_interface() {
         "metering flows on",
     );
     bench.send_udp_flows(9999, 3, 300, 20);
-    let (status, log) = r.stop("-INT");
+    let (status, log) = stop(r, "-INT");
     assert!(status.success(), "{log}");
     let text = std::fs::read_to_string(&json).unwrap();
     let flows: Vec<serde_json::Value> = text
@@ -466,6 +425,6 @@ fn packets_are_searchable_while_recording() {
     let found = tshark_fields(&out, &["udp.payload"]);
     let seqs: Vec<u32> = found.iter().map(|f| seq(&f[0])).collect();
     assert_eq!(seqs, (0..n).collect::<Vec<_>>());
-    let (status, log) = r.stop("-INT");
+    let (status, log) = stop(r, "-INT");
     assert!(status.success(), "{log}");
 }

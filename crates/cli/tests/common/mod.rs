@@ -134,3 +134,77 @@ pub(crate) fn segments(dir: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// A `weir` command running in the background with its stderr in a file; killed (by its pid)
+/// if the test ends while it still runs.
+pub(crate) struct Running {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Running {
+    /// Starts `weir ARGS` and waits up to 60 s for `banner` on its stderr.
+    pub(crate) fn start(args: &[&str], log: &Path, banner: &str) -> Running {
+        Running::start_within(args, log, banner, Duration::from_secs(60))
+    }
+
+    /// Starts `weir ARGS` and waits up to `limit` for `banner` on its stderr; an exit before
+    /// the banner fails the test at once.
+    pub(crate) fn start_within(
+        args: &[&str],
+        log: &Path,
+        banner: &str,
+        limit: Duration,
+    ) -> Running {
+        let child = weir()
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut r = Running {
+            child,
+            log: log.to_path_buf(),
+        };
+        let t = Instant::now();
+        while !r.text().contains(banner) {
+            assert!(t.elapsed() < limit, "no banner: {}", r.text());
+            if let Some(s) = r.child.try_wait().unwrap() {
+                panic!("exited ({s}) before its banner: {}", r.text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        r
+    }
+
+    /// Its stderr so far.
+    pub(crate) fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends `signal` (`-INT`, `-KILL`...) and waits up to 60 s for the exit; returns the exit
+    /// status and the stderr.
+    pub(crate) fn signal(mut self, signal: &str) -> (std::process::ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        assert!(run(Command::new("kill").args([signal, &pid]))
+            .status
+            .success());
+        let t = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return (s, self.text());
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
