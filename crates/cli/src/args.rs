@@ -82,6 +82,21 @@ impl Output {
     }
 }
 
+/// The rule engine's options (`crates/rules/RULES.md`), shared by every packet path: `read`,
+/// `capture`, `record` and `flows`, live and from files.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[allow(dead_code)] // the commands take these options up one by one (issue 16)
+pub(crate) struct RulesArgs {
+    /// Rule file (one rule per line, see crates/rules/RULES.md): what to keep, slice, sample,
+    /// cut off per flow and tag, after the filter expression. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// Unix socket on which `weir rules add|del|list|stats` reach this process's rules
+    /// (created with mode 0660, removed on exit); needs `--rules`.
+    #[arg(long, value_name = "PATH", requires = "rules")]
+    pub control: Option<PathBuf>,
+}
+
 /// The filter expression, and tcpdump's `-n`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct Expr {
