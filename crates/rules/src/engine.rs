@@ -30,6 +30,7 @@
 //! thread's state. When the table is full, the least recently seen eighth of it is evicted
 //! (counted in `flow_evictions`); an evicted flow starts again from nothing.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, Cache};
@@ -41,7 +42,7 @@ use crate::counters::{self, bump, LocalChunks, RuleStats, ThreadCounters, Totals
 use crate::exact::ExactTable;
 use crate::fields::PacketFields;
 use crate::patterns::{Patterns, Stream};
-use crate::rule::{Action, ExactKey, Match, Options, RuleId, RuleSet, Verdict, WildMatch};
+use crate::rule::{Action, ExactKey, Match, Options, Rule, RuleId, RuleSet, Verdict, WildMatch};
 use crate::wild::Tss;
 use crate::Tag;
 
@@ -80,6 +81,15 @@ pub enum BuildError {
     /// The patterns could not be compiled.
     #[error("payload patterns: {0}")]
     Patterns(#[from] aho_corasick::BuildError),
+    /// A live addition with an id some rule already has.
+    #[error("rule id {0} is already used")]
+    IdInUse(RuleId),
+    /// A live removal of an id no rule has.
+    #[error("no rule has id {0}")]
+    NoSuchId(RuleId),
+    /// A live removal of a conversation no exact rule holds.
+    #[error("no exact rule for this conversation")]
+    NoSuchKey,
 }
 
 /// What to do with a packet.
@@ -118,6 +128,8 @@ impl Decision {
 /// A wildcard rule, compiled.
 pub(crate) struct WildRule {
     pub id: RuleId,
+    /// Its priority (live additions are ranked by it).
+    pub prio: i32,
     pub line: u32,
     pub slot: u32,
     pub m: WildMatch,
@@ -138,6 +150,8 @@ pub(crate) struct Compiled {
     pub wild: Arc<WildPart>,
     /// Any cutoff, learn or payload match: the flow table is needed.
     pub needs_flows: bool,
+    /// Ids of the exact rules (by counter slot), for live edits and listings.
+    pub exact_ids: Arc<ExactIds>,
 }
 
 pub(crate) struct WildPart {
@@ -238,6 +252,7 @@ impl Shared {
             });
         }
         drop(ids);
+        let exact_ids = Arc::new(ExactIds::of_set(&set, *next_slot));
         let mut exact = Vec::new();
         let mut wild = Vec::new();
         for (pos, r) in set.rules.into_iter().enumerate() {
@@ -268,7 +283,7 @@ impl Shared {
         drop(items);
         let mut rules = Vec::with_capacity(wild.len());
         let mut pats = Vec::new();
-        for (rank, (_, _, id, line, m, action)) in wild.into_iter().enumerate() {
+        for (rank, (prio, _, id, line, m, action)) in wild.into_iter().enumerate() {
             needs_flows |= uses_flows(&action) || !m.payload.is_empty();
             let bpf = match &m.bpf {
                 Some(e) => Some(
@@ -282,6 +297,7 @@ impl Shared {
             }
             rules.push(WildRule {
                 id,
+                prio,
                 line,
                 slot: *next_slot,
                 has_payload: !m.payload.is_empty(),
@@ -309,6 +325,7 @@ impl Shared {
                 generation: id,
             }),
             needs_flows,
+            exact_ids,
         })
     }
 
@@ -336,6 +353,7 @@ impl Engine {
                 generation: 0,
             }),
             needs_flows: false,
+            exact_ids: Arc::default(),
         };
         let shared = Shared {
             current: Arc::new(ArcSwap::from_pointee(empty)),
@@ -374,6 +392,7 @@ impl Engine {
             exact_actions: Arc::clone(&cur.exact_actions),
             wild: Arc::clone(&cur.wild),
             needs_flows: cur.needs_flows,
+            exact_ids: Arc::clone(&cur.exact_ids),
         };
         drop(cur);
         let out = f(&mut next, &mut slot)?;
@@ -878,4 +897,378 @@ impl State {
             version: c.id,
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live edits of single rules and listings (the control socket, weir-control): every edit builds
+// a new version, like `replace`, but keeps the counter slots of the rules that stay.
+
+/// Ids of a version's exact rules, kept as runs of consecutive ids on consecutive counter slots:
+/// a file's exact rules get consecutive slots, and their ids (the line numbers by default)
+/// mostly run on too, so a million ids cost a few runs. An id whose rule left the table through
+/// [`Engine::del_exact`] stays here; lookups check the table.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ExactIds {
+    /// First id of a run → (its first slot, its length).
+    runs: BTreeMap<RuleId, (u32, u32)>,
+}
+
+impl ExactIds {
+    /// The ids of `set`'s exact rules, whose slots start at `first_slot` in file order.
+    fn of_set(set: &RuleSet, first_slot: u32) -> ExactIds {
+        let mut ids = ExactIds::default();
+        let mut last: Option<(RuleId, u32, u32)> = None; // run being built
+        let exact = set
+            .rules
+            .iter()
+            .filter(|r| matches!(r.matcher, Match::Exact(_)));
+        for (slot, r) in (first_slot..).zip(exact) {
+            last = match last {
+                Some((id0, s0, n)) if r.id.checked_sub(n) == Some(id0) => Some((id0, s0, n + 1)),
+                Some((id0, s0, n)) => {
+                    ids.runs.insert(id0, (s0, n));
+                    Some((r.id, slot, 1))
+                }
+                None => Some((r.id, slot, 1)),
+            };
+        }
+        if let Some((id0, s0, n)) = last {
+            ids.runs.insert(id0, (s0, n));
+        }
+        ids
+    }
+
+    /// The slot of id `id`.
+    fn slot(&self, id: RuleId) -> Option<u32> {
+        let (&id0, &(s0, n)) = self.runs.range(..=id).next_back()?;
+        (id - id0 < n).then_some(s0 + (id - id0))
+    }
+
+    /// The id of slot `slot`.
+    fn id_of(&self, slot: u32) -> Option<RuleId> {
+        self.runs
+            .iter()
+            .find(|(_, &(s0, n))| slot >= s0 && slot - s0 < n)
+            .map(|(&id0, &(s0, _))| id0 + (slot - s0))
+    }
+
+    fn insert(&mut self, id: RuleId, slot: u32) {
+        self.runs.insert(id, (slot, 1));
+    }
+
+    /// Forgets `id` (splitting its run).
+    fn remove(&mut self, id: RuleId) {
+        let Some((&id0, &(s0, n))) = self.runs.range(..=id).next_back() else {
+            return;
+        };
+        let k = id - id0;
+        if k >= n {
+            return;
+        }
+        self.runs.remove(&id0);
+        if k > 0 {
+            self.runs.insert(id0, (s0, k));
+        }
+        if k + 1 < n {
+            self.runs.insert(id + 1, (s0 + k + 1, n - k - 1));
+        }
+    }
+
+    fn max(&self) -> Option<RuleId> {
+        self.runs
+            .iter()
+            .next_back()
+            .map(|(&id0, &(_, n))| id0 + (n - 1))
+    }
+
+    /// Runs sorted by slot: (first slot, length, first id).
+    fn by_slot(&self) -> Vec<(u32, u32, RuleId)> {
+        let mut v: Vec<_> = self.runs.iter().map(|(&i, &(s, n))| (s, n, i)).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// A rule of the current version, as listed by [`Engine::list`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedRule {
+    /// The rule (`line` 0 for a rule added at run time). An exact rule added through
+    /// [`Engine::add_exact`] has no id: its `id` is 0 and `has_id` false.
+    pub rule: Rule,
+    /// False for an exact rule added without an id.
+    pub has_id: bool,
+    /// Its counters.
+    pub stats: RuleStats,
+}
+
+/// The current version's rules, as listed by [`Engine::list`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listing {
+    /// The version listed.
+    pub version: u64,
+    /// Set-wide options.
+    pub options: Options,
+    /// Wildcard rules in evaluation order.
+    pub wild: Vec<ListedRule>,
+    /// Exact rules (at most the limit asked for), by counter slot (the order they came in).
+    pub exact: Vec<ListedRule>,
+    /// Number of exact rules in the version.
+    pub exact_total: usize,
+}
+
+impl Engine {
+    /// Adds one rule at run time, in one new version; the other rules keep their counters.
+    /// An exact rule goes into the exact table (sharing every untouched shard); a wildcard rule
+    /// rebuilds the wildcard part (tuple space, patterns) with the rule ranked by its `prio`,
+    /// after the rules of the same priority, as a new last line would be: as with
+    /// [`replace`](Self::replace), flows learnt and pattern streams start again. With `auto_id`
+    /// the rule gets the highest id in use plus one, else its own id, which must be free.
+    /// Returns the new version and the rule's id.
+    pub fn add_rule(&self, rule: Rule, auto_id: bool) -> Result<(u64, RuleId), BuildError> {
+        self.edit(|c, slot| {
+            let id = if auto_id {
+                let wild_max = c.wild.rules.iter().map(|r| r.id).max();
+                wild_max
+                    .max(c.exact_ids.max())
+                    .map_or(1, |m| m.saturating_add(1))
+            } else {
+                rule.id
+            };
+            if id_in_use(c, id) {
+                return Err(BuildError::IdInUse(id));
+            }
+            match rule.matcher {
+                Match::Exact(k) => {
+                    c.needs_flows |= uses_flows(&rule.action);
+                    let mut actions = (*c.exact_actions).clone();
+                    let mut index: HashMap<Action, u16> = actions
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| (a.clone(), i as u16))
+                        .collect();
+                    let before = actions.len();
+                    let ai = intern(&mut actions, &mut index, &rule.action)?;
+                    if c.exact.insert(&k, *slot, ai).is_err() {
+                        return Err(BuildError::DuplicateExact { line: 0, first: 0 });
+                    }
+                    if actions.len() != before {
+                        c.exact_actions = Arc::new(actions);
+                    }
+                    let mut ids = (*c.exact_ids).clone();
+                    ids.remove(id); // a stale id left by del_exact
+                    ids.insert(id, *slot);
+                    c.exact_ids = Arc::new(ids);
+                    *slot += 1;
+                }
+                Match::Wild(m) => {
+                    let at = c.wild.rules.partition_point(|r| r.prio <= rule.prio);
+                    let bpf = match &m.bpf {
+                        Some(e) => Some(Filter::compile(e, self.0.link, self.0.snaplen).map_err(
+                            |error| BuildError::Bpf {
+                                line: rule.line,
+                                error,
+                            },
+                        )?),
+                        None => None,
+                    };
+                    let new = WildRule {
+                        id,
+                        prio: rule.prio,
+                        line: rule.line,
+                        slot: *slot,
+                        has_payload: !m.payload.is_empty(),
+                        m: *m,
+                        bpf,
+                        action: rule.action,
+                    };
+                    *slot += 1;
+                    let mut rules: Vec<WildRule> = Vec::with_capacity(c.wild.rules.len() + 1);
+                    rules.extend(c.wild.rules[..at].iter().map(clone_wild));
+                    rules.push(new);
+                    rules.extend(c.wild.rules[at..].iter().map(clone_wild));
+                    rebuild_wild(c, rules)?;
+                }
+            }
+            Ok((c.id, id))
+        })
+    }
+
+    /// Removes the rule with id `id` (exact or wildcard) at run time, in one new version.
+    /// Returns the new version.
+    pub fn del_rule(&self, id: RuleId) -> Result<u64, BuildError> {
+        self.edit(|c, _| {
+            if let Some(at) = c.wild.rules.iter().position(|r| r.id == id) {
+                let rules = c
+                    .wild
+                    .rules
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != at)
+                    .map(|(_, r)| clone_wild(r))
+                    .collect();
+                rebuild_wild(c, rules)?;
+                return Ok(c.id);
+            }
+            let slot = c.exact_ids.slot(id).ok_or(BuildError::NoSuchId(id))?;
+            let key = c
+                .exact
+                .iter()
+                .find(|e| e.slot == slot)
+                .map(|e| e.key())
+                .ok_or(BuildError::NoSuchId(id))?;
+            c.exact.remove(&key);
+            let mut ids = (*c.exact_ids).clone();
+            ids.remove(id);
+            c.exact_ids = Arc::new(ids);
+            Ok(c.id)
+        })
+    }
+
+    /// Removes the exact rule of conversation `key` at run time, in one new version. Returns
+    /// the new version and the rule's id, if it had one.
+    pub fn del_key(&self, key: &ExactKey) -> Result<(u64, Option<RuleId>), BuildError> {
+        self.edit(|c, _| {
+            let e = c.exact.remove(key).ok_or(BuildError::NoSuchKey)?;
+            let id = c.exact_ids.id_of(e.slot);
+            if let Some(id) = id {
+                let mut ids = (*c.exact_ids).clone();
+                ids.remove(id);
+                c.exact_ids = Arc::new(ids);
+            }
+            Ok((c.id, id))
+        })
+    }
+
+    /// The current version's rules as a rule set: exact rules (in the order they came in; one
+    /// added without an id has id 0), then wildcard rules in evaluation order.
+    pub fn rule_set(&self) -> RuleSet {
+        let l = self.list(usize::MAX);
+        RuleSet {
+            rules: l.exact.into_iter().chain(l.wild).map(|r| r.rule).collect(),
+            options: l.options,
+        }
+    }
+
+    /// The current version's drop rules that the kernel socket filter can run, at most
+    /// `limit` of them: see [`kernel_drops`](crate::kernel_drops).
+    pub fn kernel_drops(&self, limit: usize) -> crate::KernelDrops {
+        crate::kernel_drops(&self.rule_set(), limit)
+    }
+
+    /// The current version's set-wide options.
+    pub fn options(&self) -> Options {
+        self.0.current.load().options.clone()
+    }
+
+    /// The current version's rules with their counters: every wildcard rule, and the first
+    /// `exact_limit` exact rules (a million exact rules are listed only when asked for).
+    pub fn list(&self, exact_limit: usize) -> Listing {
+        let blocks = self.0.blocks();
+        let c = self.0.current.load_full();
+        let wild = c
+            .wild
+            .rules
+            .iter()
+            .map(|r| ListedRule {
+                rule: Rule {
+                    id: r.id,
+                    prio: r.prio,
+                    matcher: Match::Wild(Box::new(r.m.clone())),
+                    action: r.action.clone(),
+                    line: r.line,
+                },
+                has_id: true,
+                stats: counters::rule_stats(&blocks, r.slot),
+            })
+            .collect();
+        let runs = c.exact_ids.by_slot();
+        let id_of = |slot: u32| -> Option<RuleId> {
+            let i = runs.partition_point(|r| r.0 <= slot).checked_sub(1)?;
+            let (s0, n, id0) = runs[i];
+            (slot - s0 < n).then_some(id0 + (slot - s0))
+        };
+        let mut exact: Vec<(u32, ExactKey, u16)> = c
+            .exact
+            .iter()
+            .map(|e| (e.slot, e.key(), e.action))
+            .collect();
+        let exact_total = exact.len();
+        if exact.len() > exact_limit {
+            exact.select_nth_unstable_by_key(exact_limit, |e| e.0);
+            exact.truncate(exact_limit);
+        }
+        exact.sort_unstable_by_key(|e| e.0);
+        let exact = exact
+            .into_iter()
+            .map(|(slot, key, a)| {
+                let id = id_of(slot);
+                ListedRule {
+                    rule: Rule {
+                        id: id.unwrap_or(0),
+                        prio: 0,
+                        matcher: Match::Exact(key),
+                        action: c.exact_actions[a as usize].clone(),
+                        line: 0,
+                    },
+                    has_id: id.is_some(),
+                    stats: counters::rule_stats(&blocks, slot),
+                }
+            })
+            .collect();
+        Listing {
+            version: c.id,
+            options: c.options.clone(),
+            wild,
+            exact,
+            exact_total,
+        }
+    }
+}
+
+/// Whether some rule of `c` has id `id` (an exact id left by `del_exact` does not count).
+fn id_in_use(c: &Compiled, id: RuleId) -> bool {
+    if c.wild.rules.iter().any(|r| r.id == id) {
+        return true;
+    }
+    c.exact_ids
+        .slot(id)
+        .is_some_and(|s| c.exact.iter().any(|e| e.slot == s))
+}
+
+fn clone_wild(r: &WildRule) -> WildRule {
+    WildRule {
+        id: r.id,
+        prio: r.prio,
+        line: r.line,
+        slot: r.slot,
+        m: r.m.clone(),
+        bpf: r.bpf.clone(),
+        action: r.action.clone(),
+        has_payload: r.has_payload,
+    }
+}
+
+/// Gives `c` a new wildcard part made of `rules` (in rank order) and a new generation.
+fn rebuild_wild(c: &mut Compiled, rules: Vec<WildRule>) -> Result<(), BuildError> {
+    let mut pats = Vec::new();
+    for (rank, r) in rules.iter().enumerate() {
+        for p in &r.m.payload {
+            pats.push((p.clone(), rank as u32));
+        }
+    }
+    let patterns = if pats.is_empty() {
+        None
+    } else {
+        Some(Patterns::new(pats)?)
+    };
+    let tss = Tss::new(rules.iter().map(|r| &r.m));
+    c.needs_flows = c.exact_actions.iter().any(uses_flows)
+        || rules.iter().any(|r| uses_flows(&r.action) || r.has_payload);
+    c.wild = Arc::new(WildPart {
+        rules,
+        tss,
+        patterns,
+        generation: c.id,
+    });
+    Ok(())
 }

@@ -68,9 +68,11 @@
 #![deny(missing_docs)]
 
 pub mod counters;
+mod display;
 pub mod engine;
 mod exact;
 pub mod fields;
+pub mod kernel;
 mod parse;
 pub mod patterns;
 pub mod rule;
@@ -78,10 +80,12 @@ mod wild;
 
 pub use crate::counters::{RuleStats, Totals};
 pub use crate::engine::{
-    BuildError, Decision, Engine, Evaluator, ExactRule, Outcome, Stats, WildStats,
+    BuildError, Decision, Engine, Evaluator, ExactRule, ListedRule, Listing, Outcome, Stats,
+    WildStats,
 };
 pub use crate::exact::SHARDS;
 pub use crate::fields::{fields_from_decoded, fields_from_frame, PacketFields, NO_OFFSET, NO_VLAN};
+pub use crate::kernel::{kernel_drops, KernelDrops};
 pub use crate::parse::ParseError;
 pub use crate::rule::{
     Action, Base, ByteMatch, ExactKey, Match, Options, PortRange, Prefix, Rule, RuleId, RuleSet,

@@ -1,0 +1,463 @@
+//! The kernel's share of the rules: the drop rules that a socket filter can run, as one libpcap
+//! expression ([`kernel_drops`]). A packet the expression matches is one the engine would drop
+//! anyway, so the capture path may reject it in the kernel (`EXPR and not (DROPS)` as the socket
+//! filter) and save copying it; those packets then never reach the engine, so its counters do
+//! not see them: count them apart (the interface's counters less the socket's).
+//!
+//! # Which rules
+//!
+//! * Exact drop rules (they always decide first) without a VLAN, of IPv4 or IPv6; for TCP, UDP
+//!   and SCTP with both ports given.
+//! * Wildcard drop rules that stop, made of `ip4`/`ip6`, `proto`, `src`/`dst`/`host`, ports,
+//!   `flags`, `len` and `bpf` terms (no `vlan`, `bytes` or `payload`), and only when nothing
+//!   evaluated before them could keep a packet they match: no `learn` in the set, no exact rule
+//!   that keeps packets of a conversation they could match, and no earlier wildcard rule that
+//!   stops with another verdict and could match the same packets (a conservative overlap test
+//!   on the header fields).
+//!
+//! # Why the expression is longer than the rules
+//!
+//! The engine matches the innermost IP header of a packet it could decode; libpcap the
+//! outermost. Every term therefore also requires what weir-decode requires of the headers (IPv4
+//! version, header length, total length; the whole TCP header; the 8-byte UDP header...) and
+//! excludes what it would look through (IP-in-IP, GRE, IPv6 extension headers, VXLAN's UDP port),
+//! so the expression never matches a packet the engine sees differently: it can only drop less
+//! than the engine, never more (tested on the corpus against the engine).
+//!
+//! Limits: the expression reads the packet as libpcap lays it out (the VLAN tag in the frame).
+//! On an interface whose NIC strips VLAN tags into metadata, a tagged packet looks untagged to
+//! the socket filter: there, exact rules (which match untagged packets only) must stay out of
+//! the kernel. The kernel runs the filter on the whole packet, the engine on the captured bytes:
+//! the two agree when the snap length keeps the headers.
+
+use crate::fields::{PacketFields, NO_VLAN};
+use crate::rule::{ExactKey, Match, Prefix, Rule, RuleId, RuleSet, Verdict, WildMatch};
+use crate::{display::Addr, Action};
+
+/// The drop rules the kernel can run, by [`kernel_drops`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelDrops {
+    /// The libpcap expression matching the packets those rules drop; `None` when no rule
+    /// qualifies.
+    pub expr: Option<String>,
+    /// Ids of the rules covered, exact then wildcard.
+    pub covered: Vec<RuleId>,
+    /// Exact rules covered.
+    pub exact: usize,
+    /// Wildcard rules covered.
+    pub wild: usize,
+    /// Drop rules left to the engine, with the reason.
+    pub skipped: Vec<(RuleId, &'static str)>,
+}
+
+const IPIP: u8 = 4;
+const IPV6_IN_IP: u8 = 41;
+const GRE: u8 = 47;
+const VXLAN_PORT: u16 = 4789;
+
+/// True for protocols the decoder looks through (tunnels) or past (IPv6 extension headers).
+fn opaque_proto(fam: u8, p: u8) -> bool {
+    matches!(p, IPIP | IPV6_IN_IP | GRE)
+        || (fam == 6 && matches!(p, 0 | 43 | 44 | 51 | 60 | 135 | 139 | 140))
+}
+
+fn has_ports(p: u8) -> bool {
+    matches!(p, 6 | 17 | 132)
+}
+
+/// The header checks weir-decode makes before it reports an IP header of family `fam`.
+fn ip_guard(fam: u8) -> &'static str {
+    if fam == 4 {
+        "ip and ip[0] & 0xf0 = 0x40 and ip[0] & 0xf >= 5 and ip[(ip[0] & 0xf) * 4 - 1] >= 0 \
+         and (ip[2:2] = 0 or ip[2:2] >= (ip[0] & 0xf) * 4)"
+    } else {
+        "ip6 and ip6[0] & 0xf0 = 0x60 and ip6[39] >= 0"
+    }
+}
+
+/// The protocol test, and the checks that the transport header is whole when `l4`.
+fn proto_cond(fam: u8, p: u8, l4: bool) -> String {
+    let mut s = if fam == 4 {
+        format!("ip[9] = {p}")
+    } else {
+        format!("ip6[6] = {p}")
+    };
+    if p == 17 {
+        s += &if fam == 4 {
+            format!(" and not udp[2:2] = {VXLAN_PORT}")
+        } else {
+            format!(" and not ip6[42:2] = {VXLAN_PORT}")
+        };
+    }
+    if l4 {
+        s += match (fam, p) {
+            (4, 6) => " and tcp[12] & 0xf0 >= 0x50 and tcp[((tcp[12] & 0xf0) >> 2) - 1] >= 0",
+            (4, 17) => " and udp[7] >= 0 and (udp[4:2] = 0 or udp[4:2] >= 8)",
+            (4, _) => " and sctp[11] >= 0",
+            (_, 6) => " and ip6[52] & 0xf0 >= 0x50 and ip6[40 + ((ip6[52] & 0xf0) >> 2) - 1] >= 0",
+            (_, 17) => " and ip6[47] >= 0 and (ip6[44:2] = 0 or ip6[44:2] >= 8)",
+            _ => " and ip6[51] >= 0",
+        };
+    }
+    s
+}
+
+/// The load of a port (`dst` or source) of protocol `p`.
+fn port_load(fam: u8, p: u8, dst: bool) -> String {
+    let off = if dst { 2 } else { 0 };
+    if fam == 6 {
+        return format!("ip6[{}:2]", 40 + off);
+    }
+    let l = match p {
+        6 => "tcp",
+        17 => "udp",
+        _ => "sctp",
+    };
+    format!("{l}[{off}:2]")
+}
+
+fn range(load: &str, lo: u16, hi: u16) -> String {
+    if lo == hi {
+        format!("{load} = {lo}")
+    } else {
+        format!("{load} >= {lo} and {load} <= {hi}")
+    }
+}
+
+fn ip_word(fam: u8) -> &'static str {
+    if fam == 4 {
+        "ip"
+    } else {
+        "ip6"
+    }
+}
+
+/// The expression of an exact drop rule, or why it cannot go to the kernel.
+fn exact_expr(k: &ExactKey) -> Result<String, &'static str> {
+    if k.vlan != NO_VLAN {
+        return Err("a VLAN");
+    }
+    if opaque_proto(k.family, k.proto) {
+        return Err("a tunnel or extension-header protocol");
+    }
+    let ports = has_ports(k.proto);
+    if ports && (k.pa == 0 || k.pb == 0) {
+        return Err("port 0");
+    }
+    if !ports && (k.pa != 0 || k.pb != 0) {
+        return Err("ports on a protocol without ports");
+    }
+    let (fam, ip) = (k.family, ip_word(k.family));
+    let dir = |a: u128, pa: u16, b: u128, pb: u16| {
+        let mut s = format!(
+            "{ip} src host {} and {ip} dst host {}",
+            Addr(fam, a),
+            Addr(fam, b)
+        );
+        if ports {
+            s += &format!(
+                " and {} = {pa} and {} = {pb}",
+                port_load(fam, k.proto, false),
+                port_load(fam, k.proto, true)
+            );
+        }
+        s
+    };
+    Ok(format!(
+        "({} and {} and (({}) or ({})))",
+        ip_guard(fam),
+        proto_cond(fam, k.proto, ports),
+        dir(k.a, k.pa, k.b, k.pb),
+        dir(k.b, k.pb, k.a, k.pa)
+    ))
+}
+
+/// The family a match is limited to (its `ip4`/`ip6`, else its prefixes'), and false when its
+/// terms contradict each other (it matches nothing).
+fn family_of(m: &WildMatch) -> (Option<u8>, bool) {
+    let mut fam = m.family;
+    for p in [m.src, m.dst, m.host].into_iter().flatten() {
+        match fam {
+            Some(f) if f != p.family => return (fam, false),
+            _ => fam = Some(p.family),
+        }
+    }
+    (fam, true)
+}
+
+/// The expression of a wildcard drop rule, or why it cannot go to the kernel.
+fn wild_expr(m: &WildMatch) -> Result<String, &'static str> {
+    if m.vlan.is_some() {
+        return Err("a VLAN");
+    }
+    if !m.bytes.is_empty() {
+        return Err("byte matches");
+    }
+    if !m.payload.is_empty() {
+        return Err("payload patterns");
+    }
+    let (fam, ok) = family_of(m);
+    if !ok {
+        return Err("it matches nothing");
+    }
+    let ports = m.sport.is_some() || m.dport.is_some() || m.port.is_some();
+    let mut alts = Vec::new();
+    for f in fam.map_or(vec![4, 6], |f| vec![f]) {
+        let protos: Vec<Option<u8>> = match m.proto {
+            Some(p) if opaque_proto(f, p) => return Err("a tunnel or extension-header protocol"),
+            Some(p) if (ports && !has_ports(p)) || (m.flags.is_some() && p != 6) => continue,
+            Some(p) => vec![Some(p)],
+            None if m.flags.is_some() => vec![Some(6)],
+            None if ports => vec![Some(6), Some(17), Some(132)],
+            None => vec![None],
+        };
+        for p in protos {
+            let mut t = vec![ip_guard(f).to_string()];
+            match p {
+                Some(p) => t.push(proto_cond(f, p, ports || m.flags.is_some())),
+                None if f == 4 => t.push(format!(
+                    "ip[9] != {IPIP} and ip[9] != {IPV6_IN_IP} and ip[9] != {GRE} and \
+                     not (ip[9] = 17 and udp[2:2] = {VXLAN_PORT})"
+                )),
+                None => t.push(format!(
+                    "(ip6[6] = 6 or ip6[6] = 1 or ip6[6] = 58 or ip6[6] = 132 or \
+                     (ip6[6] = 17 and not ip6[42:2] = {VXLAN_PORT}))"
+                )),
+            }
+            let ip = ip_word(f);
+            for (w, pre) in [("src net", m.src), ("dst net", m.dst), ("net", m.host)] {
+                if let Some(pre) = pre.filter(|p| p.len > 0) {
+                    t.push(format!("{ip} {w} {}/{}", Addr(f, pre.addr), pre.len));
+                }
+            }
+            if let Some(p) = p.filter(|&p| has_ports(p)) {
+                let (sl, dl) = (port_load(f, p, false), port_load(f, p, true));
+                if let Some(r) = m.sport {
+                    t.push(range(&sl, r.lo, r.hi));
+                }
+                if let Some(r) = m.dport {
+                    t.push(range(&dl, r.lo, r.hi));
+                }
+                if let Some(r) = m.port {
+                    t.push(format!(
+                        "(({}) or ({}))",
+                        range(&sl, r.lo, r.hi),
+                        range(&dl, r.lo, r.hi)
+                    ));
+                }
+            }
+            if let Some((set, mask)) = m.flags {
+                let load = if f == 4 { "tcp[13]" } else { "ip6[53]" };
+                t.push(format!("{load} & {mask} = {set}"));
+            }
+            if let Some((lo, hi)) = m.len {
+                t.push(format!("len >= {lo} and len <= {hi}"));
+            }
+            if let Some(e) = &m.bpf {
+                t.push(format!("({e})"));
+            }
+            alts.push(format!("({})", t.join(" and ")));
+        }
+    }
+    if alts.is_empty() {
+        return Err("it matches nothing");
+    }
+    Ok(if alts.len() == 1 {
+        alts.remove(0)
+    } else {
+        format!("({})", alts.join(" or "))
+    })
+}
+
+fn drops(a: &Action) -> bool {
+    a.verdict == Some(Verdict::Drop) && a.learn.is_none()
+}
+
+fn prefixes_overlap(a: Option<Prefix>, b: Option<Prefix>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let len = a.len.min(b.len);
+            a.family == b.family
+                && a.addr & Prefix::mask(a.family, len) == b.addr & Prefix::mask(a.family, len)
+        }
+        _ => true,
+    }
+}
+
+fn both<T: PartialEq + Copy>(a: Option<T>, b: Option<T>, ok: impl Fn(T, T) -> bool) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => ok(a, b),
+        _ => true,
+    }
+}
+
+/// False only when no packet can match both `q` and `r` (decided on the header fields).
+fn may_overlap(q: &WildMatch, r: &WildMatch) -> bool {
+    let (fq, okq) = family_of(q);
+    let (fr, okr) = family_of(r);
+    okq && okr
+        && both(fq, fr, |a, b| a == b)
+        && both(q.vlan, r.vlan, |a, b| a == b)
+        && both(q.proto, r.proto, |a, b| a == b)
+        && prefixes_overlap(q.src, r.src)
+        && prefixes_overlap(q.dst, r.dst)
+        && both(q.sport, r.sport, |a, b| a.lo <= b.hi && b.lo <= a.hi)
+        && both(q.dport, r.dport, |a, b| a.lo <= b.hi && b.lo <= a.hi)
+        && both(q.flags, r.flags, |(s1, m1), (s2, m2)| {
+            (s1 ^ s2) & m1 & m2 == 0
+        })
+        && both(q.len, r.len, |(a1, b1), (a2, b2)| a1 <= b2 && a2 <= b1)
+}
+
+/// False only when no packet of conversation `k` can match `r`'s header fields.
+fn key_may_match(k: &ExactKey, r: &WildMatch) -> bool {
+    let h = WildMatch {
+        flags: None,
+        len: None,
+        bytes: Vec::new(),
+        payload: Vec::new(),
+        bpf: None,
+        ..r.clone()
+    };
+    [(k.a, k.pa, k.b, k.pb), (k.b, k.pb, k.a, k.pa)]
+        .iter()
+        .any(|&(src, sport, dst, dport)| {
+            let f = PacketFields {
+                vlan: k.vlan,
+                family: k.family,
+                proto: k.proto,
+                src,
+                dst,
+                sport,
+                dport,
+                l4: 0,
+                ..PacketFields::empty(0, 0)
+            };
+            h.header_matches(&f)
+        })
+}
+
+/// Exact rules that keep packets, beyond which wildcard rules are not checked one by one.
+const MAX_KEEPING_EXACT: usize = 10_000;
+
+/// The drop rules of `set` that the kernel can run safely, at most `limit` of them (a classic
+/// BPF program holds 4096 instructions; an exact rule takes about 30), as one libpcap
+/// expression. See the [module documentation](self) for which rules qualify.
+pub fn kernel_drops(set: &RuleSet, limit: usize) -> KernelDrops {
+    let mut out = KernelDrops::default();
+    let mut terms = Vec::new();
+    let any_learn = set.rules.iter().any(|r| r.action.learn.is_some());
+    let keeping_exact: Vec<&ExactKey> = set
+        .rules
+        .iter()
+        .filter_map(|r| match &r.matcher {
+            Match::Exact(k) if !drops(&r.action) => Some(k),
+            _ => None,
+        })
+        .collect();
+    for r in &set.rules {
+        let Match::Exact(k) = &r.matcher else {
+            continue;
+        };
+        if !drops(&r.action) {
+            continue;
+        }
+        if out.covered.len() >= limit {
+            out.skipped.push((r.id, "over the limit"));
+            continue;
+        }
+        match exact_expr(k) {
+            Ok(e) => {
+                terms.push(e);
+                out.covered.push(r.id);
+                out.exact += 1;
+            }
+            Err(why) => out.skipped.push((r.id, why)),
+        }
+    }
+    let mut wild: Vec<(usize, &Rule, &WildMatch)> = set
+        .rules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match &r.matcher {
+            Match::Wild(m) => Some((i, r, &**m)),
+            Match::Exact(_) => None,
+        })
+        .collect();
+    wild.sort_by_key(|w| (w.1.prio, w.0));
+    for (rank, &(_, r, m)) in wild.iter().enumerate() {
+        if !drops(&r.action) {
+            continue;
+        }
+        let why = if !r.action.stop {
+            Some("it continues: later rules may keep the packet")
+        } else if any_learn {
+            Some("the set learns flows (learnt flows are decided first)")
+        } else if keeping_exact.len() > MAX_KEEPING_EXACT {
+            Some("too many exact rules that keep packets")
+        } else if keeping_exact.iter().any(|k| key_may_match(k, m)) {
+            Some("an exact rule keeps packets it could match")
+        } else if wild[..rank].iter().any(|&(_, q, qm)| {
+            q.action.stop
+                && q.action.verdict != Some(Verdict::Drop)
+                && !(q.action.verdict.is_none() && set.options.default_drop)
+                && may_overlap(qm, m)
+        }) {
+            Some("an earlier rule may keep packets it matches")
+        } else if out.covered.len() >= limit {
+            Some("over the limit")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            out.skipped.push((r.id, why));
+            continue;
+        }
+        match wild_expr(m) {
+            Ok(e) => {
+                terms.push(e);
+                out.covered.push(r.id);
+                out.wild += 1;
+            }
+            Err(why) => out.skipped.push((r.id, why)),
+        }
+    }
+    if !terms.is_empty() {
+        out.expr = Some(terms.join(" or "));
+    }
+    out
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn which_rules_go_to_the_kernel() {
+        let set = RuleSet::parse(
+            "exact tcp 10.0.0.9:5000 10.0.0.1:873 -> drop\n\
+             exact tcp 10.0.0.9:0 10.0.0.1:873 -> drop\n\
+             exact udp 10.0.0.9:53 10.0.0.1:53 vlan 3 -> drop\n\
+             exact udp 10.0.0.7:53 10.0.0.1:53 -> pass\n\
+             proto udp src 10.0.0.0/24 -> drop\n\
+             proto udp src 192.168.0.0/16 -> pass\n\
+             src 192.168.1.0/24 -> drop\n\
+             proto tcp dst 172.16.0.0/12 port 22 -> drop\n\
+             payload \"x\" -> drop\n",
+        )
+        .unwrap();
+        let k = kernel_drops(&set, 100);
+        assert_eq!(k.covered, vec![1, 8]);
+        assert_eq!((k.exact, k.wild), (1, 1));
+        let why: Vec<_> = k.skipped.iter().map(|s| s.0).collect();
+        assert_eq!(why, vec![2, 3, 5, 7, 9]);
+        assert_eq!(k.skipped[2].1, "an exact rule keeps packets it could match");
+        assert_eq!(
+            k.skipped[3].1,
+            "an earlier rule may keep packets it matches"
+        );
+        assert!(kernel_drops(&set, 1)
+            .skipped
+            .contains(&(8, "over the limit")));
+    }
+}
