@@ -55,6 +55,8 @@ enum Command {
     Latency(cmd::latency::Args),
     /// Build a namespace test bench, apply queueing setups, run measurement scenarios.
     Lab(cmd::lab::Args),
+    /// Change and read a running weir's rules over its control socket; check a rule file.
+    Rules(cmd::rules::Args),
 }
 
 fn main() -> ExitCode {
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
         Command::Gen(a) => cmd::gen::run(a),
         Command::Latency(a) => cmd::latency::run(a),
         Command::Lab(a) => cmd::lab::run(a),
+        Command::Rules(a) => cmd::rules::run(a),
     };
     match result {
         Ok(status) => status.into(),

@@ -11,3 +11,4 @@ pub(crate) mod lab;
 pub(crate) mod latency;
 pub(crate) mod read;
 pub(crate) mod record;
+pub(crate) mod rules;
