@@ -549,3 +549,105 @@ fn a_bad_rule_file_is_refused_naming_the_line_and_column() {
     // Nothing was recorded: the store was not even created.
     assert!(!tmp.path().join("store").exists(), "{err}");
 }
+
+#[test]
+fn capture_applies_the_rules_and_reloads_on_sighup() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, rules, log) = (
+        tmp.path().join("cap.pcapng"),
+        tmp.path().join("rules.txt"),
+        tmp.path().join("log"),
+    );
+    std::fs::write(
+        &rules,
+        "dport 7000 -> slice 64 tag x\nhost 10.50.0.9 -> drop\n",
+    )
+    .unwrap();
+    let child = weir()
+        .args(["capture", "-i", &b.host_if, "-w"])
+        .arg(&out)
+        .arg("--rules")
+        .arg(&rules)
+        .arg("ip and udp")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let rec = Rec {
+        child,
+        log: log.clone(),
+    };
+    let t = Instant::now();
+    while !rec.text().contains("capturing on") {
+        assert!(t.elapsed() < Duration::from_secs(30), "{}", rec.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(rec.text().contains("cannot store tags"), "{}", rec.text());
+    send(
+        &b,
+        &[
+            "--src",
+            "10.50.0.9",
+            "--dport",
+            "9000",
+            "-c",
+            "20",
+            "--pps",
+            "2000",
+        ],
+    );
+    send(
+        &b,
+        &[
+            "--src",
+            "10.50.0.1",
+            "--dport",
+            "7000",
+            "-c",
+            "20",
+            "--size",
+            "300",
+            "--pps",
+            "2000",
+        ],
+    );
+    // Now keep port 7000 whole.
+    std::fs::write(&rules, "host 10.50.0.9 -> drop\n").unwrap();
+    rec.kill("-HUP");
+    wait_reloads(1, &rec);
+    send(
+        &b,
+        &[
+            "--src",
+            "10.50.0.1",
+            "--dport",
+            "7000",
+            "-c",
+            "10",
+            "--size",
+            "300",
+            "--pps",
+            "2000",
+        ],
+    );
+    let text = rec.stop();
+    let frames: Vec<(u64, u64)> = tshark_fields(&out, &["frame.len", "frame.cap_len"])
+        .into_iter()
+        .map(|f| (f[0].parse().unwrap(), f[1].parse().unwrap()))
+        .collect();
+    let mut want = vec![(300, 64); 20];
+    want.extend(vec![(300, 300); 10]);
+    assert_eq!(frames, want, "{text}");
+    assert!(
+        text.contains(
+            "rules (version 2, 1 reload(s), 0 failed): 50 in, 10 passed, 20 dropped (0 cut off \
+             per flow), 20 sliced, 0 sampled out, 10 matched no rule; 20 tagged (tags not stored)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("rules: 20 dropped after the filter"),
+        "{text}"
+    );
+}
