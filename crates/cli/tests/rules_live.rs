@@ -311,6 +311,22 @@ fn record_stores_exactly_what_the_rules_pass() {
     }
     assert_eq!(frames, want, "{log}");
     assert_eq!(capinfos, 50 + 50 + 30 + 40);
+    // The cutoff kept the first 10 packets of each flow: gen's stamp (payload bytes 6..10)
+    // holds the sequence number within the flow.
+    let mut seqs: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for seg in segments(&dir) {
+        for f in tshark_fields(&seg, &["ip.src", "udp.srcport", "udp.payload"]) {
+            if f[0] == "10.50.0.2" {
+                let hex = f[2].replace(':', "");
+                let seq = u32::from_str_radix(&hex[12..20], 16).unwrap();
+                seqs.entry(f[1].clone()).or_default().push(seq);
+            }
+        }
+    }
+    for (port, s) in &seqs {
+        assert_eq!(s, &(0..10).collect::<Vec<u32>>(), "flow from port {port}");
+    }
+    assert_eq!(seqs.len(), 3);
 
     let s = json(&stats);
     let t = reconcile(&s, capinfos);
