@@ -227,7 +227,7 @@ impl Config {
         if self.max_caplen > (u32::MAX as usize) - 64 {
             return bad(format!("max_caplen {} is too large", self.max_caplen));
         }
-        let max_record = pcapng::record_len(self.max_caplen) as u64;
+        let max_record = pcapng::epb_len(self.max_caplen, pcapng::MAX_COMMENT) as u64;
         let headroom = max_record * self.max_writers as u64;
         if headroom + max_record > self.size as u64 {
             return bad(format!(

@@ -26,6 +26,13 @@
 //! bytes, which every reader takes as "no options") fills the gap. The smallest record (caplen 0)
 //! is 32 bytes, and every record is a multiple of 8.
 //!
+//! A packet may carry a **comment** (the rule engine's tag, see [`write_epb_commented`]): an
+//! `opt_comment` option (code 1, the comment's length, the comment zero-padded to 4) after the
+//! data, followed by `opt_endofopt` only when the block needs those 4 bytes to reach a multiple
+//! of 8 (otherwise the options end with the block, which pcapng allows; tshark, capinfos and
+//! libpcap read both forms). tshark shows the comment as `frame.comment`. Comments are at most
+//! [`MAX_COMMENT`] bytes, so the largest record is [`epb_len`]`(max_caplen, MAX_COMMENT)`.
+//!
 //! **Padding records**, which readers of the buffer and of the file skip, are Interface
 //! Statistics Blocks whose `opt_comment` fills the gap (tcpdump/libpcap skip them, capinfos does
 //! not count them and tshark lists no frame for them; see BRIEF "Facts found by experiment"):
@@ -51,13 +58,27 @@ pub const EPB_HEADER_LEN: usize = 28;
 /// The smallest block either kind of record can be: an EPB with no data, an ISB with an empty
 /// comment.
 pub const MIN_BLOCK_LEN: usize = 32;
-/// `opt_comment`, the option code used to fill padding blocks.
+/// `opt_comment`, the option code of packet comments, also used to fill padding blocks.
 const OPT_COMMENT: u16 = 1;
+/// Longest packet comment in bytes (longer ones are cut).
+pub const MAX_COMMENT: usize = 64;
 
 /// Length in bytes of the EPB record holding `caplen` bytes of packet.
 #[inline]
 pub const fn record_len(caplen: usize) -> usize {
     MIN_BLOCK_LEN + ((caplen + 7) & !7)
+}
+
+/// Length in bytes of the EPB record holding `caplen` bytes of packet and a comment of
+/// `comment_len` bytes (at most [`MAX_COMMENT`]; 0: no comment, [`record_len`]).
+#[inline]
+pub const fn epb_len(caplen: usize, comment_len: usize) -> usize {
+    if comment_len == 0 {
+        return record_len(caplen);
+    }
+    let base = EPB_HEADER_LEN + ((caplen + 3) & !3) + 4 + ((comment_len + 3) & !3) + 4;
+    // base is 0 or 4 mod 8; 4 more bytes (opt_endofopt) align it.
+    (base + 7) & !7
 }
 
 #[inline]
@@ -86,6 +107,41 @@ pub fn write_epb(dst: &mut [u8], iface: u32, ts_ns: u64, orig_len: u32, data: &[
     dst[EPB_HEADER_LEN..EPB_HEADER_LEN + caplen].copy_from_slice(data);
     // Data padding to 4 and, when needed, the opt_endofopt that brings the block to 8: zeros.
     dst[EPB_HEADER_LEN + caplen..len - 4].fill(0);
+    put_u32(dst, len - 4, len as u32);
+}
+
+/// Writes one EPB carrying `comment` as its `opt_comment` into `dst`, whose length must be
+/// `epb_len(data.len(), comment.len())`; an empty comment writes [`write_epb`]'s block.
+#[inline]
+pub fn write_epb_commented(
+    dst: &mut [u8],
+    iface: u32,
+    ts_ns: u64,
+    orig_len: u32,
+    data: &[u8],
+    comment: &[u8],
+) {
+    if comment.is_empty() {
+        return write_epb(dst, iface, ts_ns, orig_len, data);
+    }
+    let len = dst.len();
+    debug_assert_eq!(len, epb_len(data.len(), comment.len()));
+    let caplen = data.len();
+    put_u32(dst, 0, EPB_TYPE);
+    put_u32(dst, 4, len as u32);
+    put_u32(dst, 8, iface);
+    put_u32(dst, 12, (ts_ns >> 32) as u32);
+    put_u32(dst, 16, ts_ns as u32);
+    put_u32(dst, 20, caplen as u32);
+    put_u32(dst, 24, orig_len);
+    dst[EPB_HEADER_LEN..EPB_HEADER_LEN + caplen].copy_from_slice(data);
+    let opt = EPB_HEADER_LEN + ((caplen + 3) & !3);
+    dst[EPB_HEADER_LEN + caplen..opt].fill(0);
+    dst[opt..opt + 2].copy_from_slice(&OPT_COMMENT.to_ne_bytes());
+    dst[opt + 2..opt + 4].copy_from_slice(&(comment.len() as u16).to_ne_bytes());
+    dst[opt + 4..opt + 4 + comment.len()].copy_from_slice(comment);
+    // The comment's padding and, when present, opt_endofopt: zeros.
+    dst[opt + 4 + comment.len()..len - 4].fill(0);
     put_u32(dst, len - 4, len as u32);
 }
 
@@ -195,6 +251,25 @@ impl<'a> Record<'a> {
         let caplen = get_u32(self.block, 20) as usize;
         &self.block[EPB_HEADER_LEN..EPB_HEADER_LEN + caplen]
     }
+
+    /// The packet's comment (`opt_comment`, the rule engine's tag), if it has one.
+    pub fn comment(&self) -> Option<&'a [u8]> {
+        let caplen = get_u32(self.block, 20) as usize;
+        let mut at = EPB_HEADER_LEN + ((caplen + 3) & !3);
+        let end = self.block.len().saturating_sub(4);
+        while at + 4 <= end {
+            let code = u16::from_ne_bytes([self.block[at], self.block[at + 1]]);
+            let len = u16::from_ne_bytes([self.block[at + 2], self.block[at + 3]]) as usize;
+            if code == 0 || at + 4 + len > end {
+                return None;
+            }
+            if code == OPT_COMMENT {
+                return Some(&self.block[at + 4..at + 4 + len]);
+            }
+            at += 4 + ((len + 3) & !3);
+        }
+        None
+    }
 }
 
 impl std::fmt::Debug for Record<'_> {
@@ -268,6 +343,29 @@ mod tests {
             assert!(block[EPB_HEADER_LEN + caplen..len - 4]
                 .iter()
                 .all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn commented_epbs_are_8_aligned_and_read_back() {
+        for caplen in [0usize, 1, 3, 4, 5, 7, 8, 60, 64, 1514] {
+            for clen in [0usize, 1, 3, 4, 5, 8, 12, 13, 24, MAX_COMMENT] {
+                let data: Vec<u8> = (0..caplen).map(|i| i as u8 | 0x80).collect();
+                let comment: Vec<u8> = (0..clen).map(|i| b'a' + (i % 26) as u8).collect();
+                let l = epb_len(caplen, clen);
+                assert_eq!(l % 8, 0);
+                assert!(clen == 0 || l >= EPB_HEADER_LEN + caplen + 4 + clen + 4);
+                assert!(l <= epb_len(caplen, MAX_COMMENT));
+                let mut block = vec![0xAAu8; l];
+                write_epb_commented(&mut block, 3, 99, 7000, &data, &comment);
+                assert_eq!(get_u32(&block, 4) as usize, l);
+                assert_eq!(get_u32(&block, l - 4) as usize, l);
+                let r = Record::new(0, &block);
+                assert_eq!(r.data(), &data[..]);
+                assert_eq!((r.iface(), r.ts_ns(), r.orig_len()), (3, 99, 7000));
+                let want = (clen > 0).then_some(&comment[..]);
+                assert_eq!(r.comment(), want, "caplen {caplen} comment {clen}");
+            }
         }
     }
 

@@ -168,8 +168,9 @@ fn full_buffer_drops_and_counts_then_recovers() {
     while w.push(0, ok, 64, &payload(ok, 64)).is_ok() {
         ok += 1;
     }
-    // Usable space is size − headroom (2 writers × record_len(256)).
-    let usable = size - 2 * record_len(256);
+    // Usable space is size − headroom (2 writers × the largest record: 256 bytes and the
+    // longest comment).
+    let usable = size - 2 * crate::pcapng::epb_len(256, crate::pcapng::MAX_COMMENT);
     assert_eq!(ok as usize, usable / record_len(64));
     for _ in 0..10 {
         assert_eq!(w.push(0, 0, 64, &payload(0, 64)), Err(Dropped::Full));
@@ -181,6 +182,33 @@ fn full_buffer_drops_and_counts_then_recovers() {
     assert_eq!(drain(&mut r).len() as u64, ok);
     w.push(0, 1, 64, &payload(1, 64)).unwrap();
     assert_eq!(buf.stats().pushed, ok + 1);
+}
+
+#[test]
+fn commented_records_read_back_between_plain_ones() {
+    let buf = small(1 << 12, 1, 0);
+    let mut w = buf.writer().unwrap();
+    let mut r = buf.reader(0).unwrap();
+    w.push(0, 1, 64, &payload(1, 60)).unwrap();
+    w.push_commented(0, 2, 64, &payload(2, 61), b"weir-tag=lab")
+        .unwrap();
+    w.push_commented(0, 3, 99, &payload(3, 62), &[b'x'; 100])
+        .unwrap();
+    w.push(0, 4, 64, &payload(4, 63)).unwrap();
+    let b = r.next_batch().unwrap();
+    let got: Vec<_> = b
+        .records()
+        .map(|x| (x.ts_ns(), x.data().len(), x.comment().map(<[u8]>::to_vec)))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, 60, None),
+            (2, 61, Some(b"weir-tag=lab".to_vec())),
+            (3, 62, Some(vec![b'x'; crate::pcapng::MAX_COMMENT])),
+            (4, 63, None),
+        ]
+    );
 }
 
 #[test]

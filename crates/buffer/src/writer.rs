@@ -69,6 +69,7 @@ impl Writer {
     ///
     /// Never blocks: when the slowest registered reader leaves no room, the packet is dropped,
     /// counted, and [`Dropped::Full`] returned.
+    #[inline]
     pub fn push(
         &mut self,
         iface: u32,
@@ -76,11 +77,26 @@ impl Writer {
         orig_len: u32,
         data: &[u8],
     ) -> Result<(), Dropped> {
+        self.push_commented(iface, ts_ns, orig_len, data, &[])
+    }
+
+    /// Like [`push`](Self::push), with `comment` stored as the EPB's `opt_comment` (see
+    /// [`pcapng`](crate::pcapng); cut to [`MAX_COMMENT`](crate::pcapng::MAX_COMMENT) bytes, empty:
+    /// none).
+    pub fn push_commented(
+        &mut self,
+        iface: u32,
+        ts_ns: u64,
+        orig_len: u32,
+        data: &[u8],
+        comment: &[u8],
+    ) -> Result<(), Dropped> {
         if data.len() > self.buf.inner.max_caplen {
             bump(&self.slot().dropped_oversize);
             return Err(Dropped::TooLong);
         }
-        let len = record_len(data.len()) as u64;
+        let comment = &comment[..comment.len().min(pcapng::MAX_COMMENT)];
+        let len = pcapng::epb_len(data.len(), comment.len()) as u64;
         loop {
             let Some(a) = self.reserve(len) else {
                 bump(&self.slot().dropped_full);
@@ -94,7 +110,7 @@ impl Writer {
                 // reading it (the room check), and readers will not read it before the Release
                 // store below makes it visible (the frontier stops at our announcement).
                 let dst = unsafe { inner.bytes_mut(pos, len as usize) };
-                pcapng::write_epb(dst, iface, ts_ns, orig_len, data);
+                pcapng::write_epb_commented(dst, iface, ts_ns, orig_len, data, comment);
                 self.commit();
                 bump(&self.slot().pushed);
                 return Ok(());

@@ -91,6 +91,9 @@ pub enum CaptureError {
     /// A capture file being imported could not be read.
     #[error(transparent)]
     Read(#[from] weir_pcap::ReadError),
+    /// The rule set could not be compiled.
+    #[error("rules: {0}")]
+    Rules(#[from] weir_rules::BuildError),
 }
 
 impl CaptureError {

@@ -1,7 +1,10 @@
 //! The capture loop of the live pipeline: one thread per ring reads its blocks in place, puts
 //! back VLAN tags the NIC stripped, runs the user-space part of the filter (programs the kernel
-//! refuses), slices packets to their headers when asked, and copies each packet into the shared
-//! packet buffer ([`weir_buffer`]). It never blocks on a consumer: when the buffer is full the
+//! refuses), then the rule engine when there are rules (drop, keep whole, cut to
+//! `Decision::keep` bytes with the wire length kept, tag: see [`Rules`](crate::Rules)), slices
+//! packets to their headers when asked, and copies each packet into the shared
+//! packet buffer ([`weir_buffer`]). A tagged packet's record carries the tag as its pcapng
+//! comment, `weir-tag=TAG` ([`tag_comment`]). It never blocks on a consumer: when the buffer is full the
 //! packet is dropped and counted there.
 //!
 //! Counters are per thread, updated with relaxed stores by their one writer and read by the
@@ -12,9 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use weir_buffer::{Dropped, Pending};
-use weir_decode::SliceLevel;
+use weir_decode::{Decoded, SliceLevel};
 use weir_filter::Filter;
 use weir_packet::LinkType;
+use weir_rules::{Decision, Evaluator, Outcome, Tag};
 
 use crate::RxRing;
 
@@ -44,6 +48,13 @@ pub struct FeedCounters {
     pub buffer_full: AtomicU64,
     /// Packets dropped because they were longer than the buffer accepts.
     pub too_long: AtomicU64,
+    /// Packets the rules dropped (a `drop` verdict, a per-flow cutoff, or left out by `sample`),
+    /// after the filter; not counted in `filtered`.
+    pub rules_dropped: AtomicU64,
+    /// Packets the rules cut short (a `slice` or a cutoff's last piece).
+    pub rules_sliced: AtomicU64,
+    /// Packets the rules kept with a tag.
+    pub tagged: AtomicU64,
 }
 
 /// The counters of one or more capture threads at one moment (see [`FeedCounters`] for what
@@ -68,6 +79,12 @@ pub struct FeedTotals {
     pub buffer_full: u64,
     /// Packets dropped: longer than the buffer accepts.
     pub too_long: u64,
+    /// Packets the rules dropped after the filter (drop, cutoff, sampled out).
+    pub rules_dropped: u64,
+    /// Packets the rules cut short.
+    pub rules_sliced: u64,
+    /// Packets the rules kept with a tag.
+    pub tagged: u64,
 }
 
 impl std::ops::AddAssign for FeedTotals {
@@ -81,6 +98,9 @@ impl std::ops::AddAssign for FeedTotals {
         self.wire_bytes += o.wire_bytes;
         self.buffer_full += o.buffer_full;
         self.too_long += o.too_long;
+        self.rules_dropped += o.rules_dropped;
+        self.rules_sliced += o.rules_sliced;
+        self.tagged += o.tagged;
     }
 }
 
@@ -99,6 +119,9 @@ impl FeedCounters {
             wire_bytes: l(&self.wire_bytes),
             buffer_full: l(&self.buffer_full),
             too_long: l(&self.too_long),
+            rules_dropped: l(&self.rules_dropped),
+            rules_sliced: l(&self.rules_sliced),
+            tagged: l(&self.tagged),
         }
     }
 }
@@ -120,6 +143,56 @@ pub struct Feed {
     pub slice: Option<SliceLevel>,
     /// The buffer's longest packet (longer ones are refused and counted).
     pub max_caplen: usize,
+    /// Store the rules' tags as record comments (else they are only counted).
+    pub store_tags: bool,
+}
+
+/// The prefix of the pcapng comment that stores a packet's tag: `weir-tag=alert`,
+/// `weir-tag=42` (`tshark -T fields -e frame.comment` prints it).
+pub const TAG_PREFIX: &str = "weir-tag=";
+
+/// The pcapng comment of a packet tagged `tag` (see [`TAG_PREFIX`]), in `buf`; returns its
+/// length.
+pub fn tag_comment(tag: &Tag, buf: &mut [u8; 32]) -> usize {
+    use std::io::Write;
+    let mut w = &mut buf[..];
+    // 9 bytes of prefix and at most 15 of tag (or 10 digits) fit in 32.
+    let _ = write!(w, "{TAG_PREFIX}{tag}");
+    32 - w.len()
+}
+
+/// The rules' decision for one packet of `link` (decoded here).
+#[inline]
+fn decide(ev: &mut Evaluator, link: LinkType, data: &[u8], orig_len: u32) -> Decision {
+    let mut scratch = Decoded::new();
+    let f = weir_rules::fields_from_frame(&mut scratch, link, data, orig_len);
+    ev.eval(&f, data)
+}
+
+/// Applies the rules to one packet: `None` when they drop it (counted), else the bytes to keep
+/// (at most `keep`) and the tag.
+#[inline]
+fn apply_rules(
+    ev: &mut Evaluator,
+    link: LinkType,
+    data: &[u8],
+    orig_len: u32,
+    keep: usize,
+    t: &mut Tally,
+) -> Option<(usize, Option<Tag>)> {
+    let d = decide(ev, link, data, orig_len);
+    match d.outcome {
+        Outcome::Dropped | Outcome::SampledOut => {
+            t.rules_dropped += 1;
+            return None;
+        }
+        Outcome::Sliced => t.rules_sliced += 1,
+        Outcome::Passed => {}
+    }
+    if d.tag.is_some() {
+        t.tagged += 1;
+    }
+    Some((keep.min(d.keep as usize), d.tag))
 }
 
 /// Longest a capture thread waits, after stop, for the kernel to hand over the packets it has
@@ -130,12 +203,15 @@ pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// ring: the kernel stops queueing to it, every packet it already queued (the partly filled
 /// block included) is read, and only then are its counters read for the last time, so that
 /// `kernel_packets = received + kernel_drops` holds exactly at the end.
+///
+/// `rules` is this thread's evaluator of the rule engine, if there are rules.
 pub fn run(
     ring: &mut RxRing,
     writer: &mut weir_buffer::Writer,
     feed: &Feed,
     counters: &FeedCounters,
     stop: &AtomicBool,
+    rules: &mut Option<Evaluator>,
 ) -> Result<(), crate::CaptureError> {
     let mut last_stats = Instant::now();
     let mut tagged = Vec::with_capacity(256);
@@ -145,10 +221,10 @@ pub fn run(
             last_stats = Instant::now();
         }
         if let Some(block) = ring.next_block(50)? {
-            take_block(block, writer, feed, counters, &mut tagged);
+            take_block(block, writer, feed, counters, &mut tagged, rules);
         }
     }
-    drain(ring, writer, feed, counters, &mut tagged)
+    drain(ring, writer, feed, counters, &mut tagged, rules)
 }
 
 /// The end of a capture thread: see [`run`].
@@ -158,6 +234,7 @@ fn drain(
     feed: &Feed,
     counters: &FeedCounters,
     tagged: &mut Vec<u8>,
+    rules: &mut Option<Evaluator>,
 ) -> Result<(), crate::CaptureError> {
     if let Err(e) = ring.stop_intake() {
         fold_kernel_stats(ring, counters);
@@ -170,7 +247,7 @@ fn drain(
     let wait_ms = ring.retire_ms().clamp(1, 100) as i32;
     loop {
         while let Some(block) = ring.next_block(0)? {
-            take_block(block, writer, feed, counters, tagged);
+            take_block(block, writer, feed, counters, tagged, rules);
         }
         fold_kernel_stats(ring, counters);
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -180,7 +257,7 @@ fn drain(
             return Ok(());
         }
         if let Some(block) = ring.next_block(wait_ms)? {
-            take_block(block, writer, feed, counters, tagged);
+            take_block(block, writer, feed, counters, tagged, rules);
         }
     }
 }
@@ -192,6 +269,7 @@ fn take_block(
     feed: &Feed,
     counters: &FeedCounters,
     tagged: &mut Vec<u8>,
+    rules: &mut Option<Evaluator>,
 ) {
     let (mut received, mut filtered, mut wire) = (0, 0, 0);
     // Packets go to the buffer in groups (one reservation per group, see
@@ -218,19 +296,27 @@ fn take_block(
                     filtered += 1;
                     continue;
                 }
-                let keep = feed.slice.map_or(tagged.len(), |level| {
+                wire += u64::from(orig_len);
+                let mut keep = feed.slice.map_or(tagged.len(), |level| {
                     weir_decode::headers_len(feed.link, tagged, level)
                 });
-                flush(&mut pending, writer, feed.max_caplen, &mut t);
-                match writer.push(feed.iface, p.ts_ns, orig_len, &tagged[..keep]) {
-                    Ok(()) => {
-                        t.pushed += 1;
-                        t.bytes += keep as u64;
+                let mut tag = None;
+                if let Some(ev) = rules.as_mut() {
+                    match apply_rules(ev, feed.link, tagged, orig_len, keep, &mut t) {
+                        None => continue,
+                        Some((k, g)) => (keep, tag) = (k, g.filter(|_| feed.store_tags)),
                     }
-                    Err(Dropped::Full) => t.full += 1,
-                    Err(Dropped::TooLong) => t.long += 1,
                 }
-                wire += u64::from(orig_len);
+                flush(&mut pending, writer, feed.max_caplen, &mut t);
+                push_one(
+                    writer,
+                    feed.iface,
+                    p.ts_ns,
+                    orig_len,
+                    &tagged[..keep],
+                    tag,
+                    &mut t,
+                );
             }
             _ => {
                 if feed
@@ -241,16 +327,36 @@ fn take_block(
                     filtered += 1;
                     continue;
                 }
-                let keep = feed.slice.map_or(p.data.len(), |level| {
+                wire += u64::from(p.orig_len);
+                let mut keep = feed.slice.map_or(p.data.len(), |level| {
                     weir_decode::headers_len(feed.link, p.data, level)
                 });
+                if let Some(ev) = rules.as_mut() {
+                    match apply_rules(ev, feed.link, p.data, p.orig_len, keep, &mut t) {
+                        None => continue,
+                        Some((k, Some(tag))) if feed.store_tags => {
+                            // A record with a comment is pushed on its own, in order.
+                            flush(&mut pending, writer, feed.max_caplen, &mut t);
+                            push_one(
+                                writer,
+                                feed.iface,
+                                p.ts_ns,
+                                p.orig_len,
+                                &p.data[..k],
+                                Some(tag),
+                                &mut t,
+                            );
+                            continue;
+                        }
+                        Some((k, _)) => keep = k,
+                    }
+                }
                 pending.push(Pending {
                     iface: feed.iface,
                     ts_ns: p.ts_ns,
                     orig_len: p.orig_len,
                     data: &p.data[..keep],
                 });
-                wire += u64::from(p.orig_len);
             }
         }
     }
@@ -264,6 +370,33 @@ fn take_block(
     add(&counters.wire_bytes, wire);
     add(&counters.buffer_full, t.full);
     add(&counters.too_long, t.long);
+    if rules.is_some() {
+        add(&counters.rules_dropped, t.rules_dropped);
+        add(&counters.rules_sliced, t.rules_sliced);
+        add(&counters.tagged, t.tagged);
+    }
+}
+
+/// Pushes one packet on its own, with its tag as the record's comment, and counts the outcome.
+fn push_one(
+    writer: &mut weir_buffer::Writer,
+    iface: u32,
+    ts_ns: u64,
+    orig_len: u32,
+    data: &[u8],
+    tag: Option<Tag>,
+    t: &mut Tally,
+) {
+    let mut buf = [0u8; 32];
+    let n = tag.map_or(0, |g| tag_comment(&g, &mut buf));
+    match writer.push_commented(iface, ts_ns, orig_len, data, &buf[..n]) {
+        Ok(()) => {
+            t.pushed += 1;
+            t.bytes += data.len() as u64;
+        }
+        Err(Dropped::Full) => t.full += 1,
+        Err(Dropped::TooLong) => t.long += 1,
+    }
 }
 
 /// What happened to the packets of one block.
@@ -273,6 +406,9 @@ struct Tally {
     bytes: u64,
     full: u64,
     long: u64,
+    rules_dropped: u64,
+    rules_sliced: u64,
+    tagged: u64,
 }
 
 /// Pushes the pending group and counts the outcome.

@@ -1,7 +1,8 @@
 //! The file import feed: a thread copies capture files, in turn, into a new packet buffer, as
 //! a capture thread would copy a ring, so the buffer's consumers (the recorder, the flow meter)
 //! take files and live traffic alike. Unlike capture it waits (never drops) when the buffer is
-//! full: importing is lossless.
+//! full: importing is lossless. With rules ([`Import::start_with_rules`]) every packet is
+//! decided as a capture thread decides it (dropped, kept whole, cut, tagged), on the one thread.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,8 +11,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use weir_buffer::{Dropped, PacketBuffer};
-use weir_packet::PacketMeta;
+use weir_decode::Decoded;
+use weir_packet::{LinkType, PacketMeta};
 use weir_pcap::{FileReader, Interface};
+use weir_rules::{Engine, Outcome, RuleSet};
 
 use crate::{CaptureError, Totals};
 
@@ -24,6 +27,7 @@ pub struct Import {
     buffer: PacketBuffer,
     interfaces: Vec<Interface>,
     done: Arc<AtomicBool>,
+    engine: Option<Engine>,
 }
 
 impl Import {
@@ -33,17 +37,46 @@ impl Import {
     /// the first file does not describe becomes 0). The thread ends early once `interrupted`
     /// is set (or [`finish`](Self::finish) is called).
     pub fn start(
-        mut first: FileReader,
+        first: FileReader,
         rest: &[PathBuf],
         buffer_bytes: usize,
         readers: usize,
         best_effort: usize,
         interrupted: &Arc<AtomicBool>,
     ) -> Result<Import, CaptureError> {
+        Import::start_with_rules(
+            first,
+            rest,
+            buffer_bytes,
+            readers,
+            best_effort,
+            interrupted,
+            None,
+        )
+    }
+
+    /// [`start`](Self::start), with a rule set applied to every packet: the engine is compiled
+    /// for the first file's first interface's link type (see [`engine`](Self::engine)); with
+    /// `store_tags`, tags become record comments (`weir-tag=TAG`), else they are only counted.
+    pub fn start_with_rules(
+        mut first: FileReader,
+        rest: &[PathBuf],
+        buffer_bytes: usize,
+        readers: usize,
+        best_effort: usize,
+        interrupted: &Arc<AtomicBool>,
+        rules: Option<(RuleSet, bool)>,
+    ) -> Result<Import, CaptureError> {
         // A pcapng file describes its interfaces in blocks before its first packet: read it (and
         // keep it, to push first) so they are known.
         let pending = first.next_packet()?.map(|p| (p.meta, p.data.to_vec()));
         let interfaces: Vec<Interface> = first.interfaces().to_vec();
+        let link = interfaces.first().map_or(LinkType::ETHERNET, |i| i.link);
+        let (engine, store_tags) = match rules {
+            Some((set, store)) => (Some(Engine::new(set, link, 262_144)?), store),
+            None => (None, false),
+        };
+        let mut evaluator = engine.as_ref().map(Engine::evaluator);
         let buffer = weir_buffer::Config::new(buffer_bytes)
             .readers(readers)
             .best_effort_readers(best_effort)
@@ -62,8 +95,39 @@ impl Import {
                 } else {
                     0
                 };
+                t.feed.received += 1;
+                t.feed.wire_bytes += u64::from(meta.orig_len);
+                let mut comment = [0u8; 32];
+                let mut clen = 0;
+                let mut data = data;
+                if let Some(ev) = evaluator.as_mut() {
+                    let mut scratch = Decoded::new();
+                    let f = weir_rules::fields_from_frame(&mut scratch, link, data, meta.orig_len);
+                    let d = ev.eval(&f, data);
+                    match d.outcome {
+                        Outcome::Dropped | Outcome::SampledOut => {
+                            t.feed.rules_dropped += 1;
+                            return;
+                        }
+                        Outcome::Sliced => t.feed.rules_sliced += 1,
+                        Outcome::Passed => {}
+                    }
+                    data = &data[..(d.keep as usize).min(data.len())];
+                    if let Some(tag) = d.tag {
+                        t.feed.tagged += 1;
+                        if store_tags {
+                            clen = crate::tag_comment(&tag, &mut comment);
+                        }
+                    }
+                }
                 loop {
-                    match writer.push(iface, meta.ts_ns, meta.orig_len, data) {
+                    match writer.push_commented(
+                        iface,
+                        meta.ts_ns,
+                        meta.orig_len,
+                        data,
+                        &comment[..clen],
+                    ) {
                         Ok(()) => break,
                         Err(Dropped::Full) => std::thread::sleep(FULL_WAIT),
                         Err(Dropped::TooLong) => {
@@ -72,10 +136,8 @@ impl Import {
                         }
                     }
                 }
-                t.feed.received += 1;
                 t.feed.pushed += 1;
                 t.feed.pushed_bytes += data.len() as u64;
-                t.feed.wire_bytes += u64::from(meta.orig_len);
             };
             if let Some((meta, data)) = &pending {
                 push(meta, data, &mut t);
@@ -109,7 +171,13 @@ impl Import {
             buffer,
             interfaces,
             done,
+            engine,
         })
+    }
+
+    /// The rule engine, when started with rules.
+    pub fn engine(&self) -> Option<&Engine> {
+        self.engine.as_ref()
     }
 
     /// The packet buffer the files go into.

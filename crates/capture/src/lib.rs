@@ -25,9 +25,9 @@ mod ring;
 mod socket;
 
 pub use error::CaptureError;
-pub use feed::FeedTotals;
+pub use feed::{tag_comment, FeedTotals, TAG_PREFIX};
 pub use import::Import;
-pub use pipeline::{Counters, Pipeline, PipelineConfig, Totals};
+pub use pipeline::{Counters, Pipeline, PipelineConfig, Rules, Totals};
 pub use ring::{Block, LivePacket, RingConfig, RxRing, TimestampSource};
 pub use socket::{
     check_up, interface_index, link_type, FanoutMode, KernelStats, PacketSocket, RingMap,

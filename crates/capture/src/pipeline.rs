@@ -50,6 +50,27 @@ pub struct PipelineConfig {
     pub readers: usize,
     /// Best-effort readers of the buffer (skipped forward when they fall behind).
     pub best_effort_readers: usize,
+    /// The rule engine, applied after the filter by every capture thread (its own evaluator).
+    pub rules: Option<Rules>,
+}
+
+/// The rule engine of a pipeline, and what to do with tags.
+#[derive(Clone)]
+pub struct Rules {
+    /// The engine, compiled for the interfaces' link type (all interfaces must share it).
+    pub engine: weir_rules::Engine,
+    /// Store each tag as its record's pcapng comment (`weir-tag=TAG`); when false (the
+    /// consumer writes classic pcap, which has no place for them) tags are only counted.
+    pub store_tags: bool,
+}
+
+impl std::fmt::Debug for Rules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rules")
+            .field("version", &self.engine.version())
+            .field("store_tags", &self.store_tags)
+            .finish()
+    }
 }
 
 impl PipelineConfig {
@@ -70,6 +91,7 @@ impl PipelineConfig {
             buffer_bytes: 64 << 20,
             readers: 1,
             best_effort_readers: 0,
+            rules: None,
         }
     }
 }
@@ -101,6 +123,11 @@ impl Pipeline {
             .iter()
             .map(|i| link_type(i))
             .collect::<Result<_, _>>()?;
+        if cfg.rules.is_some() && links.iter().any(|l| *l != links[0]) {
+            return Err(CaptureError::BadRing(
+                "rules need interfaces of one link type (run one capture per link type)".into(),
+            ));
+        }
         for iface in &cfg.interfaces {
             crate::check_up(iface)?;
         }
@@ -154,8 +181,10 @@ impl Pipeline {
                     user_filter: user_filter.clone(),
                     slice: cfg.slice,
                     max_caplen: buffer.max_caplen(),
+                    store_tags: cfg.rules.as_ref().is_some_and(|r| r.store_tags),
                 };
-                rings.push((ring, feed));
+                let evaluator = cfg.rules.as_ref().map(|r| r.engine.evaluator());
+                rings.push((ring, feed, evaluator));
             }
             timestamps.push(
                 rings
@@ -167,14 +196,14 @@ impl Pipeline {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut feeds = Vec::with_capacity(rings.len());
         let mut threads = Vec::with_capacity(rings.len());
-        for (k, (mut ring, feed)) in rings.into_iter().enumerate() {
+        for (k, (mut ring, feed, mut evaluator)) in rings.into_iter().enumerate() {
             let c = Arc::new(FeedCounters::default());
             feeds.push(c.clone());
             let mut writer = buffer.writer().map_err(CaptureError::BufferHandle)?;
             let stop = stop.clone();
             threads.push(std::thread::spawn(move || {
                 feed::pin_to_cpu(k % cpus);
-                feed::run(&mut ring, &mut writer, &feed, &c, &stop).map_err(|e| {
+                feed::run(&mut ring, &mut writer, &feed, &c, &stop, &mut evaluator).map_err(|e| {
                     CaptureError::Thread {
                         iface: ring.interface().to_string(),
                         source: Box::new(e),

@@ -443,6 +443,7 @@ impl LiveArgs {
             buffer_bytes,
             readers,
             best_effort_readers: best_effort,
+            rules: None,
         })
     }
 }

@@ -350,7 +350,20 @@ pub(crate) fn start_live_quietly(
     best_effort: usize,
     default_buffer_mib: usize,
 ) -> Result<weir_capture::Pipeline> {
-    let config = live.pipeline(expr, readers, best_effort, default_buffer_mib)?;
+    start_live_quietly_with_rules(live, expr, readers, best_effort, default_buffer_mib, None)
+}
+
+/// [`start_live_quietly`] with the rule engine in every capture thread.
+pub(crate) fn start_live_quietly_with_rules(
+    live: &crate::args::LiveArgs,
+    expr: &str,
+    readers: usize,
+    best_effort: usize,
+    default_buffer_mib: usize,
+    rules: Option<weir_capture::Rules>,
+) -> Result<weir_capture::Pipeline> {
+    let mut config = live.pipeline(expr, readers, best_effort, default_buffer_mib)?;
+    config.rules = rules;
     Ok(weir_capture::Pipeline::start(&config)?)
 }
 
@@ -407,4 +420,226 @@ pub(crate) fn live_summary(t: &weir_capture::Totals, b: &weir_buffer::Stats) -> 
         b.dropped_full,
         b.dropped_oversize
     )
+}
+
+/// Set by SIGHUP, cleared by [`LiveRules::poll`].
+static HANGUP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_hangup_signal(_: libc::c_int) {
+    HANGUP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A rule file read and parsed; errors name the file, the line and the column.
+pub(crate) fn load_rules(path: &Path) -> Result<weir_rules::RuleSet> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the rule file {}", path.display()))?;
+    weir_rules::RuleSet::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// Whether a rule set tags packets (any rule, learnt actions included).
+fn tags_anything(set: &weir_rules::RuleSet) -> bool {
+    fn tags(a: &weir_rules::Action) -> bool {
+        a.tag.is_some() || a.learn.as_deref().is_some_and(tags)
+    }
+    set.rules.iter().any(|r| tags(&r.action))
+}
+
+/// The rules of a live command (`--rules FILE`): the engine, reloaded from the file on SIGHUP
+/// (a file that does not parse or compile keeps the running set, is reported and counted), and
+/// its counters for the summary and `--stats-json`.
+pub(crate) struct LiveRules {
+    path: PathBuf,
+    engine: weir_rules::Engine,
+    /// Whether the packets' tags reach the output (pcapng); else they are only counted.
+    tags_stored: bool,
+    reloads: u64,
+    failed_reloads: u64,
+}
+
+impl LiveRules {
+    /// Takes over `engine` (compiled from `path`) and installs the SIGHUP handler. Says once
+    /// when the rules tag packets but the output cannot store tags.
+    pub(crate) fn new(
+        path: &Path,
+        engine: weir_rules::Engine,
+        tags_stored: bool,
+        set_tags: bool,
+        why_not: &str,
+    ) -> Result<LiveRules> {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe); `signal` installs
+        // it for SIGHUP with glibc's BSD semantics (SA_RESTART: no EINTR elsewhere).
+        let old = unsafe {
+            libc::signal(
+                libc::SIGHUP,
+                on_hangup_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+        if old == libc::SIG_ERR {
+            bail!(
+                "cannot install the SIGHUP handler: {}",
+                io::Error::last_os_error()
+            );
+        }
+        if set_tags && !tags_stored {
+            eprintln!(
+                "weir: warning: {why_not} cannot store tags: tagged packets are kept and counted, \
+                 their tags are not stored"
+            );
+        }
+        Ok(LiveRules {
+            path: path.to_path_buf(),
+            engine,
+            tags_stored,
+            reloads: 0,
+            failed_reloads: 0,
+        })
+    }
+
+    /// Whether a set parsed from a file tags anything (for [`LiveRules::new`]).
+    pub(crate) fn set_tags(set: &weir_rules::RuleSet) -> bool {
+        tags_anything(set)
+    }
+
+    /// Reloads the file if a SIGHUP came since the last call: the new set is compiled aside and
+    /// swapped in whole (each packet is decided under one version); a bad file keeps the
+    /// running set, warns, and is counted.
+    pub(crate) fn poll(&mut self) {
+        if !HANGUP.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let result = load_rules(&self.path)
+            .and_then(|set| self.engine.replace(set).map_err(anyhow::Error::from));
+        match result {
+            Ok(v) => {
+                self.reloads += 1;
+                let (wild, _) = self.engine.wild_size();
+                let (exact, _) = self.engine.exact_size();
+                eprintln!(
+                    "weir: rules reloaded from {}: version {v} ({wild} wildcard, {exact} exact)",
+                    self.path.display()
+                );
+            }
+            Err(e) => {
+                self.failed_reloads += 1;
+                eprintln!(
+                    "weir: warning: rules not reloaded ({e:#}); keeping version {}",
+                    self.engine.version()
+                );
+            }
+        }
+    }
+
+    /// The summary lines: the engine's totals (packets in after the filter are passed, dropped,
+    /// sliced or sampled out), the tags, then every wildcard rule that matched (at most 50) and
+    /// the exact rules together.
+    pub(crate) fn summary(&self, feed: &weir_capture::FeedTotals) -> String {
+        let s = self.engine.stats();
+        let t = &s.totals;
+        let mut out = format!(
+            "  rules (version {}, {} reload(s), {} failed): {} in, {} passed, {} dropped ({} cut \
+             off per flow), {} sliced, {} sampled out, {} matched no rule; {} tagged{}",
+            s.version,
+            self.reloads,
+            self.failed_reloads,
+            t.packets_in,
+            t.passed,
+            t.dropped,
+            t.cut,
+            t.sliced,
+            t.sampled_out,
+            t.unmatched,
+            feed.tagged,
+            if self.tags_stored || feed.tagged == 0 {
+                ""
+            } else {
+                " (tags not stored)"
+            }
+        );
+        let line = |what: String, r: &weir_rules::RuleStats| {
+            format!(
+                "\n    {what}: {} packets, {} bytes: {} passed, {} dropped, {} sliced, {} sampled \
+                 out",
+                r.packets, r.bytes, r.passed, r.dropped, r.sliced, r.sampled_out
+            )
+        };
+        let matched: Vec<_> = s.wild.iter().filter(|w| w.stats.packets > 0).collect();
+        for w in matched.iter().take(50) {
+            out += &line(format!("rule {} (line {})", w.id, w.line), &w.stats);
+        }
+        if matched.len() > 50 {
+            out += &format!(
+                "\n    ... {} more rules matched (see --stats-json)",
+                matched.len() - 50
+            );
+        }
+        if s.exact_rules > 0 {
+            out += &line(format!("{} exact rules", s.exact_rules), &s.exact);
+        }
+        out
+    }
+
+    /// Every counter as JSON, for `--stats-json`.
+    pub(crate) fn json(&self, feed: &weir_capture::FeedTotals) -> serde_json::Value {
+        let s = self.engine.stats();
+        let t = &s.totals;
+        let rs = |r: &weir_rules::RuleStats| {
+            serde_json::json!({
+                "packets": r.packets, "bytes": r.bytes, "passed": r.passed,
+                "dropped": r.dropped, "sliced": r.sliced, "sampled_out": r.sampled_out,
+            })
+        };
+        serde_json::json!({
+            "file": self.path.display().to_string(),
+            "version": s.version,
+            "reloads": self.reloads,
+            "failed_reloads": self.failed_reloads,
+            "tags_stored": self.tags_stored,
+            "tagged": feed.tagged,
+            "totals": {
+                "packets_in": t.packets_in, "bytes_in": t.bytes_in, "passed": t.passed,
+                "dropped": t.dropped, "sliced": t.sliced, "sampled_out": t.sampled_out,
+                "cut": t.cut, "cut_bytes": t.cut_bytes, "unmatched": t.unmatched,
+                "learned": t.learned, "flow_evictions": t.flow_evictions,
+                "scanned_bytes": t.scanned_bytes, "stream_resets": t.stream_resets,
+            },
+            "rules": s.wild.iter().map(|w| {
+                let mut v = rs(&w.stats);
+                v["id"] = w.id.into();
+                v["line"] = w.line.into();
+                v
+            }).collect::<Vec<_>>(),
+            "exact_rules": s.exact_rules,
+            "exact": rs(&s.exact),
+        })
+    }
+}
+
+/// The engine for live capture on `live`'s interfaces: compiled for the first interface's link
+/// type (a pipeline with rules refuses interfaces of mixed link types).
+pub(crate) fn live_engine(
+    live: &crate::args::LiveArgs,
+    set: Option<weir_rules::RuleSet>,
+    path: Option<&Path>,
+) -> Result<Option<weir_rules::Engine>> {
+    let Some(set) = set else {
+        return Ok(None);
+    };
+    let first = live.interfaces.first().context("give interfaces with -i")?;
+    let link = weir_capture::link_type(first)?;
+    weir_rules::Engine::new(set, link, live.snaplen)
+        .map(Some)
+        .map_err(|e| rules_error(e.into(), path))
+}
+
+/// A rule-set compile error (a `bpf` term libpcap refused, a duplicate id...) names the file.
+pub(crate) fn rules_error(e: anyhow::Error, path: Option<&Path>) -> anyhow::Error {
+    let about_rules = e.downcast_ref::<weir_rules::BuildError>().is_some()
+        || matches!(
+            e.downcast_ref::<weir_capture::CaptureError>(),
+            Some(weir_capture::CaptureError::Rules(_))
+        );
+    match path {
+        Some(p) if about_rules => anyhow::anyhow!("{}: {e}", p.display()),
+        _ => e,
+    }
 }

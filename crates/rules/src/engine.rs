@@ -177,6 +177,14 @@ struct Shared {
 #[derive(Clone)]
 pub struct Engine(Arc<Shared>);
 
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("version", &self.version())
+            .finish_non_exhaustive()
+    }
+}
+
 /// An exact rule as listed by [`Engine::exact_rules`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExactRule {

@@ -6,6 +6,10 @@
 //! buffer order. When it falls behind, the buffer drops new packets and counts them, so capture
 //! threads never block. `weir record` is the tool for sustained high rates (segments written
 //! straight from the buffer with O_DIRECT).
+//!
+//! With `--rules FILE` the capture threads decide each packet after the filter (see `weir
+//! record`); SIGHUP reloads the file. Tags are counted but not written by `capture` (its
+//! writer has no packet comments); `weir record` stores them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,7 +21,7 @@ use weir_packet::{LinkType, PacketMeta};
 use weir_pcap::{FileFormat, PacketWriter};
 use weir_pcap::{Interface, Packet};
 
-use crate::args::{self, Format, LiveArgs};
+use crate::args::{self, Format, LiveArgs, RulesArgs};
 use crate::input::Visitor;
 use crate::lines::LinePrinter;
 use crate::output::{self, on_signal, Status};
@@ -38,6 +42,8 @@ pub(crate) struct Args {
           allow_negative_numbers = true)]
     count: Option<u64>,
     #[command(flatten)]
+    rules: RulesArgs,
+    #[command(flatten)]
     expr: args::Expr,
 }
 
@@ -56,7 +62,36 @@ impl Args {
 pub(crate) fn run(args: Args) -> Result<Status> {
     let stop = Arc::new(AtomicBool::new(false));
     on_signal(stop.clone())?;
-    let mut live = output::start_live(&args.live, &args.expr.joined(), 1, 0, "capturing", 64)?;
+    let rules_file = args.rules.rules.as_deref();
+    let rule_set = rules_file.map(output::load_rules).transpose()?;
+    if args.rules.control.is_some() {
+        eprintln!("weir: warning: --control is not served yet; reload the rules with SIGHUP");
+    }
+    let set_tags = rule_set.as_ref().is_some_and(output::LiveRules::set_tags);
+    let engine = output::live_engine(&args.live, rule_set, rules_file)?;
+    let mut rules = match (&engine, rules_file) {
+        (Some(e), Some(p)) => Some(output::LiveRules::new(
+            p,
+            e.clone(),
+            false,
+            set_tags,
+            "`weir capture` (use `weir record`)",
+        )?),
+        _ => None,
+    };
+    let pipeline_rules = engine.map(|engine| weir_capture::Rules {
+        engine,
+        store_tags: false,
+    });
+    let mut live = output::start_live_quietly_with_rules(
+        &args.live,
+        &args.expr.joined(),
+        1,
+        0,
+        64,
+        pipeline_rules,
+    )?;
+    output::announce_live(&args.live, &live, "capturing");
     let interfaces = live.interfaces().to_vec();
     let mut out = Output::open(&args, &live)?;
     let mut reader = live.buffer().reader(0)?;
@@ -72,6 +107,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let mut unflushed = false;
     let to_stdout = args.out.path.as_ref().is_none_or(|p| p.as_os_str() == "-");
     'run: loop {
+        if let Some(r) = rules.as_mut() {
+            r.poll();
+        }
         match reader.next_batch() {
             Some(batch) => {
                 for r in batch.records() {
@@ -122,6 +160,13 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         started.elapsed().as_secs_f64(),
         output::live_summary(&t, &b)
     );
+    if let Some(r) = &rules {
+        eprintln!(
+            "  rules: {} dropped after the filter\n{}",
+            t.feed.rules_dropped,
+            r.summary(&t.feed)
+        );
+    }
     Ok(Status::Clean)
 }
 

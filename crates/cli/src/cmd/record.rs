@@ -8,6 +8,12 @@
 //! skipped forward and the bytes it missed are counted, so it never costs the recording a packet).
 //! This thread prints the status and handles SIGINT/SIGTERM: capture stops first, then the
 //! recorder writes everything already in the buffer, then the summary.
+//!
+//! With `--rules FILE` every capture thread (or the import thread) decides each packet after
+//! the filter expression: dropped, kept whole or cut, and tagged; pcapng segments store the tag
+//! as the packet's comment (`weir-tag=TAG`, tshark's `frame.comment`), classic pcap ones cannot
+//! (said once, counted). SIGHUP reloads the file; the rules' counters close the summary and are
+//! in `--stats-json` under `rules`.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -21,9 +27,12 @@ use weir_capture::{Counters, Import, Pipeline, Totals};
 use weir_pcap::FileReader;
 use weir_store::{Format, Options, Recorder, RecorderStats, SizeError, Sizes, Store};
 
-use crate::args::{self, FlowArgs, LiveArgs};
+use crate::args::{self, FlowArgs, LiveArgs, RulesArgs};
 use crate::flow_output::RecordFlows;
-use crate::output::{announce_live, human_bytes, on_signal, start_live_quietly, Status};
+use crate::output::{
+    announce_live, human_bytes, live_engine, load_rules, on_signal, rules_error,
+    start_live_quietly_with_rules, LiveRules, Status,
+};
 
 /// Arguments of `weir record`.
 #[derive(clap::Args, Debug)]
@@ -77,6 +86,8 @@ pub(crate) struct Args {
     flows: bool,
     #[command(flatten)]
     flow: FlowArgs,
+    #[command(flatten)]
+    rules: RulesArgs,
     #[command(flatten)]
     expr: args::Expr,
 }
@@ -169,6 +180,12 @@ enum Source {
 /// anything or says it is recording), then capture starts, then the store is opened (repaired).
 pub(crate) fn run(args: Args) -> Result<Status> {
     let expr = args.expr.joined();
+    let rule_set = args.rules.rules.as_deref().map(load_rules).transpose()?;
+    if args.rules.control.is_some() {
+        eprintln!("weir: warning: --control is not served yet; reload the rules with SIGHUP");
+    }
+    let store_tags = args.format == Format::Pcapng;
+    let set_tags = rule_set.as_ref().is_some_and(LiveRules::set_tags);
     let first_input = match args.inputs.files.first() {
         Some(p) => {
             Some(FileReader::open(p).with_context(|| format!("cannot open {}", p.display()))?)
@@ -180,30 +197,40 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     on_signal(stop_capture.clone())?;
     let readers = 1;
     let best_effort = usize::from(args.flows);
+    let rules_file = args.rules.rules.as_deref();
     let started = if let Some(first) = first_input {
-        Import::start(
+        Import::start_with_rules(
             first,
             &args.inputs.files[1..],
             args.live.buffer_mib.unwrap_or(512) << 20,
             readers,
             best_effort,
             &stop_capture,
+            rule_set.map(|s| (s, store_tags)),
         )
-        .map_err(anyhow::Error::from)
+        .map_err(|e| rules_error(e.into(), rules_file))
         .map(|import| {
             let interfaces = import.interfaces().to_vec();
-            (Source::Files(import), interfaces, None)
+            let engine = import.engine().cloned();
+            (Source::Files(import), interfaces, None, engine)
         })
     } else {
-        // Quietly: "recording on" is said once the store is open, so that a tool waiting for
-        // that line finds the store (its manifest) there.
-        start_live_quietly(&args.live, &expr, readers, best_effort, 512).map(|live| {
-            let interfaces = live.interfaces().to_vec();
-            let counters = Some(live.counters());
-            (Source::Live(live), interfaces, counters)
+        live_engine(&args.live, rule_set, rules_file).and_then(|engine| {
+            let rules = engine
+                .clone()
+                .map(|engine| weir_capture::Rules { engine, store_tags });
+            // Quietly: "recording on" is said once the store is open, so that a tool waiting for
+            // that line finds the store (its manifest) there.
+            start_live_quietly_with_rules(&args.live, &expr, readers, best_effort, 512, rules).map(
+                |live| {
+                    let interfaces = live.interfaces().to_vec();
+                    let counters = Some(live.counters());
+                    (Source::Live(live), interfaces, counters, engine)
+                },
+            )
         })
     };
-    let (source, interfaces, counters) = match started {
+    let (source, interfaces, counters, engine) = match started {
         Ok(s) => s,
         Err(e) => {
             lock.abandon();
@@ -238,6 +265,17 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         eprintln!("weir: removed {name}: it held no packet (left by an unclean stop)");
     }
     let mut recorder = Recorder::new(store, opts)?;
+    // Before "recording on": from then on a SIGHUP reloads the rules.
+    let mut rules = match (engine, rules_file) {
+        (Some(engine), Some(path)) => Some(LiveRules::new(
+            path,
+            engine,
+            store_tags,
+            set_tags,
+            "classic pcap segments (--format pcap)",
+        )?),
+        _ => None,
+    };
     if let Source::Live(live) = &source {
         announce_live(&args.live, live, "recording");
     }
@@ -275,6 +313,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let mut last = (Instant::now(), Totals::default(), 0u64);
     loop {
         std::thread::sleep(Duration::from_millis(100));
+        if let Some(r) = rules.as_mut() {
+            r.poll();
+        }
         let done = match &source {
             Source::Live(l) => l.failed(),
             Source::Files(i) => i.is_finished(),
@@ -296,7 +337,15 @@ pub(crate) fn run(args: Args) -> Result<Status> {
                 eprint!("\r\x1b[2K{line}");
             }
             if let Some(p) = &args.stats_json {
-                write_stats(p, started, &t, &buffer, &rstats, meter.as_ref())?;
+                write_stats(
+                    p,
+                    started,
+                    &t,
+                    &buffer,
+                    &rstats,
+                    meter.as_ref(),
+                    rules.as_ref(),
+                )?;
             }
             last = (now, t, written);
         }
@@ -320,7 +369,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         .or(file_totals)
         .unwrap_or_default();
     if let Some(p) = &args.stats_json {
-        write_stats(p, started, &totals, &buffer, &rstats, None)?;
+        write_stats(p, started, &totals, &buffer, &rstats, None, rules.as_ref())?;
     }
     let b = buffer.stats();
     let elapsed = started.elapsed().as_secs_f64();
@@ -344,21 +393,28 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     if args.inputs.files.is_empty() {
         eprintln!(
             "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} \
-             filtered out; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped",
+             filtered out{}; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped",
             totals.before_ring_text(),
             totals.feed.kernel_packets,
             totals.feed.kernel_drops,
             totals.feed.received,
             totals.feed.filtered,
+            rules_dropped_text(rules.as_ref(), &totals),
             b.dropped_full,
             b.dropped_oversize,
             summary.dropped
         );
     } else {
         eprintln!(
-            "  import: {} packets read, {} too long for the buffer; writer: {} dropped",
-            totals.feed.received, totals.feed.too_long, summary.dropped
+            "  import: {} packets read{}, {} too long for the buffer; writer: {} dropped",
+            totals.feed.received,
+            rules_dropped_text(rules.as_ref(), &totals),
+            totals.feed.too_long,
+            summary.dropped
         );
+    }
+    if let Some(r) = &rules {
+        eprintln!("{}", r.summary(&totals.feed));
     }
     if let Some(r) = b.readers.get(1) {
         eprintln!(
@@ -374,6 +430,13 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         Status::Damaged
     } else {
         Status::Clean
+    })
+}
+
+/// `, N dropped by the rules` when there are rules.
+fn rules_dropped_text(rules: Option<&LiveRules>, t: &Totals) -> String {
+    rules.map_or(String::new(), |_| {
+        format!(", {} dropped by the rules", t.feed.rules_dropped)
     })
 }
 
@@ -411,6 +474,7 @@ fn write_stats(
     buffer: &PacketBuffer,
     r: &RecorderStats,
     meter: Option<&RecordFlows>,
+    rules: Option<&LiveRules>,
 ) -> Result<()> {
     let b = buffer.stats();
     let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -437,6 +501,7 @@ fn write_stats(
             "failed": r.failed.load(Ordering::Relaxed),
         },
         "flows": meter.map(RecordFlows::stats_json),
+        "rules": rules.map(|r| r.json(&t.feed)),
     });
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, format!("{json:#}\n"))
