@@ -614,6 +614,21 @@ impl LiveRules {
     }
 }
 
+/// Serves `--control PATH` for `engine` while the returned server lives (dropping it stops the
+/// thread and removes the socket); `None` when no socket was asked for.
+pub(crate) fn serve_control(
+    args: &crate::args::RulesArgs,
+    engine: Option<&weir_rules::Engine>,
+) -> Result<Option<weir_control::Server>> {
+    let (Some(path), Some(engine)) = (&args.control, engine) else {
+        return Ok(None);
+    };
+    let server = weir_control::Server::start(path, engine.clone(), args.rules.clone())
+        .with_context(|| format!("control socket {}", path.display()))?;
+    eprintln!("weir: rules control socket on {}", path.display());
+    Ok(Some(server))
+}
+
 /// The engine for live capture on `live`'s interfaces: compiled for the first interface's link
 /// type (a pipeline with rules refuses interfaces of mixed link types).
 pub(crate) fn live_engine(

@@ -667,3 +667,112 @@ fn capture_applies_the_rules_and_reloads_on_sighup() {
         "{text}"
     );
 }
+
+/// `weir rules … --socket S` against a running `weir capture --control S`, with its JSON reply.
+fn control(sock: &Path, args: &[&str]) -> Value {
+    let out = run(weir()
+        .arg("rules")
+        .args(args)
+        .arg("--socket")
+        .arg(sock)
+        .arg("--json"));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "rules {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("rules {args:?}: {e}: {text}"))
+}
+
+#[test]
+fn capture_serves_its_rules_on_the_control_socket() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, rules, log, sock) = (
+        tmp.path().join("cap.pcap"),
+        tmp.path().join("rules.txt"),
+        tmp.path().join("log"),
+        tmp.path().join("ctl.sock"),
+    );
+    std::fs::write(&rules, "id 1 host 10.50.0.9 -> drop\n").unwrap();
+    let child = weir()
+        .args(["capture", "-i", &b.host_if, "-w"])
+        .arg(&out)
+        .arg("--rules")
+        .arg(&rules)
+        .arg("--control")
+        .arg(&sock)
+        .arg("ip and udp")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let rec = Rec {
+        child,
+        log: log.clone(),
+    };
+    let t = Instant::now();
+    while !rec.text().contains("capturing on") {
+        assert!(t.elapsed() < Duration::from_secs(30), "{}", rec.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let listed = control(&sock, &["list"]);
+    assert_eq!(listed["version"], 1, "{listed}");
+    let port = |n: &'static str| {
+        [
+            "--src",
+            "10.50.0.1",
+            "--dport",
+            "7000",
+            "-c",
+            n,
+            "--pps",
+            "2000",
+        ]
+    };
+    send(&b, &port("10"));
+    // From now on port 7000 is dropped too: a rule added through the socket.
+    let added = control(&sock, &["add", "id 5 dport 7000 -> drop"]);
+    assert_eq!(
+        (added["id"].as_u64(), added["version"].as_u64()),
+        (Some(5), Some(2))
+    );
+    send(&b, &port("15"));
+    send(
+        &b,
+        &[
+            "--src",
+            "10.50.0.1",
+            "--dport",
+            "7001",
+            "-c",
+            "4",
+            "--pps",
+            "2000",
+        ],
+    );
+    let stats = control(&sock, &["stats"]);
+    let rule5 = stats["wild"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == 5)
+        .unwrap_or_else(|| panic!("{stats}"))
+        .clone();
+    assert_eq!(
+        (rule5["packets"].as_u64(), rule5["dropped"].as_u64()),
+        (Some(15), Some(15)),
+        "{stats}"
+    );
+    let text = rec.stop();
+    // Kept: the 10 packets to port 7000 before the rule, the 4 to port 7001.
+    let ports: Vec<String> = tshark_fields(&out, &["udp.dstport"])
+        .into_iter()
+        .map(|f| f[0].clone())
+        .collect();
+    let mut want = vec!["7000".to_string(); 10];
+    want.extend(vec!["7001".to_string(); 4]);
+    assert_eq!(ports, want, "{text}");
+    assert!(!sock.exists(), "the socket outlived its process");
+}

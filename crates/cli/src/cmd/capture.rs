@@ -64,11 +64,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     on_signal(stop.clone())?;
     let rules_file = args.rules.rules.as_deref();
     let rule_set = rules_file.map(output::load_rules).transpose()?;
-    if args.rules.control.is_some() {
-        eprintln!("weir: warning: --control is not served yet; reload the rules with SIGHUP");
-    }
     let set_tags = rule_set.as_ref().is_some_and(output::LiveRules::set_tags);
     let engine = output::live_engine(&args.live, rule_set, rules_file)?;
+    let _control = output::serve_control(&args.rules, engine.as_ref())?;
     let mut rules = match (&engine, rules_file) {
         (Some(e), Some(p)) => Some(output::LiveRules::new(
             p,

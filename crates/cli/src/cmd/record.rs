@@ -30,7 +30,7 @@ use weir_store::{Format, Options, Recorder, RecorderStats, SizeError, Sizes, Sto
 use crate::args::{self, FlowArgs, LiveArgs, RulesArgs};
 use crate::flow_output::RecordFlows;
 use crate::output::{
-    announce_live, human_bytes, live_engine, load_rules, on_signal, rules_error,
+    announce_live, human_bytes, live_engine, load_rules, on_signal, rules_error, serve_control,
     start_live_quietly_with_rules, LiveRules, Status,
 };
 
@@ -181,9 +181,6 @@ enum Source {
 pub(crate) fn run(args: Args) -> Result<Status> {
     let expr = args.expr.joined();
     let rule_set = args.rules.rules.as_deref().map(load_rules).transpose()?;
-    if args.rules.control.is_some() {
-        eprintln!("weir: warning: --control is not served yet; reload the rules with SIGHUP");
-    }
     let store_tags = args.format == Format::Pcapng;
     let set_tags = rule_set.as_ref().is_some_and(LiveRules::set_tags);
     let first_input = match args.inputs.files.first() {
@@ -232,6 +229,13 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     };
     let (source, interfaces, counters, engine) = match started {
         Ok(s) => s,
+        Err(e) => {
+            lock.abandon();
+            return Err(e);
+        }
+    };
+    let _control = match serve_control(&args.rules, engine.as_ref()) {
+        Ok(c) => c,
         Err(e) => {
             lock.abandon();
             return Err(e);
