@@ -422,38 +422,16 @@ pub(crate) fn live_summary(t: &weir_capture::Totals, b: &weir_buffer::Stats) -> 
     )
 }
 
-/// Set by SIGHUP, cleared by [`LiveRules::poll`].
-static HANGUP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn on_hangup_signal(_: libc::c_int) {
-    HANGUP.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
 /// A rule file read and parsed; errors name the file, the line and the column.
 pub(crate) fn load_rules(path: &Path) -> Result<weir_rules::RuleSet> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the rule file {}", path.display()))?;
-    weir_rules::RuleSet::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    Ok(weir_rules::file::load(path)?)
 }
 
-/// Whether a rule set tags packets (any rule, learnt actions included).
-fn tags_anything(set: &weir_rules::RuleSet) -> bool {
-    fn tags(a: &weir_rules::Action) -> bool {
-        a.tag.is_some() || a.learn.as_deref().is_some_and(tags)
-    }
-    set.rules.iter().any(|r| tags(&r.action))
-}
-
-/// The rules of a live command (`--rules FILE`): the engine, reloaded from the file on SIGHUP
-/// (a file that does not parse or compile keeps the running set, is reported and counted), and
-/// its counters for the summary and `--stats-json`.
+/// The rules of a live command (`--rules FILE`): the file's engine, reloaded on SIGHUP, and
+/// whether the output stores the packets' tags (pcapng) or only counts them.
 pub(crate) struct LiveRules {
-    path: PathBuf,
-    engine: weir_rules::Engine,
-    /// Whether the packets' tags reach the output (pcapng); else they are only counted.
+    file: weir_rules::RulesFile,
     tags_stored: bool,
-    reloads: u64,
-    failed_reloads: u64,
 }
 
 impl LiveRules {
@@ -487,131 +465,54 @@ impl LiveRules {
             );
         }
         Ok(LiveRules {
-            path: path.to_path_buf(),
-            engine,
+            file: weir_rules::RulesFile::new(path, engine),
             tags_stored,
-            reloads: 0,
-            failed_reloads: 0,
         })
     }
 
     /// Whether a set parsed from a file tags anything (for [`LiveRules::new`]).
     pub(crate) fn set_tags(set: &weir_rules::RuleSet) -> bool {
-        tags_anything(set)
+        weir_rules::file::tags_anything(set)
     }
 
-    /// Reloads the file if a SIGHUP came since the last call: the new set is compiled aside and
-    /// swapped in whole (each packet is decided under one version); a bad file keeps the
-    /// running set, warns, and is counted.
+    /// Reloads the file if a SIGHUP came since the last call ([`weir_rules::RulesFile::reload`]:
+    /// swapped in whole, or the running set kept), and says which.
     pub(crate) fn poll(&mut self) {
         if !HANGUP.swap(false, std::sync::atomic::Ordering::Relaxed) {
             return;
         }
-        let result = load_rules(&self.path)
-            .and_then(|set| self.engine.replace(set).map_err(anyhow::Error::from));
-        match result {
+        match self.file.reload() {
             Ok(v) => {
-                self.reloads += 1;
-                let (wild, _) = self.engine.wild_size();
-                let (exact, _) = self.engine.exact_size();
+                let (wild, _) = self.file.engine().wild_size();
+                let (exact, _) = self.file.engine().exact_size();
                 eprintln!(
                     "weir: rules reloaded from {}: version {v} ({wild} wildcard, {exact} exact)",
-                    self.path.display()
+                    self.file.path().display()
                 );
             }
-            Err(e) => {
-                self.failed_reloads += 1;
-                eprintln!(
-                    "weir: warning: rules not reloaded ({e:#}); keeping version {}",
-                    self.engine.version()
-                );
-            }
+            Err(e) => eprintln!(
+                "weir: warning: rules not reloaded ({e}); keeping version {}",
+                self.file.engine().version()
+            ),
         }
     }
 
-    /// The summary lines: the engine's totals (packets in after the filter are passed, dropped,
-    /// sliced or sampled out), the tags, then every wildcard rule that matched (at most 50) and
-    /// the exact rules together.
+    /// The summary lines ([`weir_rules::RulesFile::summary`]).
     pub(crate) fn summary(&self, feed: &weir_capture::FeedTotals) -> String {
-        let s = self.engine.stats();
-        let t = &s.totals;
-        let mut out = format!(
-            "  rules (version {}, {} reload(s), {} failed): {} in, {} passed, {} dropped ({} cut \
-             off per flow), {} sliced, {} sampled out, {} matched no rule; {} tagged{}",
-            s.version,
-            self.reloads,
-            self.failed_reloads,
-            t.packets_in,
-            t.passed,
-            t.dropped,
-            t.cut,
-            t.sliced,
-            t.sampled_out,
-            t.unmatched,
-            feed.tagged,
-            if self.tags_stored || feed.tagged == 0 {
-                ""
-            } else {
-                " (tags not stored)"
-            }
-        );
-        let line = |what: String, r: &weir_rules::RuleStats| {
-            format!(
-                "\n    {what}: {} packets, {} bytes: {} passed, {} dropped, {} sliced, {} sampled \
-                 out",
-                r.packets, r.bytes, r.passed, r.dropped, r.sliced, r.sampled_out
-            )
-        };
-        let matched: Vec<_> = s.wild.iter().filter(|w| w.stats.packets > 0).collect();
-        for w in matched.iter().take(50) {
-            out += &line(format!("rule {} (line {})", w.id, w.line), &w.stats);
-        }
-        if matched.len() > 50 {
-            out += &format!(
-                "\n    ... {} more rules matched (see --stats-json)",
-                matched.len() - 50
-            );
-        }
-        if s.exact_rules > 0 {
-            out += &line(format!("{} exact rules", s.exact_rules), &s.exact);
-        }
-        out
+        self.file.summary(feed.tagged, self.tags_stored)
     }
 
     /// Every counter as JSON, for `--stats-json`.
     pub(crate) fn json(&self, feed: &weir_capture::FeedTotals) -> serde_json::Value {
-        let s = self.engine.stats();
-        let t = &s.totals;
-        let rs = |r: &weir_rules::RuleStats| {
-            serde_json::json!({
-                "packets": r.packets, "bytes": r.bytes, "passed": r.passed,
-                "dropped": r.dropped, "sliced": r.sliced, "sampled_out": r.sampled_out,
-            })
-        };
-        serde_json::json!({
-            "file": self.path.display().to_string(),
-            "version": s.version,
-            "reloads": self.reloads,
-            "failed_reloads": self.failed_reloads,
-            "tags_stored": self.tags_stored,
-            "tagged": feed.tagged,
-            "totals": {
-                "packets_in": t.packets_in, "bytes_in": t.bytes_in, "passed": t.passed,
-                "dropped": t.dropped, "sliced": t.sliced, "sampled_out": t.sampled_out,
-                "cut": t.cut, "cut_bytes": t.cut_bytes, "unmatched": t.unmatched,
-                "learned": t.learned, "flow_evictions": t.flow_evictions,
-                "scanned_bytes": t.scanned_bytes, "stream_resets": t.stream_resets,
-            },
-            "rules": s.wild.iter().map(|w| {
-                let mut v = rs(&w.stats);
-                v["id"] = w.id.into();
-                v["line"] = w.line.into();
-                v
-            }).collect::<Vec<_>>(),
-            "exact_rules": s.exact_rules,
-            "exact": rs(&s.exact),
-        })
+        self.file.json(feed.tagged, self.tags_stored)
     }
+}
+
+/// Set by SIGHUP, cleared by [`LiveRules::poll`].
+static HANGUP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_hangup_signal(_: libc::c_int) {
+    HANGUP.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Serves `--control PATH` for `engine` while the returned server lives (dropping it stops the

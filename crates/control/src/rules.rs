@@ -15,7 +15,8 @@
 use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
-use weir_rules::{Engine, ListedRule, Match, Rule, RuleSet, RuleStats, Totals};
+use weir_rules::file::stats_json;
+use weir_rules::{Engine, ListedRule, Match, Rule, RuleSet, Totals};
 
 use crate::Commands;
 
@@ -26,14 +27,6 @@ fn obj(v: Value) -> Map<String, Value> {
         Value::Object(m) => m,
         _ => Map::new(),
     }
-}
-
-/// Counters as a JSON object.
-pub fn stats_json(s: &RuleStats) -> Value {
-    json!({
-        "packets": s.packets, "bytes": s.bytes, "passed": s.passed, "dropped": s.dropped,
-        "sliced": s.sliced, "sampled_out": s.sampled_out,
-    })
 }
 
 /// The engine's totals as a JSON object, with `reconciles`.

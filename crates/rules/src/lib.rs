@@ -72,6 +72,7 @@ mod display;
 pub mod engine;
 mod exact;
 pub mod fields;
+pub mod file;
 pub mod kernel;
 mod parse;
 pub mod patterns;
@@ -85,6 +86,7 @@ pub use crate::engine::{
 };
 pub use crate::exact::SHARDS;
 pub use crate::fields::{fields_from_decoded, fields_from_frame, PacketFields, NO_OFFSET, NO_VLAN};
+pub use crate::file::{FileError, RulesFile};
 pub use crate::kernel::{kernel_drops, KernelDrops};
 pub use crate::parse::ParseError;
 pub use crate::rule::{
