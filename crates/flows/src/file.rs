@@ -2,8 +2,8 @@
 //! another from the caller's reading loop, restarting the meter's clock when an input starts
 //! before it ([`Meter::new_input`]) and counting the packets read; [`meter_parallel`] meters one
 //! large classic pcap file on every core instead, the reading threads running the shards
-//! themselves ([`Plan::run_lanes`], [`RangeFeed`]), with exactly the records of the sequential
-//! path.
+//! themselves ([`Plan::run_lanes`], the meter's `RangeFeed`), with exactly the records of the
+//! sequential path.
 
 use weir_decode::LinkType;
 use weir_pcap::parallel::Plan;
@@ -82,9 +82,10 @@ pub struct ParallelRun<S: RecordSink> {
 /// Meters the file of `plan` (one classic pcap file split into ranges, from
 /// `Plan::new(path, RANGE_BYTES, ...)`) on every core: each thread reads a range, keeps the
 /// packets `keep` accepts (the filter), prepares and routes them, then meters each shard's
-/// batch itself when that shard is free and the batch is next in file order ([`RangeFeed`]),
+/// batch itself when that shard is free and the batch is next in file order (`RangeFeed`),
 /// so the records are exactly those of [`FileMeter`] on the same packets. The meter is
-/// [`Meter::driven`] with `cfg`'s shards; it is finished before this returns.
+/// driven by these threads (`Meter::driven`) with `cfg`'s shards; it is finished before this
+/// returns.
 pub fn meter_parallel<S, K>(
     cfg: &Config,
     sink: S,
