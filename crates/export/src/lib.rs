@@ -9,6 +9,10 @@
 //! the oldest record in it has waited longer than the queue timeout (1 s of packet time by
 //! default, see [`ExportOptions`]).
 //!
+//! A meter run's outputs are named by [`Outputs`] and opened together ([`Outputs::open`]); at
+//! its end [`RunReport::finish`] finishes them and gathers every counter of the run, which
+//! [`RunReport::summary`] puts in words and a [`StatsFile`] writes as JSON.
+//!
 //! # Time base
 //!
 //! Every clock the formats carry (sys_uptime, unix_secs, export time) is packet time, so file runs
@@ -35,7 +39,9 @@ mod fanout;
 mod ipfix;
 mod netflow;
 mod open;
+mod outputs;
 mod packer;
+mod report;
 mod sets;
 mod sink;
 mod target;
@@ -50,5 +56,7 @@ pub use error::ExportError;
 pub use fanout::{Fanout, FanoutTotals, SinkError};
 pub use netflow::{ExportOptions, NetflowFormat};
 pub use open::{open_sink, open_sink_with, SinkSpec};
+pub use outputs::{NetflowOutput, OpenError, Outputs};
+pub use report::{RunError, RunReport, StatsFile, StatsFileError};
 pub use sink::{ExportStats, FlowSink};
 pub use target::{Target, DEFAULT_COLLECTOR};

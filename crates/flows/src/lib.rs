@@ -5,7 +5,7 @@
 //!   threads, the shards, one exporter thread owning the [`RecordSink`]); [`Config`] its
 //!   settings. Each shard is a state machine of its own (counters, fragment table, flow table,
 //!   expiry rules) with time passed in; the meter schedules them: inline, one worker thread
-//!   each, or run by the caller's threads ([`Meter::driven`], [`Shards`]).
+//!   each, or run by the threads reading a file on every core ([`meter_parallel`]).
 //! * [`FlowTable`] is one shard's flow table: a preallocated slab of 120-byte entries (both
 //!   directions of a flow in one entry), a 4/3-sized hash index of `u32` buckets, and intrusive
 //!   lists that make every expiry O(1). At full capacity a flow costs 125.3 bytes
@@ -18,8 +18,12 @@
 //!   (fragment attribution through the shard's [`FragTable`], counters, table, expiry);
 //!   [`Meter::packet`] does both. A [`Router`] sorts prepared packets by shard (by addresses, so
 //!   fragments meet their flow) on any thread, for [`Meter::feed`].
+//! * [`FileMeter`] feeds a meter the inputs of a run one after the other; [`meter_parallel`]
+//!   meters one large pcap file on every core ([`mod@file`]).
 //! * [`LiveMeter`] runs a meter on its own thread over the live packet buffer
-//!   (`weir_buffer::Reader`), expiring flows on the wall clock it is given when traffic pauses.
+//!   (`weir_buffer::Reader`), expiring flows on the wall clock it is given when traffic pauses;
+//!   [`meter_live`] runs it over a capture pipeline until told to stop ([`live`]).
+//! * [`MeterStats::summary`] and [`MeterStats::to_json`] say what a run counted ([`report`]).
 //!
 //! ```
 //! use weir_flows::{Config, Meter};
@@ -45,6 +49,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod file;
 pub mod frag;
 pub mod index;
 pub mod key;
@@ -52,6 +57,7 @@ pub mod live;
 pub mod meter;
 pub mod prepare;
 pub mod record;
+pub mod report;
 pub mod route;
 mod shard;
 pub mod table;
@@ -59,10 +65,11 @@ pub mod table;
 #[cfg(test)]
 mod tests;
 
+pub use file::{meter_parallel, FileMeter, ParallelRun};
 pub use frag::FragTable;
 pub use key::{Key, KeyHasher, RawKey};
-pub use live::LiveMeter;
-pub use meter::{Config, Finished, Meter, MeterStats, RangeFeed, RecordSink, Shards, RANGE_BYTES};
+pub use live::{meter_live, wall_clock_ns, LiveError, LiveMeter, LiveRun, Metered};
+pub use meter::{Config, Finished, Meter, MeterStats, RecordSink, RANGE_BYTES};
 pub use prepare::{Prepared, Preparer};
 pub use record::{Direction, EndReason, FlowKey, FlowRecord};
 pub use route::{Routed, Router};

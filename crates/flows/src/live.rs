@@ -1,13 +1,18 @@
 //! The meter of a live capture (`weir flows -i`, `weir record --flows`): one thread reads the
 //! shared packet buffer (`weir_buffer`) as one of its consumers and meters every record, and
-//! when traffic pauses it passes the wall clock it is given to [`Meter::tick`] once a second,
-//! so idle flows still end. The meter itself never reads a clock.
+//! when traffic pauses it passes the wall clock it is given ([`wall_clock_ns`]) to
+//! [`Meter::tick`] once a second, so idle flows still end. The meter itself never reads a clock.
+//!
+//! [`meter_live`] is the whole of `weir flows -i` once its capture pipeline runs: meter until
+//! told to stop, stop the capture, meter what is left, and hand back every stage's counters.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use weir_buffer::BufferError;
+use weir_capture::{CaptureError, Pipeline, Totals};
 use weir_decode::LinkType;
 
 use crate::meter::{Finished, Meter, RecordSink};
@@ -16,6 +21,16 @@ use crate::meter::{Finished, Meter, RecordSink};
 const TICK: Duration = Duration::from_secs(1);
 /// How long the thread sleeps when the buffer is empty.
 const IDLE: Duration = Duration::from_millis(2);
+/// How often [`meter_live`] looks whether it should stop.
+const POLL: Duration = Duration::from_millis(100);
+
+/// The wall clock, ns since the epoch (0 before it): the time a live meter expires flows by
+/// when traffic pauses.
+pub fn wall_clock_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
 
 /// A [`Meter`] reading the packet buffer on its own thread (see the module documentation).
 pub struct LiveMeter<S: RecordSink> {
@@ -24,9 +39,10 @@ pub struct LiveMeter<S: RecordSink> {
     thread: JoinHandle<Finished<S>>,
 }
 
-/// What [`LiveMeter::finish`] hands back.
-pub struct LiveFinished<S: RecordSink> {
-    /// Records read from the buffer (every one was handed to the meter).
+/// What a finished meter run hands back ([`LiveMeter::finish`], [`FileMeter::finish`](crate::FileMeter::finish)).
+pub struct Metered<S: RecordSink> {
+    /// Packets read: from the buffer live (every one was handed to the meter), from the files
+    /// (matching the filter or not) otherwise.
     pub packets: u64,
     /// The meter's counters and sink.
     pub meter: Finished<S>,
@@ -92,15 +108,135 @@ impl<S: RecordSink> LiveMeter<S> {
 
     /// Once capture has stopped: meters what is left in the buffer, ends every flow and
     /// returns the counters and the sink (to finish by its owner).
-    pub fn finish(self) -> LiveFinished<S> {
+    pub fn finish(self) -> Metered<S> {
         self.stop.store(true, Ordering::Release);
         let meter = self
             .thread
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        LiveFinished {
+        Metered {
             packets: self.packets.load(Ordering::Relaxed),
             meter,
         }
+    }
+}
+
+/// Why [`meter_live`] could not run or end cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// The meter's reader of the packet buffer could not be had.
+    #[error(transparent)]
+    Reader(#[from] BufferError),
+    /// A capture thread failed.
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+}
+
+/// What [`meter_live`] hands back.
+pub struct LiveRun<S: RecordSink> {
+    /// The records metered, the meter's counters and its sink.
+    pub metered: Metered<S>,
+    /// Every capture stage's counters once capture stopped.
+    pub capture: Totals,
+    /// The packet buffer's counters once capture stopped.
+    pub buffer: weir_buffer::Stats,
+}
+
+/// Meters the records of a running capture `pipeline` with `meter`, as the buffer's consumer
+/// number `reader`, on a thread of its own ([`LiveMeter`], the wall clock expiring flows when
+/// traffic pauses), until `stop` is set, `duration` has passed or a capture thread has ended;
+/// then stops the capture, meters what is left in the buffer, ends every flow and returns the
+/// counters of every stage. A capture thread's error is the result (after the meter finished).
+pub fn meter_live<S: RecordSink>(
+    pipeline: &mut Pipeline,
+    reader: usize,
+    meter: Meter<S>,
+    stop: &AtomicBool,
+    duration: Option<Duration>,
+) -> Result<LiveRun<S>, LiveError> {
+    let links = pipeline.interfaces().iter().map(|i| i.link).collect();
+    let live = LiveMeter::spawn(
+        meter,
+        pipeline.buffer().reader(reader)?,
+        links,
+        wall_clock_ns,
+    );
+    let deadline = duration.map(|d| Instant::now() + d);
+    while !stop.load(Ordering::Relaxed)
+        && !pipeline.failed()
+        && deadline.is_none_or(|d| Instant::now() < d)
+    {
+        std::thread::sleep(POLL);
+    }
+    let stopped = pipeline.stop();
+    let (capture, buffer) = (pipeline.counters().totals(), pipeline.buffer().stats());
+    let metered = live.finish();
+    stopped?;
+    Ok(LiveRun {
+        metered,
+        capture,
+        buffer,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, FlowRecord};
+
+    #[test]
+    fn the_wall_clock_is_in_ns_since_the_epoch() {
+        let s = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let ns = wall_clock_ns();
+        assert!(
+            ns / 1_000_000_000 >= s && ns / 1_000_000_000 <= s + 1,
+            "{ns} vs {s} s"
+        );
+    }
+
+    /// Records written into a buffer are metered by the live thread, the pending flows ended
+    /// by `finish`: one flow of three packets, hand-counted.
+    #[test]
+    fn records_in_the_buffer_are_metered() {
+        let buffer = weir_buffer::PacketBuffer::new(4 << 20, 1).unwrap();
+        let cfg = Config {
+            seed: Some(1),
+            ..Config::default()
+        };
+        let live = LiveMeter::spawn(
+            Meter::new(&cfg, Vec::<FlowRecord>::new()),
+            buffer.reader(0).unwrap(),
+            vec![LinkType::IPV4],
+            || 0,
+        );
+        // raw IPv4: 10.0.0.1:1000 -> 10.0.0.2:53 over UDP, 32 bytes
+        let q = [
+            0x45u8, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x03, 0xe8, 0,
+            53, 0, 12, 0, 0, 1, 2, 3, 4,
+        ];
+        let mut w = buffer.writer().unwrap();
+        for t in 1..=3u64 {
+            w.push(0, t * 1000, q.len() as u32, &q).unwrap();
+        }
+        drop(w);
+        let done = live.finish();
+        assert_eq!(done.packets, 3);
+        assert_eq!(done.meter.stats.metered, 3);
+        let recs = done.meter.sink;
+        assert_eq!(recs.len(), 1);
+        let r = recs[0];
+        assert_eq!((r.key.src_port, r.key.dst_port), (1000, 53));
+        assert_eq!(
+            (
+                r.forward.packets,
+                r.forward.bytes,
+                r.forward.first_ns,
+                r.forward.last_ns
+            ),
+            (3, 96, 1000, 3000)
+        );
     }
 }

@@ -15,15 +15,16 @@
 //! * **threaded** (N shards, [`Meter::new`]): one worker thread per shard fed by bounded
 //!   crossbeam channels of whole batches (a channel operation costs a fraction of a nanosecond
 //!   per packet; a full channel blocks the reader, so offline nothing is ever dropped);
-//! * **driven** (1 or N shards, [`Meter::driven`]): no worker threads; the caller's threads
-//!   run the shards themselves through [`Shards`], each shard behind a mutex taken once per
+//! * **driven** (1 or N shards, `Meter::driven`, for [`meter_parallel`](crate::meter_parallel)
+//!   only): no worker threads; the reading threads run the shards themselves through `Shards`,
+//!   each shard behind a mutex taken once per
 //!   batch. Reading a file on every core, a thread that has prepared a range meters its batches
 //!   while they are still in its cache, and no core sits idle waiting for a worker.
 //!
 //! The reader stage is the caller's thread, one packet at a time ([`Meter::packet`],
 //! [`Meter::packet_prepared`]), or several threads that each prepare and route a whole range of
 //! a file ([`Meter::router`]) and hand it over in file order ([`Meter::feed`]) or run it
-//! ([`Shards::run`]). Packets go to shards by their addresses ([`KeyHasher::route`]), so both
+//! (`Shards::run`). Packets go to shards by their addresses ([`KeyHasher::route`]), so both
 //! directions of a flow and every fragment of a datagram meet in one shard and each shard keeps
 //! its own fragment table: everything stateful is per shard, no lock is taken per packet.
 //!
@@ -74,7 +75,8 @@ pub struct Config {
     pub max_flows: u64,
     /// Shards of the flow table (`--workers`): parts of the table, each metered in order by
     /// one thread at a time. [`Meter::new`] gives each its own worker thread (1: inline on the
-    /// caller's thread); [`Meter::driven`] lets the caller's threads run them.
+    /// caller's thread); [`meter_parallel`](crate::meter_parallel) lets the threads reading a
+    /// file run them.
     pub workers: usize,
     /// Put the IP TOS / traffic class in the flow key (ffProbe does; nProbe does not).
     pub tos_key: bool,
@@ -424,7 +426,7 @@ impl<S: RecordSink> Driven<S> {
 /// thread that has prepared and routed a range of packets ([`Meter::router`]) meters each
 /// shard's batch itself, while it is still in its cache, when that shard is free and the
 /// batch is next in packet order. `Sync`: share it between the threads.
-pub struct Shards<'a> {
+pub(crate) struct Shards<'a> {
     shards: &'a [Mutex<Shard>],
     pool: &'a Pool,
     exporter: &'a Sender<Exported>,
@@ -432,19 +434,14 @@ pub struct Shards<'a> {
 
 impl Shards<'_> {
     /// Shards.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.shards.len()
-    }
-
-    /// Always false: a meter has at least one shard.
-    pub fn is_empty(&self) -> bool {
-        self.shards.is_empty()
     }
 
     /// Meters `batch`, the packets of one range routed to shard `shard` by a router of this
     /// meter. Each shard's batches must come in packet order (one after the other: the shard
     /// is locked meanwhile, so a second thread would wait); different shards run in parallel.
-    pub fn run(&self, shard: usize, batch: Vec<Prepared>) {
+    pub(crate) fn run(&self, shard: usize, batch: Vec<Prepared>) {
         {
             let mut s = self.shards[shard].lock().unwrap_or_else(|e| e.into_inner());
             s.run(&batch, &mut ToExporter(self.exporter));
@@ -464,7 +461,7 @@ pub const RANGE_BYTES: u64 = 8 << 20;
 /// one batch per shard ([`split`](Self::split)), and each shard's batches are then
 /// [`run`](Self::run) in file order, one thread at a time per shard, by whichever thread finds
 /// the shard free. `Sync`: share it between the threads.
-pub struct RangeFeed<'a> {
+pub(crate) struct RangeFeed<'a> {
     preparer: Preparer,
     template: Router,
     shards: Shards<'a>,
@@ -472,28 +469,28 @@ pub struct RangeFeed<'a> {
 
 impl RangeFeed<'_> {
     /// Shards, the batches each range is split into.
-    pub fn shards(&self) -> usize {
+    pub(crate) fn shards(&self) -> usize {
         self.shards.len()
     }
 
     /// An empty router for one range (its batches have room for a whole range).
-    pub fn new_range(&self) -> Router {
+    pub(crate) fn new_range(&self) -> Router {
         self.template.empty_like()
     }
 
     /// Prepares one frame and routes it into `range`.
     #[inline]
-    pub fn push(&self, range: &mut Router, link: LinkType, ts_ns: u64, frame: &[u8]) {
+    pub(crate) fn push(&self, range: &mut Router, link: LinkType, ts_ns: u64, frame: &[u8]) {
         range.push(self.preparer.prepare(link, ts_ns, frame));
     }
 
     /// The range's batches, one per shard in shard order.
-    pub fn split(range: Router) -> Vec<Vec<Prepared>> {
+    pub(crate) fn split(range: Router) -> Vec<Vec<Prepared>> {
         range.into_routed().into_batches()
     }
 
     /// Meters `batch`, shard `shard`'s part of a range ([`Shards::run`]).
-    pub fn run(&self, shard: usize, batch: Vec<Prepared>) {
+    pub(crate) fn run(&self, shard: usize, batch: Vec<Prepared>) {
         self.shards.run(shard, batch);
     }
 }
@@ -508,7 +505,7 @@ impl<S: RecordSink> Meter<S> {
     /// A meter whose `cfg.workers` shards are run by the caller's threads
     /// ([`driven_shards`](Self::driven_shards)), not by threads of their own; it starts the
     /// exporter thread (with one shard, too).
-    pub fn driven(cfg: &Config, sink: S) -> Meter<S> {
+    pub(crate) fn driven(cfg: &Config, sink: S) -> Meter<S> {
         Meter::build(cfg, sink, true)
     }
 
@@ -594,7 +591,7 @@ impl<S: RecordSink> Meter<S> {
     }
 
     /// A router for this meter's shards, for a thread that prepares a range of packets and hands
-    /// them to [`feed`](Self::feed) or [`Shards::run`]. `Send`: make one per range, on any thread.
+    /// them to [`feed`](Self::feed). `Send`: make one per range, on any thread.
     pub fn router(&self) -> Router {
         Router::new(
             self.preparer.hasher().clone(),
@@ -608,7 +605,7 @@ impl<S: RecordSink> Meter<S> {
     /// `None` otherwise). Packets handed over by [`packet`](Self::packet) or
     /// [`feed`](Self::feed) come before those run through the shards, so call those only before
     /// or after.
-    pub fn driven_shards(&mut self) -> Option<Shards<'_>> {
+    pub(crate) fn driven_shards(&mut self) -> Option<Shards<'_>> {
         match &mut self.stage {
             Stage::Driven(d) => {
                 d.run_all(&self.pool);
@@ -620,7 +617,7 @@ impl<S: RecordSink> Meter<S> {
 
     /// The feed for threads that read a file in ranges of about `range_bytes` (a meter made by
     /// [`driven`](Self::driven); `None` otherwise): see [`RangeFeed`].
-    pub fn range_feed(&mut self, range_bytes: u64) -> Option<RangeFeed<'_>> {
+    pub(crate) fn range_feed(&mut self, range_bytes: u64) -> Option<RangeFeed<'_>> {
         let preparer = self.preparer.clone();
         // room for a range of 64-byte records in every shard's batch: no regrowing
         let template = self.router().reserving(range_bytes as usize / 64);
@@ -732,7 +729,7 @@ impl<S: RecordSink> Meter<S> {
         self.clock = start_ns;
     }
 
-    /// The latest packet or tick time seen, also through [`Shards::run`].
+    /// The latest packet or tick time seen, also through `Shards::run`.
     fn latest(&self) -> u64 {
         let mut clock = self.clock;
         if let Stage::Driven(d) = &self.stage {

@@ -66,7 +66,7 @@ impl Routed {
         self.batches.iter().map(Vec::len).sum()
     }
 
-    /// The batches, one per shard in shard order (for [`Shards::run`](crate::Shards::run)).
+    /// The batches, one per shard in shard order (one for each shard's worker).
     pub fn into_batches(self) -> Vec<Vec<Prepared>> {
         self.batches
     }

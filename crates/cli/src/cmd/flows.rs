@@ -2,31 +2,25 @@
 //! or a file), JSON lines or CSV, with a summary of every counter on stderr.
 //!
 //! The packets come from the shared offline input loop ([`for_each_packet`]: BPF filter, damage
-//! handling); the meter is `weir_flows::Meter` (reader stage here, `--workers` shards, each on
-//! a thread of its own, one exporter thread); the outputs are a `weir_export::Fanout` of
-//! sinks, several at once if asked (`--export` and `--json` together, say). One large classic
-//! pcap file is read on every core instead, the reading threads running the `--workers` shards
-//! themselves ([`meter_in_parallel`]).
-//!
-//! Live (`-i IFACE`): capture threads fill the shared packet buffer and the meter reads it as
-//! one of its consumers (`weir_flows::LiveMeter`), expiring flows on the wall clock when traffic
-//! pauses. Opening the outputs and the summary are shared with `weir record --flows`
+//! handling) into a `weir_flows::FileMeter`; one large classic pcap file is metered on every
+//! core instead (`weir_flows::meter_parallel`). Live (`-i IFACE`), the meter reads the capture
+//! pipeline's packet buffer (`weir_flows::meter_live`). The outputs are `weir_export::Outputs`,
+//! the summary a `weir_export::RunReport`, both shared with `weir record --flows`
 //! ([`crate::flow_output`]).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
-use weir_export::{Fanout, DEFAULT_COLLECTOR};
+use weir_export::{Fanout, StatsFile, DEFAULT_COLLECTOR};
 use weir_filter::FilterSet;
-use weir_flows::{Config, LiveMeter, Meter, RangeFeed, Router, RANGE_BYTES};
-use weir_pcap::parallel::Plan;
+use weir_flows::{meter_live, meter_parallel, Config, FileMeter, Meter, RANGE_BYTES};
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
 use crate::args::{self, FlowFormat, LiveArgs};
-use crate::flow_output::{finish, ns, open_outputs, wall_clock_ns, StatsFile};
+use crate::flow_output::{finish, ns, outputs};
 use crate::input::{for_each_packet, matches, parallel_plan, Visitor};
 use crate::output::{on_signal, start_live, warn_damage, Status};
 
@@ -169,28 +163,15 @@ impl Args {
     }
 }
 
-struct Metering {
-    meter: Meter<Fanout>,
-    read: u64,
-    /// The next packet is the first of an input.
-    starting: bool,
-}
-
-impl Visitor for Metering {
+impl Visitor for FileMeter<Fanout> {
     fn start_file(&mut self, _reader: &FileReader) -> Result<()> {
-        self.starting = true;
+        self.start_input();
         Ok(())
     }
 
     #[inline]
     fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
-        if self.starting {
-            // an input that starts before the clock restarts every shard
-            self.meter.new_input(packet.meta.ts_ns);
-            self.starting = false;
-        }
-        self.meter
-            .packet(packet.link, packet.meta.ts_ns, packet.data);
+        FileMeter::packet(self, packet.link, packet.meta.ts_ns, packet.data);
         Ok(())
     }
 
@@ -199,7 +180,7 @@ impl Visitor for Metering {
     }
 
     fn end_file(&mut self, reader: &FileReader, _damage: Option<&ReadError>) -> Result<()> {
-        self.read += reader.packets();
+        self.end_input(reader.packets());
         Ok(())
     }
 }
@@ -218,108 +199,53 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         seed: args.seed,
         ..Config::default()
     };
-    let sinks = open_outputs(
+    let sinks = outputs(
         args.export.as_deref(),
         args.format,
         args.biflow,
         args.ts_nanos,
         args.json.as_deref(),
         args.csv.as_deref(),
-    )?;
+    )?
+    .open()?;
     // created now, so that a bad path fails before the run rather than after it
-    let stats = args.stats.as_deref().map(StatsFile::create).transpose()?;
+    let stats = args
+        .stats
+        .as_deref()
+        .map(|p| StatsFile::create(p).context("--stats"))
+        .transpose()?;
     if !args.live.interfaces.is_empty() {
-        return run_live(&args, &cfg, sinks, stats);
+        let stop = Arc::new(AtomicBool::new(false));
+        on_signal(stop.clone())?;
+        let mut live = start_live(&args.live, &args.expr.joined(), 1, 0, "metering flows", 64)?;
+        let duration = args.live.duration.map(Duration::from_secs_f64);
+        let run = meter_live(&mut live, 0, Meter::new(&cfg, sinks), &stop, duration)?;
+        finish(run.metered, stats)?;
+        eprintln!("{}", crate::output::live_summary(&run.capture, &run.buffer));
+        return Ok(Status::Clean);
     }
     let mut filters = FilterSet::new(&args.expr.joined())?;
     // one large classic pcap file: read on every core
-    let plan = match &args.inputs.files[..] {
-        [single] => parallel_plan(single, RANGE_BYTES).map(|p| p.lookahead(LOOKAHEAD)),
-        _ => None,
-    };
-    let mut m = Metering {
-        meter: match plan {
-            Some(_) => Meter::driven(&cfg, sinks),
-            None => Meter::new(&cfg, sinks),
-        },
-        read: 0,
-        starting: false,
-    };
-    let status = match plan {
-        Some(plan) => meter_in_parallel(plan, &mut filters, &mut m)?,
-        None => for_each_packet(&args.inputs.files, &mut filters, &mut m)?,
-    };
-    let read = m.read;
-    finish(read, m.meter.finish(), stats)?;
+    if let [single] = &args.inputs.files[..] {
+        if let Some(plan) = parallel_plan(single, RANGE_BYTES) {
+            let filter = if filters.is_empty() {
+                None
+            } else {
+                Some(filters.for_interface(&plan.interfaces()[0])?.clone())
+            };
+            let run = meter_parallel(&cfg, sinks, plan, |p| matches(filter.as_ref(), p))?;
+            if let Some(e) = &run.damage {
+                warn_damage(e);
+            }
+            finish(run.metered, stats)?;
+            return Ok(match run.damage {
+                Some(_) => Status::Damaged,
+                None => Status::Clean,
+            });
+        }
+    }
+    let mut meter = FileMeter::new(&cfg, sinks);
+    let status = for_each_packet(&args.inputs.files, &mut filters, &mut meter)?;
+    finish(meter.finish(), stats)?;
     Ok(status)
-}
-
-/// `weir flows -i`: capture into the buffer, meter from it until SIGINT/SIGTERM or --duration.
-fn run_live(args: &Args, cfg: &Config, sinks: Fanout, stats: Option<StatsFile>) -> Result<Status> {
-    let stop = Arc::new(AtomicBool::new(false));
-    on_signal(stop.clone())?;
-    let expr = args.expr.joined();
-    let mut live = start_live(&args.live, &expr, 1, 0, "metering flows", 64)?;
-    let links = live.interfaces().iter().map(|i| i.link).collect();
-    let meter = LiveMeter::spawn(
-        Meter::new(cfg, sinks),
-        live.buffer().reader(0)?,
-        links,
-        wall_clock_ns,
-    );
-    let started = Instant::now();
-    let deadline = args
-        .live
-        .duration
-        .map(|s| started + Duration::from_secs_f64(s));
-    while !stop.load(Ordering::Relaxed)
-        && !live.failed()
-        && deadline.is_none_or(|d| Instant::now() < d)
-    {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    live.stop()?;
-    let t = live.counters().totals();
-    let b = live.buffer().stats();
-    let done = meter.finish();
-    finish(done.packets, done.meter, stats)?;
-    eprintln!("{}", crate::output::live_summary(&t, &b));
-    Ok(Status::Clean)
-}
-
-/// Ranges read ahead of the slowest shard: what bounds the batches in flight.
-const LOOKAHEAD: usize = 4;
-
-/// Meters one large classic pcap file with every core ([`Plan::run_lanes`]): each thread
-/// reads a range, filters, prepares and routes its packets, then meters each shard's batch
-/// itself when that shard is free and the batch is next in file order ([`RangeFeed`]), so the
-/// records are exactly those of the sequential path.
-fn meter_in_parallel(plan: Plan, filters: &mut FilterSet, m: &mut Metering) -> Result<Status> {
-    let filter = if filters.is_empty() {
-        None
-    } else {
-        Some(filters.for_interface(&plan.interfaces()[0])?.clone())
-    };
-    let feed = m
-        .meter
-        .range_feed(RANGE_BYTES)
-        .context("the meter's shards run on the reading threads")?;
-    let outcome = plan.run_lanes(
-        (4096, feed.shards()),
-        |p| matches(filter.as_ref(), p),
-        (
-            || feed.new_range(),
-            |r: &mut Router, p: &Packet<'_>| feed.push(r, p.link, p.meta.ts_ns, p.data),
-        ),
-        (RangeFeed::split, |s, batch| feed.run(s, batch)),
-    )?;
-    m.read += outcome.packets;
-    if let Some(e) = &outcome.damage {
-        warn_damage(e);
-    }
-    Ok(if outcome.damage.is_some() {
-        Status::Damaged
-    } else {
-        Status::Clean
-    })
 }

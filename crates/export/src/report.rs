@@ -1,0 +1,328 @@
+//! The end of a meter run: [`RunReport::finish`] finishes every output of a finished meter
+//! (its [`Fanout`]) and gathers what the run counted (the meter's counters, each output's
+//! totals) with the run's first export error; [`RunReport::summary`] says it in words and
+//! [`RunReport::to_json`] as the JSON of `--stats`, which a [`StatsFile`] writes.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use weir_flows::{MeterStats, Metered};
+
+use crate::{ExportStats, Fanout, SinkError};
+
+/// What a finished meter run counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// Packets read, before the filter.
+    pub read: u64,
+    /// The meter's counters.
+    pub meter: MeterStats,
+    /// Each output's totals, by name, in the order they were opened.
+    pub exports: Vec<(String, ExportStats)>,
+}
+
+/// Why a meter run's export failed (the run itself went on to its end).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// An output failed while records were written, or when it was finished.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// An output could not send some datagrams (a collector unreachable, say).
+    #[error(
+        "export to {name}: {records} records could not be sent (send errors; counted per \
+         collector)"
+    )]
+    Dropped {
+        /// The output.
+        name: String,
+        /// Records in the datagrams not sent.
+        records: u64,
+    },
+}
+
+impl RunReport {
+    /// Finishes every output of `run` (sends what is pending, flushes) and returns the report
+    /// with the run's first export error: the error that stopped the export while metering
+    /// (named by the output it came from, "a sink" if none is known), else the first output
+    /// that could not finish, else the first that dropped records.
+    pub fn finish(run: Metered<Fanout>) -> (RunReport, Option<RunError>) {
+        let done = run.meter;
+        let name = done.sink.failed().unwrap_or("a sink").to_owned();
+        let mut first = done
+            .error
+            .map(|error| RunError::Sink(SinkError { name, error }));
+        let totals = done.sink.finish();
+        if first.is_none() {
+            first = totals.error.map(RunError::Sink);
+        }
+        if first.is_none() {
+            first = totals
+                .exports
+                .iter()
+                .find(|(_, e)| e.dropped > 0)
+                .map(|(name, e)| RunError::Dropped {
+                    name: name.clone(),
+                    records: e.dropped,
+                });
+        }
+        let report = RunReport {
+            read: run.packets,
+            meter: done.stats,
+            exports: totals.exports,
+        };
+        (report, first)
+    }
+
+    /// Every counter in words, one line each (each ending in `\n`): the meter's
+    /// ([`MeterStats::summary`]) with a line per output, and a warning line after an output
+    /// whose NetFlow times had to be clamped.
+    pub fn summary(&self) -> String {
+        let mut outputs = String::new();
+        for (name, e) in &self.exports {
+            outputs += &format!(
+                "  {name}: {} records, {} datagrams, {} bytes, {} dropped, {} IPv6 flows not \
+                 exportable as v5\n",
+                e.records, e.datagrams, e.bytes, e.dropped, e.dropped_v5_ipv6
+            );
+            if e.times_clamped > 0 {
+                outputs += &format!(
+                    "weir: warning: {name}: {} records last longer than the 49.7 days NetFlow's \
+                     32-bit uptime spans: their end time was clamped\n",
+                    e.times_clamped
+                );
+            }
+        }
+        self.meter.summary(self.read, &outputs)
+    }
+
+    /// Every counter as JSON: the meter's ([`MeterStats::to_json`]) and `"exports"`, one
+    /// object per output.
+    pub fn to_json(&self) -> Value {
+        let mut m = self.meter.to_json(self.read);
+        let exports = self.exports.iter().map(|(n, e)| {
+            json!({
+                "sink": n,
+                "records": e.records,
+                "datagrams": e.datagrams,
+                "bytes": e.bytes,
+                "dropped": e.dropped,
+                "dropped_v5_ipv6": e.dropped_v5_ipv6,
+                "times_clamped": e.times_clamped,
+            })
+        });
+        m.insert("exports".into(), Value::Array(exports.collect()));
+        Value::Object(m)
+    }
+}
+
+/// A file the report of a run goes to, created before the run (so that a bad path fails
+/// before the run rather than after it) and written at its end.
+#[derive(Debug)]
+pub struct StatsFile {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+/// A stats file that could not be created or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsFileError {
+    /// Creating it failed.
+    #[error("cannot create {}", path.display())]
+    Create {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Writing it failed.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl StatsFile {
+    /// Creates (or truncates) `path` now.
+    pub fn create(path: &Path) -> Result<StatsFile, StatsFileError> {
+        let file = std::fs::File::create(path).map_err(|source| StatsFileError::Create {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(StatsFile {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// Writes `report` ([`RunReport::to_json`], pretty-printed, with a final newline).
+    pub fn write(mut self, report: &RunReport) -> Result<(), StatsFileError> {
+        self.file
+            .write_all(format!("{:#}\n", report.to_json()).as_bytes())
+            .map_err(|source| StatsFileError::Write {
+                path: self.path,
+                source,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_flows::{Direction, EndReason, FlowKey, FlowRecord, Meter, RecordSink};
+
+    use super::*;
+    use crate::{ExportError, FlowSink};
+
+    /// A sink that counts records, fails its `fail_at`th, and reports `dropped` at the end.
+    struct Counting {
+        records: u64,
+        fail_at: Option<u64>,
+        dropped: u64,
+        clamped: u64,
+    }
+
+    fn counting(fail_at: Option<u64>, dropped: u64, clamped: u64) -> Box<dyn FlowSink> {
+        Box::new(Counting {
+            records: 0,
+            fail_at,
+            dropped,
+            clamped,
+        })
+    }
+
+    impl FlowSink for Counting {
+        fn export(&mut self, _: &FlowRecord) -> Result<(), ExportError> {
+            self.records += 1;
+            if Some(self.records) == self.fail_at {
+                return Err(ExportError::Unsupported("test".into()));
+            }
+            Ok(())
+        }
+        fn tick(&mut self, _: u64) -> Result<(), ExportError> {
+            Ok(())
+        }
+        fn finish(&mut self) -> Result<ExportStats, ExportError> {
+            Ok(ExportStats {
+                records: self.records,
+                datagrams: 2,
+                bytes: 300,
+                dropped: self.dropped,
+                times_clamped: self.clamped,
+                ..ExportStats::default()
+            })
+        }
+    }
+
+    fn rec(port: u16) -> FlowRecord {
+        FlowRecord {
+            key: FlowKey {
+                vlan: 0,
+                src: std::net::Ipv4Addr::LOCALHOST.into(),
+                dst: std::net::Ipv4Addr::LOCALHOST.into(),
+                proto: 17,
+                src_port: port,
+                dst_port: 2,
+                tos: 0,
+            },
+            forward: Direction::default(),
+            reverse: Direction::default(),
+            end_reason: EndReason::IdleTimeout,
+        }
+    }
+
+    /// A run of `records` records into `sinks`, as a meter hands it over.
+    fn run(sinks: Vec<(&str, Box<dyn FlowSink>)>, records: u16) -> Metered<Fanout> {
+        let mut f = Fanout::new();
+        for (n, s) in sinks {
+            f.push(n, s);
+        }
+        let mut meter = Meter::new(&weir_flows::Config::default(), f).finish();
+        for p in 0..records {
+            if let Err(e) = meter.sink.record(&rec(p)) {
+                meter.error.get_or_insert(e);
+            }
+        }
+        Metered { packets: 10, meter }
+    }
+
+    #[test]
+    fn summary_and_json_carry_every_output() {
+        let (r, err) = RunReport::finish(run(
+            vec![
+                ("json -", counting(None, 0, 0)),
+                ("v9 x", counting(None, 0, 4)),
+            ],
+            3,
+        ));
+        assert!(err.is_none());
+        assert_eq!(r.read, 10);
+        let s = r.summary();
+        assert!(s.starts_with("weir flows: 10 packets read, 10 not matching the filter, 0 metered"));
+        assert!(
+            s.contains(
+                "lost to a failed exporter\n  json -: 3 records, 2 datagrams, 300 bytes, 0 \
+                 dropped, 0 IPv6 flows not exportable as v5\n  v9 x: 3 records, 2 datagrams, \
+                 300 bytes, 0 dropped, 0 IPv6 flows not exportable as v5\nweir: warning: v9 x: \
+                 4 records last longer than the 49.7 days NetFlow's 32-bit uptime spans: their \
+                 end time was clamped\n  memory: "
+            ),
+            "{s}"
+        );
+        let j = r.to_json();
+        assert_eq!(j["packets_read"], 10);
+        assert_eq!(j["exports"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            j["exports"][1],
+            json!({"sink": "v9 x", "records": 3, "datagrams": 2, "bytes": 300, "dropped": 0,
+                   "dropped_v5_ipv6": 0, "times_clamped": 4})
+        );
+    }
+
+    #[test]
+    fn the_first_export_error_is_the_result() {
+        // a sink failing while records are written comes first, named
+        let (r, err) = RunReport::finish(run(
+            vec![("a", counting(None, 5, 0)), ("b", counting(Some(2), 0, 0))],
+            3,
+        ));
+        let err = err.unwrap();
+        assert_eq!(err.to_string(), "export to b");
+        let cause = std::error::Error::source(&err).unwrap().to_string();
+        assert_eq!(cause, "unsupported export: test");
+        assert_eq!(r.exports.len(), 2, "every output is finished all the same");
+        // else an output that dropped records
+        let (_, err) = RunReport::finish(run(
+            vec![
+                ("a", counting(None, 0, 0)),
+                ("v5 udp://c", counting(None, 7, 0)),
+            ],
+            3,
+        ));
+        assert_eq!(
+            err.unwrap().to_string(),
+            "export to v5 udp://c: 7 records could not be sent (send errors; counted per \
+             collector)"
+        );
+    }
+
+    #[test]
+    fn the_stats_file_holds_the_json() {
+        let dir = std::env::temp_dir().join(format!("weir-export-stats-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.json");
+        let f = StatsFile::create(&p).unwrap();
+        let (r, _) = RunReport::finish(run(vec![("json -", counting(None, 0, 0))], 1));
+        f.write(&r).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.ends_with("}\n"));
+        let back: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r.to_json());
+        let bad = dir.join("no/such/dir/s.json");
+        let e = StatsFile::create(&bad).unwrap_err();
+        assert_eq!(e.to_string(), format!("cannot create {}", bad.display()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
