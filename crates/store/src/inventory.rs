@@ -252,7 +252,7 @@ pub fn build_index(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::manifest::{InterfaceInfo, SegmentState};
     use weir_packet::{Interface, LinkType, PacketMeta};
@@ -275,7 +275,7 @@ mod tests {
     }
 
     /// A store with one closed pcap segment of `n` packets (plus a cut tail when `damaged`).
-    fn store(n: u64, damaged: bool) -> (tempfile::TempDir, PathBuf) {
+    pub(crate) fn store(n: u64, damaged: bool) -> (tempfile::TempDir, PathBuf) {
         let d = tempfile::tempdir().unwrap();
         let iface = Interface::new(LinkType::ETHERNET, 262_144);
         let mut w = PacketWriter::new(

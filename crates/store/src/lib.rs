@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod disk;
+pub mod extract;
 pub mod inventory;
 pub mod manifest;
 pub mod recorder;
