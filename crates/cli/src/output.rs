@@ -285,23 +285,6 @@ pub(crate) fn notice(n: &weir_store::Notice, verbose: bool, status: &mut Status)
     }
 }
 
-/// The reader's next packet. Damage ends this input like its end (`None`), with a warning and
-/// `status` set to [`Status::Damaged`]; other read errors are returned.
-pub(crate) fn next_or_damaged<'r>(
-    r: &'r mut weir_pcap::FileReader,
-    status: &mut Status,
-) -> Result<Option<weir_pcap::Packet<'r>>> {
-    match r.next_packet() {
-        Ok(p) => Ok(p),
-        Err(e @ weir_pcap::ReadError::Damaged { .. }) => {
-            warn_damage(&e);
-            *status = Status::Damaged;
-            Ok(None)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// Installs the SIGINT/SIGTERM handler that sets `flag` (the live commands and `gen` end on it).
 pub(crate) fn on_signal(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
     ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Relaxed))

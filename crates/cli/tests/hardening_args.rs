@@ -332,6 +332,39 @@ fn numeric_options_are_finite_and_in_range() {
 }
 
 /// Item 19: `weir flows -r` meters with one worker per core by default.
+/// `weir lab bql` and `weir lab tsq` take what the kernel takes (BQL's limit_max up to
+/// DQL_MAX_LIMIT = 1879048192, TSQ a C int): anything else is a usage error naming the range,
+/// before any bench is looked at, never a kernel error (EINVAL from sysfs) or a panic.
+#[test]
+fn lab_limits_are_usage_errors() {
+    let name = format!("nob{}", std::process::id());
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["lab", "bql", "1879048193"], &["0 to 1879048192 bytes"]),
+        (&["lab", "bql", "4294967296"], &["0 to 1879048192 bytes"]),
+        (&["lab", "bql", "-1"], &["'-1' is not a number of bytes"]),
+        (
+            &["lab", "bql", "99999999999999999999"],
+            &["is not a number of bytes (0 to 1879048192)"],
+        ),
+        (&["lab", "bql", "3k"], &["'3k' is not a number of bytes"]),
+        (&["lab", "tsq", "2147483648"], &["0 to 2147483647 bytes"]),
+        (&["lab", "tsq", "-16384"], &["is not a number of bytes"]),
+        (&["lab", "tsq", "NaN"], &["is not a number of bytes"]),
+    ];
+    for (args, words) in cases {
+        let mut a = args.to_vec();
+        a.extend(["--name", &name]);
+        assert_usage(&a, words);
+    }
+    // In range, the value goes through: the error is then that there is no such bench.
+    for knob in [["bql", "1879048192"], ["tsq", "2147483647"]] {
+        let out = weir_bounded(&["lab", knob[0], knob[1], "--name", &name]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("no bench '{name}'")), "{err}");
+    }
+}
+
 #[test]
 fn flows_default_to_one_worker_per_core() {
     let tmp = tempfile::tempdir().unwrap();

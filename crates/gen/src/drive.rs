@@ -17,44 +17,7 @@ use crate::source::Source;
 use crate::tx::TxRing;
 use crate::GenError;
 
-/// What a run did.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Report {
-    /// Packets handed to the kernel (or written).
-    pub sent: u64,
-    /// Their bytes (frames as captured, no FCS).
-    pub bytes: u64,
-    /// Frames the kernel refused as malformed.
-    pub rejected: u64,
-    /// `send()` calls that failed (each loses at least one packet).
-    pub send_errors: u64,
-    /// Frames queued but never sent (left in the ring by failed send calls); not in `sent`.
-    pub unsent: u64,
-    /// The last send error, if any.
-    pub last_error: Option<String>,
-    /// `send()` calls (batches).
-    pub batches: u64,
-    /// Time from the first packet to the last, ns.
-    pub elapsed_ns: u64,
-}
-
-impl Report {
-    /// Packets per second achieved.
-    pub fn pps(&self) -> f64 {
-        if self.elapsed_ns == 0 {
-            return 0.0;
-        }
-        self.sent as f64 * 1e9 / self.elapsed_ns as f64
-    }
-
-    /// Megabits per second achieved (frames as captured).
-    pub fn mbps(&self) -> f64 {
-        if self.elapsed_ns == 0 {
-            return 0.0;
-        }
-        self.bytes as f64 * 8e3 / self.elapsed_ns as f64
-    }
-}
+pub use crate::report::Report;
 
 /// Wall-clock time, ns since the Unix epoch.
 #[inline]
@@ -96,6 +59,8 @@ pub fn to_file<W: Write>(
         rep.bytes += len as u64;
         last = due;
     }
+    rep.queued = rep.sent;
+    rep.queued_bytes = rep.bytes;
     rep.elapsed_ns = last;
     Ok((rep, w.finish()?))
 }
@@ -156,6 +121,7 @@ pub fn to_ring(
     let batch = opts.batch.clamp(1, ring.slots());
     let start = Instant::now();
     let end = opts.duration.map(|d| start + d);
+    let before = ring.stats();
     let mut rep = Report::default();
     let mut first: Option<Instant> = None;
     let mut done = false;
@@ -176,8 +142,8 @@ pub fn to_ring(
             match filled {
                 Some(len) => {
                     first.get_or_insert_with(Instant::now);
-                    rep.sent += 1;
-                    rep.bytes += len as u64;
+                    rep.queued += 1;
+                    rep.queued_bytes += len as u64;
                     n += 1;
                 }
                 None => {
@@ -188,7 +154,7 @@ pub fn to_ring(
             if n >= batch {
                 break;
             }
-            if (rep.sent & 63) == 0
+            if (rep.queued & 63) == 0
                 && (stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e))
             {
                 done = true;
@@ -210,13 +176,16 @@ pub fn to_ring(
     }
     ring.drain();
     let st = ring.stats();
-    rep.rejected = st.rejected;
-    rep.send_errors = st.send_errors;
-    rep.batches = st.sends;
+    rep.rejected = st.rejected - before.rejected;
+    rep.send_errors = st.send_errors - before.send_errors;
+    rep.batches = st.sends - before.sends;
     rep.last_error = ring.last_error().map(|e| e.to_string());
-    rep.sent -= st.rejected.min(rep.sent);
-    rep.unsent = st.unsent.min(rep.sent);
-    rep.sent -= rep.unsent;
+    rep.unsent = st.unsent;
+    // Only what the kernel took counts as sent, in packets and in bytes.
+    rep.sent = rep.queued.saturating_sub(rep.rejected + rep.unsent);
+    rep.bytes = rep
+        .queued_bytes
+        .saturating_sub((st.rejected_bytes - before.rejected_bytes) + st.unsent_bytes);
     rep.elapsed_ns = first.map_or(0, |f| f.elapsed().as_nanos() as u64);
     Ok(rep)
 }

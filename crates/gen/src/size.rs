@@ -45,6 +45,26 @@ impl FromStr for SizeMix {
     }
 }
 
+impl SizeMix {
+    /// Largest frame a mix may ask for (without FCS).
+    pub const MAX_FRAME: usize = 65_535;
+
+    /// Parses a mix (see [`FromStr`]) whose frames are 1 to [`MAX_FRAME`](Self::MAX_FRAME)
+    /// bytes long.
+    pub fn parse_frames(s: &str) -> Result<SizeMix, String> {
+        let mix: SizeMix = s.parse()?;
+        let too_big = match &mix {
+            SizeMix::Fixed(n) => *n == 0 || *n > Self::MAX_FRAME,
+            SizeMix::Uniform { lo, hi } => *lo == 0 || *hi > Self::MAX_FRAME,
+            SizeMix::Imix => false,
+        };
+        if too_big {
+            return Err(format!("bad size '{s}': frames are 1 to 65535 bytes"));
+        }
+        Ok(mix)
+    }
+}
+
 /// Draws sizes from a [`SizeMix`].
 #[derive(Clone, Debug)]
 pub struct Sizes {
@@ -98,6 +118,26 @@ impl Sizes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frame_sizes_are_1_to_65535() {
+        assert_eq!(SizeMix::parse_frames("65535"), Ok(SizeMix::Fixed(65_535)));
+        assert_eq!(SizeMix::parse_frames("IMIX"), Ok(SizeMix::Imix));
+        assert_eq!(
+            SizeMix::parse_frames("60-1514"),
+            Ok(SizeMix::Uniform { lo: 60, hi: 1514 })
+        );
+        for bad in ["0", "65536", "0-10", "60-70000"] {
+            assert_eq!(
+                SizeMix::parse_frames(bad),
+                Err(format!("bad size '{bad}': frames are 1 to 65535 bytes"))
+            );
+        }
+        assert_eq!(
+            SizeMix::parse_frames("x"),
+            Err("bad size 'x': expected N, imix or LO-HI".into())
+        );
+    }
 
     #[test]
     fn parse() {

@@ -273,6 +273,11 @@ impl Replay {
         })
     }
 
+    /// The file replayed.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Reads the next packet of the file, starting the next loop at the end.
     fn read(&mut self) -> Result<Option<(u64, usize)>, GenError> {
         loop {

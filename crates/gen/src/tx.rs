@@ -63,10 +63,14 @@ const TP_STATUS_WRONG_FORMAT: u32 = 4;
 /// Counters of a ring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TxStats {
-    /// Frames handed to the kernel.
+    /// Frames written into the ring for the kernel.
     pub queued: u64,
+    /// Their bytes.
+    pub queued_bytes: u64,
     /// Frames the kernel refused as malformed (TP_STATUS_WRONG_FORMAT).
     pub rejected: u64,
+    /// Their bytes.
+    pub rejected_bytes: u64,
     /// `send()` calls that failed (e.g. ENOBUFS when a qdisc is full: the packet it was
     /// sending is lost).
     pub send_errors: u64,
@@ -75,6 +79,8 @@ pub struct TxStats {
     /// Frames the kernel still had not taken when [`TxRing::drain`] gave up (a send error such
     /// as ENETDOWN leaves them in the ring): never sent.
     pub unsent: u64,
+    /// Their bytes.
+    pub unsent_bytes: u64,
 }
 
 /// An AF_PACKET socket with a TPACKET_V2 TX ring, bound to one interface.
@@ -85,6 +91,8 @@ pub struct TxRing {
     frame_count: usize,
     next: usize,
     pending: usize,
+    /// Length of the frame last written into each slot.
+    lens: Vec<u32>,
     mtu: usize,
     stats: TxStats,
     last_error: Option<std::io::Error>,
@@ -152,6 +160,7 @@ impl TxRing {
             frame_count,
             next: 0,
             pending: 0,
+            lens: vec![0; frame_count],
             mtu: mtu(iface).unwrap_or(1500),
             stats: TxStats::default(),
             last_error: None,
@@ -202,6 +211,7 @@ impl TxRing {
         let st = self.status(slot).load(Ordering::Acquire);
         if st == TP_STATUS_WRONG_FORMAT {
             self.stats.rejected += 1;
+            self.stats.rejected_bytes += u64::from(self.lens[slot]);
         } else if st != TP_STATUS_AVAILABLE {
             return Ok(None);
         }
@@ -222,6 +232,7 @@ impl TxRing {
             let hdr = self.map.as_ptr().add(slot * self.frame_size) as *mut Tpacket2Hdr;
             (*hdr).tp_len = len as u32;
         }
+        self.lens[slot] = len as u32;
         self.status(slot)
             .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
         self.next = if slot + 1 == self.frame_count {
@@ -231,6 +242,7 @@ impl TxRing {
         };
         self.pending += 1;
         self.stats.queued += 1;
+        self.stats.queued_bytes += len as u64;
         Ok(Some(len))
     }
 
@@ -275,13 +287,20 @@ impl TxRing {
             self.flush();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        self.stats.unsent = (0..self.frame_count)
-            .filter(|&s| self.status(s).load(Ordering::Acquire) == TP_STATUS_SEND_REQUEST)
-            .count() as u64;
+        self.stats.unsent = 0;
+        self.stats.unsent_bytes = 0;
         for s in 0..self.frame_count {
-            if self.status(s).load(Ordering::Acquire) == TP_STATUS_WRONG_FORMAT {
-                self.stats.rejected += 1;
-                self.status(s).store(TP_STATUS_AVAILABLE, Ordering::Release);
+            match self.status(s).load(Ordering::Acquire) {
+                TP_STATUS_SEND_REQUEST => {
+                    self.stats.unsent += 1;
+                    self.stats.unsent_bytes += u64::from(self.lens[s]);
+                }
+                TP_STATUS_WRONG_FORMAT => {
+                    self.stats.rejected += 1;
+                    self.stats.rejected_bytes += u64::from(self.lens[s]);
+                    self.status(s).store(TP_STATUS_AVAILABLE, Ordering::Release);
+                }
+                _ => {}
             }
         }
     }

@@ -126,6 +126,58 @@ impl Bench {
             .unwrap_or(false)
     }
 
+    /// An error naming the command that builds the bench, unless it is up.
+    pub fn require_up(&self) -> Result<(), LabError> {
+        if !self.exists() {
+            return Err(LabError::Config(format!(
+                "no bench '{}': run `weir lab up --name {}` first",
+                self.name(),
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// What `lab up` built, in two lines: the chain of namespaces with their addresses, and the
+    /// bottleneck with the MAC addresses of `st`.
+    pub fn describe(&self, st: &State) -> String {
+        format!(
+            "bench '{}' up: {} (eth0 {SENDER_IP}) — {} (in0 {ROUTER_IN_IP}, out0 {ROUTER_OUT_IP}) — {} (eth0 {RECEIVER_IP})\n\
+             bottleneck: {} out0; MACs {}\n",
+            self.name(),
+            self.ns(Role::Sender),
+            self.ns(Role::Router),
+            self.ns(Role::Receiver),
+            self.ns(Role::Router),
+            st.macs.join(" ")
+        )
+    }
+
+    /// Whether the bench is up, its namespaces and the bottleneck's qdisc (as `tc` shows it),
+    /// then every bench present on the machine.
+    pub fn status(&self) -> Result<String, LabError> {
+        let mut text = if self.exists() {
+            let st = self.state().unwrap_or_default();
+            let q = self.exec(
+                Role::Router,
+                &["tc", "qdisc", "show", "dev", crate::knobs::BOTTLENECK],
+            )?;
+            format!(
+                "bench '{}' is up: {}\nbottleneck qdisc: {}",
+                self.name(),
+                st.namespaces.join(", "),
+                String::from_utf8_lossy(&q.stdout)
+            )
+        } else {
+            format!("bench '{}' is down\n", self.name())
+        };
+        let others = benches()?;
+        if !others.is_empty() {
+            text.push_str(&format!("benches present: {}\n", others.join(", ")));
+        }
+        Ok(text)
+    }
+
     /// Reads the state file.
     pub fn state(&self) -> Result<State, LabError> {
         let p = self.state_path();

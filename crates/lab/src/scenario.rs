@@ -206,6 +206,20 @@ impl Scenario {
                 path.display()
             )));
         }
+        for setup in &s.setups {
+            let checked = setup
+                .bql
+                .map(knobs::check_bql)
+                .transpose()
+                .and(setup.tsq.map(knobs::check_tsq).transpose());
+            if let Err(e) = checked {
+                return Err(LabError::Config(format!(
+                    "{}: setup '{}': {e}",
+                    path.display(),
+                    setup.label
+                )));
+            }
+        }
         if s.bulk.tool == "gen" && s.bulk.rate_mbit <= 0.0 {
             return Err(LabError::Config(format!(
                 "{}: bulk.tool = \"gen\" needs rate_mbit > 0",
@@ -602,6 +616,30 @@ fn write_results(sc: &Scenario, results: &[SetupResult], out: &Path) -> Result<(
     Ok(())
 }
 
+/// Runs `sc` on `bench` the way `weir lab run` does: probes what the kernel offers, builds the
+/// bench when it is not up (and removes it afterwards unless `keep`), and runs every setup,
+/// writing into `out` (see [`run`]).
+pub fn run_on(
+    bench: &Bench,
+    sc: &Scenario,
+    out: &Path,
+    keep: bool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<SetupResult>, LabError> {
+    let caps = crate::caps::probe()?;
+    let was_up = bench.exists();
+    if !was_up {
+        bench
+            .up()
+            .map_err(|e| LabError::Config(format!("cannot build the bench: {e}")))?;
+    }
+    let r = run(bench, &caps, sc, out, progress);
+    if !keep && !was_up {
+        bench.down()?;
+    }
+    r
+}
+
 /// A default output folder for a scenario: `lab-results/NAME-YYYYmmddTHHMMSS` (UTC).
 pub fn default_out(sc: &Scenario) -> PathBuf {
     let t = std::time::SystemTime::now()
@@ -626,6 +664,32 @@ mod tests {
             tsq: f("tsq"),
             xdp: f("xdp"),
         }
+    }
+
+    #[test]
+    fn out_of_range_limits_are_refused_at_load() {
+        let p = std::env::temp_dir().join(format!("weir-lab-bql-{}.toml", std::process::id()));
+        let text = |knob: &str| {
+            format!(
+                "name = \"x\"\nduration = 1.0\nwarmup = 0.0\n[interactive]\nsize = 200\n\
+                 interval_ms = 10.0\n[bulk]\ntool = \"none\"\n[[setup]]\nlabel = \"big\"\n{knob}\n"
+            )
+        };
+        std::fs::write(&p, text("bql = 3028")).unwrap();
+        assert_eq!(Scenario::load(&p).unwrap().setups[0].bql, Some(3028));
+        std::fs::write(&p, text("bql = 4294967296")).unwrap();
+        let e = Scenario::load(&p).unwrap_err().to_string();
+        std::fs::write(&p, text("tsq = 2147483648")).unwrap();
+        let t = Scenario::load(&p).unwrap_err().to_string();
+        let _ = std::fs::remove_file(&p);
+        assert_eq!(
+            e,
+            format!(
+                "{}: setup 'big': byte queue limit 4294967296 is out of range: 0 to 1879048192 bytes",
+                p.display()
+            )
+        );
+        assert!(t.ends_with("setup 'big': TCP small queues limit 2147483648 is out of range: 0 to 2147483647 bytes"), "{t}");
     }
 
     #[test]

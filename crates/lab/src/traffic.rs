@@ -212,16 +212,8 @@ pub(crate) fn send(what: &'static str, ns: &str, iface: &str, s: Stream) -> Resu
             duration: Some(Duration::from_secs_f64(s.duration)),
         };
         let r = drive::to_ring(&mut src, &mut ring, opts, stop).map_err(|e| failed(&e))?;
-        if r.send_errors > 0 {
-            return Err(failed(&format!(
-                "{} of the send calls failed, {} packets not sent{}",
-                r.send_errors,
-                r.unsent,
-                r.last_error
-                    .as_ref()
-                    .map(|e| format!(" (last: {e})"))
-                    .unwrap_or_default()
-            )));
+        if let Some(f) = r.failure() {
+            return Err(failed(&f));
         }
         Ok(())
     })

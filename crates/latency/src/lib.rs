@@ -10,6 +10,8 @@
 //!   reordering.
 //! * [`report`]: the text table and the JSON document.
 //! * [`plot`]: CDF, box plot and latency-over-time charts, SVG and PNG, several runs overlaid.
+//! * [`session`]: a session of several labelled runs: their inputs, settings, CSV rows, notices
+//!   and chart series.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -17,6 +19,7 @@ pub mod analyze;
 pub mod classify;
 pub mod plot;
 pub mod report;
+pub mod session;
 pub mod stats;
 
 pub use analyze::{analyze, Config, Match, Run, Unstamped};
@@ -26,6 +29,9 @@ pub use stats::{StreamStats, Summary};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LatencyError {
+    /// A setting or an output folder is not usable (the message says which).
+    #[error("{0}")]
+    Config(String),
     /// An input could not be read.
     #[error(transparent)]
     Read(#[from] weir_pcap::ReadError),

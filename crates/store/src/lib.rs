@@ -22,10 +22,12 @@
 //! Reading: [`select()`] finds the packets of a time range matching a filter in stores and
 //! capture files, through their indexes, and gives them back in global time order; a segment
 //! being written is read as a stream, never mapped. The sizes of a store are checked once, by
-//! [`Sizes`].
+//! [`Sizes`]. [`inventory`] lists a store's segments and indexes, and builds missing indexes.
 #![deny(missing_docs)]
 
 pub mod disk;
+pub mod extract;
+pub mod inventory;
 pub mod manifest;
 pub mod recorder;
 pub mod scan;

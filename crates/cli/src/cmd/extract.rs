@@ -10,11 +10,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use weir_filter::{Filter, FilterSet};
+use anyhow::{Context, Result};
 use weir_index::Query;
-use weir_pcap::{Interface, PacketWriter};
-use weir_store::Matcher;
+use weir_pcap::PacketWriter;
+use weir_store::extract::BpfMatcher;
 
 use crate::args;
 use crate::args::Format;
@@ -58,30 +57,6 @@ impl Args {
     }
 }
 
-/// The BPF filters of the expression, per interface of the segment being read.
-struct Bpf {
-    filters: FilterSet,
-    per_iface: Vec<Filter>,
-}
-
-impl Matcher for Bpf {
-    type Error = anyhow::Error;
-
-    fn matches_all(&self) -> bool {
-        self.filters.is_empty()
-    }
-
-    fn set_interfaces(&mut self, interfaces: &[Interface]) -> Result<()> {
-        self.per_iface = self.filters.for_interfaces(interfaces)?;
-        Ok(())
-    }
-
-    fn matches(&self, interface: u32, data: &[u8], orig_len: u32) -> Option<bool> {
-        let f = self.per_iface.get(interface as usize)?;
-        Some(f.matches(data, orig_len))
-    }
-}
-
 /// Runs `weir extract`.
 ///
 /// A store with no segment yet gives an empty output (said on stderr, exit 0); a directory
@@ -92,31 +67,16 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
     let mut inputs = vec![args.input.clone()];
     inputs.extend(args.more.iter().cloned());
-    let mut bpf = Bpf {
-        filters: FilterSet::new(&args.expr.joined())?,
-        per_iface: Vec::new(),
-    };
+    let mut bpf = BpfMatcher::new(&args.expr.joined())?;
     let query = Query::from_expr(&args.expr.joined());
     let mut status = Status::Clean;
     let mut notify = |n| output::notice(&n, args.verbose, &mut status);
     let mut selection = weir_store::select(&inputs, &query, (from, to), &mut bpf, &mut notify)?;
-    // The output: the selected packets' interfaces, merged across segments.
     let format = args.out.format(Format::Pcap);
-    let pcap = matches!(format, weir_pcap::FileFormat::Pcap(_));
-    if pcap && selection.mixed_links() {
-        bail!("the packets come from several link types; use --format pcapng");
-    }
-    let mut specs = selection.interfaces().to_vec();
-    if specs.is_empty() {
-        specs.push(Interface::new(weir_packet::LinkType::ETHERNET, 262_144));
-    }
+    let specs = selection.output_interfaces(format)?;
     let out = args.out.path.as_deref().context("-w is required")?;
     let mut w = PacketWriter::new(output::create(out)?, format, &specs)?;
-    selection.replay(|meta, data| -> Result<()> {
-        let interface = if pcap { 0 } else { meta.interface };
-        w.write(&weir_packet::PacketMeta { interface, ..*meta }, data)?;
-        Ok(())
-    })?;
+    selection.write(&mut w, format)?;
     w.finish()?.commit()?;
     if args.verbose {
         let s = selection.stats();

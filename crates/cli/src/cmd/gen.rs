@@ -3,17 +3,15 @@
 
 use std::io::Write;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use weir_gen::drive::{self, Report, SendOptions};
-use weir_gen::{
-    interface_mac, neighbour_mac, parse_mac, FlowSpec, Proto, Rate, Replay, ReplayPace, SizeMix,
-    Source, Synth, SynthConfig, TxConfig, TxRing,
-};
+use weir_gen::drive::{self, SendOptions};
+use weir_gen::spec::{self, StreamSpec};
+use weir_gen::{Replay, SizeMix, Source, Synth, TxConfig, TxRing};
 
 use crate::args;
 use crate::args::Format;
@@ -74,7 +72,7 @@ pub(crate) struct Args {
     duration: Option<f64>,
     /// Frame size without FCS, up to 65535: N, `imix` (60/590/1514 in 7:4:1) or a uniform
     /// range LO-HI.
-    #[arg(long, default_value = "60", value_name = "SIZE", value_parser = size_mix)]
+    #[arg(long, default_value = "60", value_name = "SIZE", value_parser = SizeMix::parse_frames)]
     size: SizeMix,
     /// Number of flows (source ports sport, sport+1, ...), each its own stream.
     #[arg(long, default_value_t = 1, value_name = "N",
@@ -104,7 +102,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "MAC")]
     dst_mac: Option<String>,
     /// TOS byte / traffic class (decimal or 0x hex), e.g. 0xc0.
-    #[arg(long, value_parser = parse_u8, default_value = "0")]
+    #[arg(long, value_parser = spec::parse_tos, default_value = "0")]
     tos: u8,
     /// DSCP (0-63), sets the upper six bits of the TOS byte.
     #[arg(long, conflicts_with = "tos", value_parser = clap::value_parser!(u8).range(0..=63),
@@ -172,131 +170,52 @@ impl Args {
     }
 }
 
-/// `--size`: a [`SizeMix`] whose frames fit in 65535 bytes.
-fn size_mix(s: &str) -> Result<SizeMix, String> {
-    let mix: SizeMix = s.parse()?;
-    let too_big = match &mix {
-        SizeMix::Fixed(n) => *n == 0 || *n > 65_535,
-        SizeMix::Uniform { lo, hi } => *lo == 0 || *hi > 65_535,
-        SizeMix::Imix => false,
-    };
-    if too_big {
-        return Err(format!("bad size '{s}': frames are 1 to 65535 bytes"));
-    }
-    Ok(mix)
-}
-
-fn parse_u8(s: &str) -> Result<u8, String> {
-    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u8::from_str_radix(h, 16),
-        None => s.parse(),
-    };
-    r.map_err(|_| format!("'{s}' is not a byte (0-255 or 0x00-0xff)"))
-}
-
-fn rate(args: &Args) -> Option<Rate> {
-    if let Some(p) = args.pps {
-        Some(Rate::Pps(p))
-    } else if let Some(m) = args.mbps {
-        Some(Rate::Mbps(m))
-    } else if args.top {
-        Some(Rate::Top)
-    } else {
-        None
-    }
-}
-
-fn synth(args: &Args) -> Result<Synth> {
-    let (src_mac, dst_mac) = match &args.interface {
-        Some(i) => (
-            match &args.src_mac {
-                Some(m) => parse_mac(m)?,
-                None => interface_mac(i)?,
-            },
-            match &args.dst_mac {
-                Some(m) => parse_mac(m)?,
-                None => neighbour_mac(i, args.dst).unwrap_or_else(|| {
-                    eprintln!(
-                        "weir: warning: no neighbour entry for {} on {i}: sending to the broadcast MAC (routers will not forward it; give --dst-mac)",
-                        args.dst
-                    );
-                    [0xff; 6]
-                }),
-            },
-        ),
-        None => (
-            parse_mac(args.src_mac.as_deref().unwrap_or("02:00:00:00:00:01"))?,
-            parse_mac(args.dst_mac.as_deref().unwrap_or("02:00:00:00:00:02"))?,
-        ),
-    };
-    let vlan = match &args.vlan {
-        None => None,
-        Some(v) => {
-            let (vid, pcp) = v.split_once(':').unwrap_or((v, "0"));
-            Some((
-                vid.parse()
-                    .with_context(|| format!("bad VLAN id '{vid}'"))?,
-                pcp.parse()
-                    .with_context(|| format!("bad VLAN priority '{pcp}'"))?,
-            ))
+impl Args {
+    /// The synthetic streams asked for.
+    fn spec(&self) -> StreamSpec {
+        StreamSpec {
+            src: self.src,
+            dst: self.dst,
+            sport: self.sport,
+            dport: self.dport,
+            src_mac: self.src_mac.clone(),
+            dst_mac: self.dst_mac.clone(),
+            tos: self.tos,
+            dscp: self.dscp,
+            ttl: self.ttl,
+            vlan: self.vlan.clone(),
+            tcp: self.tcp,
+            flows: self.flows,
+            stream: self.stream,
+            sizes: self.size.clone(),
+            seed: self.seed,
+            rate: spec::rate_of(self.pps, self.mbps, self.top),
+            count: self.count,
+            duration_s: self.duration,
         }
-    };
-    let tos = match args.dscp {
-        Some(d) if d > 63 => bail!("--dscp must be 0-63"),
-        Some(d) => d << 2,
-        None => args.tos,
-    };
-    if args.flows == 0 {
-        bail!("--flows must be at least 1");
     }
-    let flows = (0..args.flows)
-        .map(|k| FlowSpec {
-            src_mac,
-            dst_mac,
-            vlan,
-            src_ip: args.src,
-            dst_ip: args.dst,
-            src_port: args.sport.wrapping_add(k),
-            dst_port: args.dport,
-            tos,
-            ttl: args.ttl,
-            proto: if args.tcp { Proto::Tcp } else { Proto::Udp },
-        })
-        .collect();
-    let duration_ns = args.duration.map(|d| (d * 1e9) as u64);
-    let count = match (args.count, duration_ns) {
-        (Some(c), _) => Some(c),
-        (None, Some(_)) => None,
-        (None, None) => Some(1000),
-    };
-    let rate = rate(args).unwrap_or(Rate::Top);
-    Ok(Synth::new(SynthConfig {
-        flows,
-        stream_base: args.stream,
-        sizes: args.size.clone(),
-        seed: args.seed,
-        rate,
-        count,
-        duration_ns,
-    })?)
-}
 
-fn replay(args: &Args, path: &std::path::Path, max_len: usize) -> Result<Replay> {
-    let pace = match (args.multiplier, rate(args)) {
-        (Some(m), _) => ReplayPace::Recorded { multiplier: m },
-        (None, Some(r)) => ReplayPace::Rate(r),
-        (None, None) => ReplayPace::Recorded { multiplier: 1.0 },
-    };
-    Replay::open(path, pace, args.loops, max_len)
-        .with_context(|| format!("cannot replay {}", path.display()))
+    fn synth(&self) -> Result<Synth> {
+        let warn = &mut |w: String| eprintln!("weir: warning: {w}");
+        Ok(self.spec().synth(self.interface.as_deref(), warn)?)
+    }
+
+    fn replay(&self, path: &Path, max_len: usize) -> Result<Replay> {
+        let pace = spec::replay_pace(
+            self.multiplier,
+            spec::rate_of(self.pps, self.mbps, self.top),
+        );
+        Replay::open(path, pace, self.loops, max_len)
+            .with_context(|| format!("cannot replay {}", path.display()))
+    }
 }
 
 /// Runs `weir gen`.
 pub(crate) fn run(args: Args) -> Result<Status> {
     let report = if let Some(path) = &args.output {
         let mut src: Box<dyn Source> = match &args.replay {
-            Some(r) => Box::new(replay(&args, r, usize::MAX)?),
-            None => Box::new(synth(&args)?),
+            Some(r) => Box::new(args.replay(r, usize::MAX)?),
+            None => Box::new(args.synth()?),
         };
         let start = args.start.unwrap_or_else(drive::realtime_ns);
         output::check_inputs(args.replay.as_slice(), Some(path))?;
@@ -316,89 +235,34 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         )?;
         let mut src: Box<dyn Source> = match &args.replay {
             Some(r) => {
-                let s = replay(&args, r, ring.max_frame())?;
-                if s.link() != weir_packet::LinkType::ETHERNET {
-                    bail!(
-                        "{}: only Ethernet captures can be sent on an interface, this one is {}",
-                        r.display(),
-                        s.link()
-                    );
-                }
+                let s = args.replay(r, ring.max_frame())?;
+                s.check_sendable()?;
                 Box::new(s)
             }
-            None => Box::new(synth(&args)?),
+            None => Box::new(args.synth()?),
         };
         let stop = Arc::new(AtomicBool::new(false));
         output::on_signal(stop.clone())?;
-        eprintln!(
-            "weir: sending on {iface} ({}qdisc)",
-            if args.qdisc_bypass {
-                "bypassing the "
-            } else {
-                "through the "
-            }
-        );
-        drive::to_ring(
-            src.as_mut(),
-            &mut ring,
-            SendOptions {
-                batch: args.batch,
-                duration: args.duration.map(Duration::from_secs_f64),
-            },
-            &stop,
-        )?
+        let how = if args.qdisc_bypass {
+            "bypassing"
+        } else {
+            "through"
+        };
+        eprintln!("weir: sending on {iface} ({how} the qdisc)");
+        let opts = SendOptions {
+            batch: args.batch,
+            duration: args.duration.map(Duration::from_secs_f64),
+        };
+        drive::to_ring(src.as_mut(), &mut ring, opts, &stop)?
     };
-    print_report(&report, args.json, args.output.is_some())?;
-    if report.send_errors > 0 {
-        anyhow::bail!(
-            "{} of the send calls failed, {} packets not sent{}",
-            report.send_errors,
-            report.unsent,
-            report
-                .last_error
-                .as_ref()
-                .map(|e| format!(" (last: {e})"))
-                .unwrap_or_default()
-        );
-    }
-    Ok(Status::Clean)
-}
-
-fn print_report(r: &Report, json: bool, file: bool) -> Result<()> {
-    let secs = r.elapsed_ns as f64 / 1e9;
-    if file {
-        eprintln!(
-            "weir: wrote {} packets ({} bytes) spanning {secs:.6} s of planned time",
-            r.sent, r.bytes
-        );
-    } else {
-        eprintln!(
-            "weir: sent {} packets ({} bytes) in {secs:.3} s: {:.0} pps, {:.1} Mbps; {} send() calls, {} send errors{}, {} rejected frames",
-            r.sent,
-            r.bytes,
-            r.pps(),
-            r.mbps(),
-            r.batches,
-            r.send_errors,
-            r.last_error.as_ref().map(|e| format!(" (last: {e})")).unwrap_or_default(),
-            r.rejected
-        );
-    }
-    if json {
-        let v = serde_json::json!({
-            "sent": r.sent,
-            "bytes": r.bytes,
-            "elapsed_ns": r.elapsed_ns,
-            "pps": r.pps(),
-            "mbps": r.mbps(),
-            "send_calls": r.batches,
-            "send_errors": r.send_errors,
-            "last_error": r.last_error,
-            "rejected": r.rejected,
-        });
+    eprintln!("weir: {}", report.summary(args.output.is_some()));
+    if args.json {
         let mut out = output::stdout();
-        writeln!(out, "{v}")?;
+        writeln!(out, "{}", report.to_json())?;
         out.commit()?;
     }
-    Ok(())
+    if let Some(failure) = report.failure() {
+        bail!("{failure}");
+    }
+    Ok(Status::Clean)
 }

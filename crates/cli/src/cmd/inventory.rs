@@ -7,13 +7,13 @@ use std::time::Instant;
 
 use std::io::Write;
 
-use anyhow::{bail, Context, Result};
-use weir_index::{index_path, IndexBuilder, IndexError, DEFAULT_CHUNK};
-
-use weir_store::select::{load_index, open_segment, segments_of, Opened};
+use anyhow::{Context, Result};
+use weir_index::DEFAULT_CHUNK;
+use weir_store::inventory::{build_index, index_action, IndexAction, Listing};
+use weir_store::select::segments_of;
 
 use crate::args;
-use crate::output::{self, human_bytes, next_or_damaged, Status};
+use crate::output::{self, human_bytes, Status};
 use crate::time::datetime;
 
 /// Arguments of `weir ls`.
@@ -51,62 +51,14 @@ impl IndexArgs {
     }
 }
 
-fn index_state(path: &std::path::Path) -> (String, u64) {
-    let size = std::fs::metadata(index_path(path)).map_or(0, |m| m.len());
-    let state = match load_index(path) {
-        Ok(ix) => format!("ok ({} keys, {} chunks)", ix.keys(), ix.chunks()),
-        Err(IndexError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => "none".into(),
-        Err(e) => e.to_string(),
-    };
-    (state, size)
-}
-
 /// Runs `weir ls`. Writes with `?`: a closed stdout ends it quietly (exit 0, see `main`), any
 /// other write error is an error naming stdout.
 pub(crate) fn ls(args: LsArgs) -> Result<Status> {
-    let meta = std::fs::metadata(&args.dir)
-        .with_context(|| format!("cannot open {}", args.dir.display()))?;
-    if !meta.is_dir() {
-        bail!(
-            "{} is a file, not a store directory (`weir info` describes capture files)",
-            args.dir.display()
-        );
-    }
-    let manifest = weir_store::Manifest::load(&args.dir)
-        .with_context(|| format!("cannot read the manifest of {}", args.dir.display()))?
-        .with_context(|| format!("{} is not a store (no manifest.json)", args.dir.display()))?;
-    let mut rows = Vec::new();
-    for s in &manifest.segments {
-        let path = args.dir.join(&s.file);
-        let (state, index_bytes) = index_state(&path);
-        rows.push((s, state, index_bytes));
-    }
-    let data: u64 = rows.iter().map(|r| r.0.bytes).sum();
-    let index: u64 = rows.iter().map(|r| r.2).sum();
+    let listing = Listing::load(&args.dir)?;
     let mut out = std::io::stdout().lock();
     let result = (|| -> std::io::Result<()> {
         if args.json {
-            let json = serde_json::json!({
-                "format": manifest.format,
-                "segment_size": manifest.segment_size,
-                "interfaces": manifest.interfaces,
-                "bytes": data,
-                "index_bytes": index,
-                "packets": rows.iter().map(|r| r.0.packets).sum::<u64>(),
-                "drops": rows.iter().map(|r| r.0.drops).sum::<u64>(),
-                "segments": rows.iter().map(|(s, state, ib)| serde_json::json!({
-                    "file": s.file,
-                    "state": s.state,
-                    "first_ns": s.first_ns,
-                    "last_ns": s.last_ns,
-                    "packets": s.packets,
-                    "bytes": s.bytes,
-                    "drops": s.drops,
-                    "index_bytes": ib,
-                    "index": state,
-                })).collect::<Vec<_>>(),
-            });
-            writeln!(out, "{json:#}")?;
+            writeln!(out, "{:#}", listing.to_json())?;
             return out.flush();
         }
         writeln!(
@@ -122,7 +74,8 @@ pub(crate) fn ls(args: LsArgs) -> Result<Status> {
             "index size"
         )?;
         let t = |v: Option<u64>| v.map_or("-".into(), datetime);
-        for (s, state, ib) in &rows {
+        for r in &listing.rows {
+            let s = &r.segment;
             writeln!(
                 out,
                 "{:<44} {:<9} {:<29} {:<29} {:>10} {:>10} {:>7} {:>10}  {}",
@@ -133,19 +86,19 @@ pub(crate) fn ls(args: LsArgs) -> Result<Status> {
                 s.packets,
                 human_bytes(s.bytes),
                 s.drops,
-                human_bytes(*ib),
-                state
+                human_bytes(r.index_bytes),
+                r.index
             )?;
         }
         writeln!(
             out,
             "{} segment(s), {} packets, {} of data, {} of index ({:.2} % of the data), {} drops",
-            rows.len(),
-            rows.iter().map(|r| r.0.packets).sum::<u64>(),
-            human_bytes(data),
-            human_bytes(index),
-            index as f64 * 100.0 / data.max(1) as f64,
-            rows.iter().map(|r| r.0.drops).sum::<u64>()
+            listing.rows.len(),
+            listing.packets(),
+            human_bytes(listing.data_bytes()),
+            human_bytes(listing.index_bytes()),
+            listing.index_percent(),
+            listing.drops()
         )?;
         out.flush()
     })();
@@ -165,52 +118,51 @@ pub(crate) fn index(args: IndexArgs) -> Result<Status> {
         let mut up_to_date = 0;
         for seg in &segs {
             let path = &seg.path;
-            if seg.open && seg.live {
-                eprintln!(
-                    "weir: {}: being written; the recorder indexes it",
-                    path.display()
-                );
-                continue;
-            }
-            if input.is_dir() && !args.force && !seg.open && load_index(path).is_ok() {
-                up_to_date += 1;
-                continue;
-            }
-            if seg.open {
-                eprintln!(
+            match index_action(seg, input.is_dir(), args.force) {
+                IndexAction::LeaveToRecorder => {
+                    eprintln!(
+                        "weir: {}: being written; the recorder indexes it",
+                        path.display()
+                    );
+                    continue;
+                }
+                IndexAction::UpToDate => {
+                    up_to_date += 1;
+                    continue;
+                }
+                IndexAction::Build { unfinished: true } => eprintln!(
                     "weir: {}: left open by a recorder that stopped; indexing what it holds \
                      (`weir record -o` on the store repairs it)",
                     path.display()
-                );
+                ),
+                IndexAction::Build { unfinished: false } => {}
             }
             let started = Instant::now();
-            let Some(Opened {
-                reader: mut r,
-                len,
-                head,
-                ..
-            }) = open_segment(seg, &mut |n| output::notice(&n, false, &mut status))?
-            else {
-                continue;
-            };
-            let mut b = IndexBuilder::new(chunk);
-            let mut covered = 0;
-            while let Some(p) = next_or_damaged(&mut r, &mut status)? {
-                b.add(p.record_offset, p.meta.ts_ns, p.link, p.data);
-                covered = r.offset();
-            }
-            let bytes = b.serialize(covered.min(len), weir_index::head_hash(&head));
-            let out = index_path(path);
-            std::fs::write(&out, &bytes)
-                .with_context(|| format!("cannot write {}", out.display()))?;
+            let seg_status = std::cell::Cell::new(status);
+            let built = build_index(
+                seg,
+                chunk,
+                &mut |n| {
+                    let mut st = seg_status.get();
+                    output::notice(&n, false, &mut st);
+                    seg_status.set(st);
+                },
+                &mut |e| {
+                    output::warn_damage(&e);
+                    seg_status.set(Status::Damaged);
+                },
+            );
+            status = seg_status.get();
+            let built = built?;
+            let Some(b) = built else { continue };
             eprintln!(
                 "weir: {}: {} packets indexed in {:.2} s; index {} ({:.2} % of {})",
                 path.display(),
-                b.packets(),
+                b.packets,
                 started.elapsed().as_secs_f64(),
-                human_bytes(bytes.len() as u64),
-                bytes.len() as f64 * 100.0 / len.max(1) as f64,
-                human_bytes(len)
+                human_bytes(b.index_bytes),
+                b.index_bytes as f64 * 100.0 / b.data_bytes.max(1) as f64,
+                human_bytes(b.data_bytes)
             );
         }
         if up_to_date > 0 {

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use weir_lab::bench::{self, Bench, Role};
+use weir_lab::bench::{self, Bench};
 use weir_lab::scenario::{self, Scenario};
 use weir_lab::{caps, knobs, LabError};
 
@@ -44,12 +44,14 @@ enum Action {
     },
     /// Set the byte queue limit (bytes) of the bottleneck.
     Bql {
-        /// limit_max in bytes.
+        /// limit_max in bytes (0 to 1879048192, the kernel's DQL_MAX_LIMIT).
+        #[arg(value_parser = knobs::parse_bql, allow_negative_numbers = true)]
         limit: u64,
     },
     /// Set TCP small queues (net.ipv4.tcp_limit_output_bytes) on the sender.
     Tsq {
-        /// Bytes.
+        /// Bytes (0 to 2147483647).
+        #[arg(value_parser = knobs::parse_tsq, allow_negative_numbers = true)]
         bytes: u64,
     },
     /// Forward in the router with an XDP program (on) or the kernel's stack (off).
@@ -78,17 +80,6 @@ fn unsupported(e: LabError) -> anyhow::Error {
     }
 }
 
-fn require_up(b: &Bench) -> Result<()> {
-    if !b.exists() {
-        bail!(
-            "no bench '{}': run `weir lab up --name {}` first",
-            b.name(),
-            b.name()
-        );
-    }
-    Ok(())
-}
-
 /// Runs `weir lab`.
 pub(crate) fn run(args: Args) -> Result<Status> {
     let b = Bench::new(&args.name)?;
@@ -96,24 +87,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     match args.action {
         Action::Up => {
             let st = b.up().context("cannot build the bench")?;
-            writeln!(
-                stdout,
-                "bench '{}' up: {} (eth0 {}) — {} (in0 {}, out0 {}) — {} (eth0 {})",
-                b.name(),
-                b.ns(Role::Sender),
-                bench::SENDER_IP,
-                b.ns(Role::Router),
-                bench::ROUTER_IN_IP,
-                bench::ROUTER_OUT_IP,
-                b.ns(Role::Receiver),
-                bench::RECEIVER_IP
-            )?;
-            writeln!(
-                stdout,
-                "bottleneck: {} out0; MACs {}",
-                b.ns(Role::Router),
-                st.macs.join(" ")
-            )?;
+            write!(stdout, "{}", b.describe(&st))?;
         }
         Action::Down { all } => {
             let removed = if all { bench::down_all()? } else { b.down()? };
@@ -123,52 +97,27 @@ pub(crate) fn run(args: Args) -> Result<Status> {
                 writeln!(stdout, "removed {}", removed.join(", "))?;
             }
         }
-        Action::Status => {
-            if b.exists() {
-                let st = b.state().unwrap_or_default();
-                writeln!(
-                    stdout,
-                    "bench '{}' is up: {}",
-                    b.name(),
-                    st.namespaces.join(", ")
-                )?;
-                let q = b.exec(
-                    Role::Router,
-                    &["tc", "qdisc", "show", "dev", knobs::BOTTLENECK],
-                )?;
-                write!(
-                    stdout,
-                    "bottleneck qdisc: {}",
-                    String::from_utf8_lossy(&q.stdout)
-                )?;
-            } else {
-                writeln!(stdout, "bench '{}' is down", b.name())?;
-            }
-            let others = bench::benches()?;
-            if !others.is_empty() {
-                writeln!(stdout, "benches present: {}", others.join(", "))?;
-            }
-        }
+        Action::Status => write!(stdout, "{}", b.status()?)?,
         Action::Caps => write!(stdout, "{}", caps::probe()?.describe())?,
         Action::Qdisc { kind, args: a } => {
-            require_up(&b)?;
+            b.require_up()?;
             let c = caps::probe()?;
             let a: Vec<&str> = a.iter().map(String::as_str).collect();
             knobs::qdisc(&b, Some(&c), &kind, &a).map_err(unsupported)?;
             writeln!(stdout, "{kind} on {}", knobs::BOTTLENECK)?;
         }
         Action::Bql { limit } => {
-            require_up(&b)?;
+            b.require_up()?;
             knobs::bql(&b, limit).map_err(unsupported)?;
             writeln!(stdout, "byte queue limit {limit} on {}", knobs::BOTTLENECK)?;
         }
         Action::Tsq { bytes } => {
-            require_up(&b)?;
+            b.require_up()?;
             knobs::tsq(&b, bytes).map_err(unsupported)?;
             writeln!(stdout, "tcp_limit_output_bytes = {bytes} on the sender")?;
         }
         Action::Xdp { state } => {
-            require_up(&b)?;
+            b.require_up()?;
             knobs::xdp(&b, state == "on").map_err(unsupported)?;
             writeln!(stdout, "XDP forwarding {state}")?;
         }
@@ -178,17 +127,8 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             keep,
         } => {
             let sc = Scenario::load(&path)?;
-            let c = caps::probe()?;
             let out = out.unwrap_or_else(|| scenario::default_out(&sc));
-            let was_up = b.exists();
-            if !was_up {
-                b.up().context("cannot build the bench")?;
-            }
-            let r = scenario::run(&b, &c, &sc, &out, &mut |m| eprintln!("weir: {m}"));
-            if !keep && !was_up {
-                b.down()?;
-            }
-            let results = r?;
+            let results = scenario::run_on(&b, &sc, &out, keep, &mut |m| eprintln!("weir: {m}"))?;
             write!(
                 stdout,
                 "{}",

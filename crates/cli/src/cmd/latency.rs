@@ -3,11 +3,11 @@
 //! reordering and jitter, as a table, JSON, CSV (one row per matched packet) and charts.
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use weir_latency::plot::Series;
-use weir_latency::report::{self, Labelled};
+use anyhow::{Context, Result};
+use weir_latency::report;
+use weir_latency::session::{self, Level, RunSpec};
 use weir_latency::{analyze, Config, Run, Unstamped};
 
 use crate::output::{self, Status};
@@ -61,79 +61,37 @@ pub(crate) struct Args {
     plot: Option<PathBuf>,
 }
 
-fn runs(args: &Args) -> Result<Vec<(String, PathBuf, PathBuf)>> {
-    let mut v = Vec::new();
-    if let [a, b] = &args.files[..] {
-        v.push(("run".to_string(), a.clone(), b.clone()));
-    }
-    for r in &args.runs {
-        let (label, files) = r
-            .split_once('=')
-            .with_context(|| format!("--run {r}: expected LABEL=A,B"))?;
-        let (a, b) = files
-            .split_once(',')
-            .with_context(|| format!("--run {r}: expected LABEL=A,B"))?;
-        v.push((label.to_string(), a.into(), b.into()));
-    }
-    if v.is_empty() {
-        bail!("give two capture files A B, or --run LABEL=A,B");
-    }
-    Ok(v)
-}
-
-/// Makes sure the charts can be written into `dir` (creating it), before any work is done.
-fn check_plot_dir(dir: &Path) -> Result<()> {
-    let fail =
-        |e: std::io::Error| anyhow::anyhow!("cannot write the charts into {}: {e}", dir.display());
-    std::fs::create_dir_all(dir).map_err(fail)?;
-    let probe = dir.join(format!(".weir-probe-{}", std::process::id()));
-    std::fs::File::create(&probe).map_err(fail)?;
-    std::fs::remove_file(&probe).map_err(fail)
-}
-
 /// Runs `weir latency`.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    if args.window.is_nan() || args.window <= 0.0 {
-        bail!("--window must be positive");
-    }
-    let cfg = Config {
-        window_ns: (args.window * 1e9) as u64,
-        offset_ns: args.offset,
-        stamps: !args.no_stamps,
-        unstamped: match args.unstamped {
-            Grouping::Skip => Unstamped::Skip,
-            Grouping::One => Unstamped::One,
-            Grouping::Flow => Unstamped::ByFlow,
-        },
+    let unstamped = match args.unstamped {
+        Grouping::Skip => Unstamped::Skip,
+        Grouping::One => Unstamped::One,
+        Grouping::Flow => Unstamped::ByFlow,
     };
-
-    let runs = runs(&args)?;
-    let inputs: Vec<&PathBuf> = runs.iter().flat_map(|(_, a, b)| [a, b]).collect();
+    let cfg = Config::new(args.window, args.offset, !args.no_stamps, unstamped)?;
+    let runs = RunSpec::all(&args.files, &args.runs)?;
+    let inputs: Vec<&PathBuf> = runs.iter().flat_map(|r| [&r.a, &r.b]).collect();
     for out in [&args.json, &args.csv].into_iter().flatten() {
         output::check_inputs(&inputs, Some(out))?;
     }
     if let Some(dir) = &args.plot {
-        check_plot_dir(dir)?;
+        session::check_plot_dir(dir)?;
     }
     let mut csv = match &args.csv {
         Some(p) => {
             let mut w = BufWriter::with_capacity(1 << 20, output::create(p)?);
-            writeln!(w, "run,stream,seq,a_ns,b_ns,latency_ns,len")?;
+            writeln!(w, "{}", session::CSV_HEADER)?;
             Some(w)
         }
         None => None,
     };
     let mut results: Vec<(String, Run)> = Vec::new();
     let mut status = Status::Clean;
-    for (label, a, b) in runs {
+    for RunSpec { label, a, b } in runs {
         let mut csv_err = None;
         let run = analyze(&a, &b, &cfg, &mut |m| {
             if let Some(w) = &mut csv {
-                if let Err(e) = writeln!(
-                    w,
-                    "{label},{},{},{},{},{},{}",
-                    m.stream, m.seq, m.a_ns, m.b_ns, m.latency_ns, m.len
-                ) {
+                if let Err(e) = writeln!(w, "{}", session::csv_row(&label, m)) {
                     csv_err.get_or_insert(e);
                 }
             }
@@ -142,31 +100,22 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         if let Some(e) = csv_err {
             return Err(e.into());
         }
-        for d in &run.damage {
-            eprintln!("weir: warning: {d}");
-            status = Status::Damaged;
-        }
-        let negative: u64 = run.streams.iter().map(|(_, s)| s.negative).sum();
-        if negative > 0 {
-            eprintln!(
-                "weir: warning: {label}: {negative} packets have a negative latency: the two clocks are not in step (correct a constant offset with --offset NS)"
-            );
-        }
-        if run.collisions > 0 {
-            eprintln!(
-                "weir: {label}: {} hash matches refused on the bytes (collisions)",
-                run.collisions
-            );
+        for n in run.notices(&label) {
+            match n.level {
+                Level::Damage => {
+                    eprintln!("weir: warning: {}", n.text);
+                    status = Status::Damaged;
+                }
+                Level::Warning => eprintln!("weir: warning: {}", n.text),
+                Level::Info => eprintln!("weir: {}", n.text),
+            }
         }
         results.push((label, run));
     }
     if let Some(w) = csv {
         w.into_inner().map_err(|e| e.into_error())?.commit()?;
     }
-    let labelled: Vec<Labelled<'_>> = results
-        .iter()
-        .map(|(l, r)| Labelled { label: l, run: r })
-        .collect();
+    let labelled = session::labelled(&results);
     if let Some(p) = &args.json {
         let mut out = output::create(p)?;
         let json = serde_json::to_string_pretty(&report::json(&labelled))?;
@@ -183,22 +132,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         out.commit()?;
     }
     if let Some(dir) = &args.plot {
-        let series: Vec<Series<'_>> = results
-            .iter()
-            .flat_map(|(label, run)| {
-                let one = results.len() == 1;
-                run.streams.iter().map(move |(name, st)| Series {
-                    label: if one {
-                        name.clone()
-                    } else {
-                        format!("{label}: {name}")
-                    },
-                    stats: st,
-                    start_ns: run.start_ns,
-                })
-            })
-            .collect();
-        let files = weir_latency::plot::plot_all(dir, &series)
+        let files = weir_latency::plot::plot_all(dir, &session::series(&results))
             .with_context(|| format!("cannot draw the charts into {}", dir.display()))?;
         eprintln!("weir: {} charts written to {}", files.len(), dir.display());
     }

@@ -22,8 +22,10 @@ mod error;
 mod pcap;
 mod pcapng;
 mod reader;
+pub mod summary;
 
 pub use crate::format::FileFormat;
 pub use error::ReadError;
 pub use reader::{FileReader, Packet};
+pub use summary::FileSummary;
 pub use weir_packet::Interface;

@@ -1,0 +1,292 @@
+//! What one `weir latency` session analyses and what it tells about it: the labelled runs
+//! ([`RunSpec`], from two files or `LABEL=A,B`), the matcher's [`Config`] from a window in
+//! seconds, the check that the chart folder is writable before any work, the CSV rows of the
+//! matched packets, the notices a run deserves ([`Notice`]) and the chart series of several runs.
+
+use std::path::{Path, PathBuf};
+
+use crate::analyze::{Config, Match, Run, Unstamped};
+use crate::plot::Series;
+use crate::report::Labelled;
+use crate::LatencyError;
+
+/// One pair of captures to match, with its label.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSpec {
+    /// Label in tables, charts and CSV rows.
+    pub label: String,
+    /// Capture at the first point.
+    pub a: PathBuf,
+    /// Capture at the second point.
+    pub b: PathBuf,
+}
+
+impl RunSpec {
+    /// Parses `LABEL=A,B` (the text of a `--run` option).
+    pub fn parse(s: &str) -> Result<RunSpec, LatencyError> {
+        let bad = || LatencyError::Config(format!("--run {s}: expected LABEL=A,B"));
+        let (label, files) = s.split_once('=').ok_or_else(bad)?;
+        let (a, b) = files.split_once(',').ok_or_else(bad)?;
+        Ok(RunSpec {
+            label: label.to_string(),
+            a: a.into(),
+            b: b.into(),
+        })
+    }
+
+    /// The runs of a session: the pair `files` (labelled `run`) when given, then every
+    /// `LABEL=A,B` of `runs`; at least one.
+    pub fn all(files: &[PathBuf], runs: &[String]) -> Result<Vec<RunSpec>, LatencyError> {
+        let mut v = Vec::new();
+        if let [a, b] = files {
+            v.push(RunSpec {
+                label: "run".into(),
+                a: a.clone(),
+                b: b.clone(),
+            });
+        }
+        for r in runs {
+            v.push(RunSpec::parse(r)?);
+        }
+        if v.is_empty() {
+            return Err(LatencyError::Config(
+                "give two capture files A B, or --run LABEL=A,B".into(),
+            ));
+        }
+        Ok(v)
+    }
+}
+
+impl Config {
+    /// The matcher's settings from a window in seconds (positive).
+    pub fn new(
+        window_s: f64,
+        offset_ns: i64,
+        stamps: bool,
+        unstamped: Unstamped,
+    ) -> Result<Config, LatencyError> {
+        if window_s.is_nan() || window_s <= 0.0 {
+            return Err(LatencyError::Config("--window must be positive".into()));
+        }
+        Ok(Config {
+            window_ns: (window_s * 1e9) as u64,
+            offset_ns,
+            stamps,
+            unstamped,
+        })
+    }
+}
+
+/// Makes sure the charts can be written into `dir` (creating it), before any work is done.
+pub fn check_plot_dir(dir: &Path) -> Result<(), LatencyError> {
+    let fail = |e: std::io::Error| {
+        LatencyError::Config(format!(
+            "cannot write the charts into {}: {e}",
+            dir.display()
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(format!(".weir-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
+}
+
+/// The header of the CSV of matched packets.
+pub const CSV_HEADER: &str = "run,stream,seq,a_ns,b_ns,latency_ns,len";
+
+/// The CSV row (no line end) of a matched packet of run `label`.
+pub fn csv_row(label: &str, m: &Match<'_>) -> String {
+    format!(
+        "{label},{},{},{},{},{},{}",
+        m.stream, m.seq, m.a_ns, m.b_ns, m.latency_ns, m.len
+    )
+}
+
+/// How much a [`Notice`] matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// An input is damaged: the run used every packet before the damage.
+    Damage,
+    /// The figures are suspect.
+    Warning,
+    /// Good to know.
+    Info,
+}
+
+/// Something to tell about a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// How much it matters.
+    pub level: Level,
+    /// The text.
+    pub text: String,
+}
+
+impl Run {
+    /// What to tell about run `label`: damage in its inputs, negative latencies (clocks not in
+    /// step), hash matches refused on the bytes.
+    pub fn notices(&self, label: &str) -> Vec<Notice> {
+        let mut v: Vec<Notice> = self
+            .damage
+            .iter()
+            .map(|d| Notice {
+                level: Level::Damage,
+                text: d.clone(),
+            })
+            .collect();
+        let negative: u64 = self.streams.iter().map(|(_, s)| s.negative).sum();
+        if negative > 0 {
+            v.push(Notice {
+                level: Level::Warning,
+                text: format!(
+                    "{label}: {negative} packets have a negative latency: the two clocks are not in step (correct a constant offset with --offset NS)"
+                ),
+            });
+        }
+        if self.collisions > 0 {
+            v.push(Notice {
+                level: Level::Info,
+                text: format!(
+                    "{label}: {} hash matches refused on the bytes (collisions)",
+                    self.collisions
+                ),
+            });
+        }
+        v
+    }
+}
+
+/// The runs with their labels, for [`crate::report`].
+pub fn labelled(results: &[(String, Run)]) -> Vec<Labelled<'_>> {
+    results
+        .iter()
+        .map(|(l, r)| Labelled { label: l, run: r })
+        .collect()
+}
+
+/// One chart line per stream of every run: named by the stream alone for one run, else
+/// `LABEL: STREAM`.
+pub fn series(results: &[(String, Run)]) -> Vec<Series<'_>> {
+    let one = results.len() == 1;
+    results
+        .iter()
+        .flat_map(|(label, run)| {
+            run.streams.iter().map(move |(name, st)| Series {
+                label: if one {
+                    name.clone()
+                } else {
+                    format!("{label}: {name}")
+                },
+                stats: st,
+                start_ns: run.start_ns,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::StreamStats;
+
+    #[test]
+    fn runs_come_from_two_files_or_labels() {
+        let v = RunSpec::all(&["a.pcap".into(), "b.pcap".into()], &["fq=x,y".into()]).unwrap();
+        assert_eq!(
+            v,
+            [
+                RunSpec {
+                    label: "run".into(),
+                    a: "a.pcap".into(),
+                    b: "b.pcap".into()
+                },
+                RunSpec {
+                    label: "fq".into(),
+                    a: "x".into(),
+                    b: "y".into()
+                }
+            ]
+        );
+        for bad in ["fq", "fq=x", "x,y"] {
+            assert_eq!(
+                RunSpec::parse(bad).unwrap_err().to_string(),
+                format!("--run {bad}: expected LABEL=A,B")
+            );
+        }
+        assert_eq!(
+            RunSpec::all(&[], &[]).unwrap_err().to_string(),
+            "give two capture files A B, or --run LABEL=A,B"
+        );
+    }
+
+    #[test]
+    fn window_must_be_positive() {
+        let c = Config::new(0.25, -7, false, Unstamped::ByFlow).unwrap();
+        assert_eq!(c.window_ns, 250_000_000);
+        assert_eq!(c.offset_ns, -7);
+        for w in [0.0, -1.0, f64::NAN] {
+            assert_eq!(
+                Config::new(w, 0, true, Unstamped::One)
+                    .unwrap_err()
+                    .to_string(),
+                "--window must be positive"
+            );
+        }
+    }
+
+    #[test]
+    fn csv_rows_and_notices() {
+        let m = Match {
+            stream: "stream 3",
+            seq: 9,
+            a_ns: 100,
+            b_ns: 150,
+            latency_ns: 50,
+            len: 60,
+        };
+        assert_eq!(csv_row("fq", &m), "fq,stream 3,9,100,150,50,60");
+        let mut st = StreamStats::default();
+        st.negative = 2;
+        let run = Run {
+            streams: vec![("stream 3".into(), st)],
+            packets: (0, 0),
+            skipped: (0, 0),
+            collisions: 1,
+            peak_pending: 0,
+            start_ns: 0,
+            damage: vec!["b.pcap: damaged at byte 24".into()],
+        };
+        let n = run.notices("fq");
+        assert_eq!(
+            n.iter().map(|n| n.level).collect::<Vec<_>>(),
+            [Level::Damage, Level::Warning, Level::Info]
+        );
+        assert_eq!(n[0].text, "b.pcap: damaged at byte 24");
+        assert!(n[1]
+            .text
+            .starts_with("fq: 2 packets have a negative latency"));
+        assert_eq!(
+            n[2].text,
+            "fq: 1 hash matches refused on the bytes (collisions)"
+        );
+        let results = vec![("fq".to_string(), run)];
+        assert_eq!(series(&results)[0].label, "stream 3");
+        assert_eq!(labelled(&results)[0].label, "fq");
+    }
+
+    #[test]
+    fn plot_dir_is_checked_before_work() {
+        let d = tempfile::tempdir().unwrap();
+        let sub = d.path().join("charts/deep");
+        check_plot_dir(&sub).unwrap();
+        assert!(sub.is_dir());
+        assert_eq!(std::fs::read_dir(&sub).unwrap().count(), 0);
+        let file = d.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let e = check_plot_dir(&file.join("x")).unwrap_err().to_string();
+        assert!(e.starts_with(&format!(
+            "cannot write the charts into {}: ",
+            file.join("x").display()
+        )));
+    }
+}
