@@ -11,6 +11,7 @@
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use weir_filter::{Filter, FilterSet};
@@ -239,6 +240,10 @@ pub(crate) struct Rules {
     /// True when the set has `bpf` matches, compiled for one link type.
     has_bpf: bool,
     engine: Option<(Engine, Evaluator, LinkType)>,
+    /// Time spent reading and parsing the file, then compiling the set.
+    parse: Duration,
+    compile: Duration,
+    rules: usize,
 }
 
 impl Rules {
@@ -247,6 +252,7 @@ impl Rules {
         let Some(path) = &args.rules else {
             return Ok(None);
         };
+        let start = Instant::now();
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the rule file {}", path.display()))?;
         let set = RuleSet::parse(&text).with_context(|| format!("rules {}", path.display()))?;
@@ -256,18 +262,23 @@ impl Rules {
             .any(|r| matches!(&r.matcher, Match::Wild(m) if m.bpf.is_some()));
         Ok(Some(Rules {
             path: path.clone(),
+            rules: set.rules.len(),
             set: Some(set),
             has_bpf,
             engine: None,
+            parse: start.elapsed(),
+            compile: Duration::ZERO,
         }))
     }
 
     /// Builds the engine for packets of `iface` (compiles the set's BPF matches for its link).
     fn build(&mut self, iface: &Interface) -> Result<()> {
         let set = self.set.take().expect("the set is compiled once");
+        let start = Instant::now();
         let engine = Engine::new(set, iface.link, iface.snaplen)
             .with_context(|| format!("rules {}", self.path.display()))?;
         let ev = engine.evaluator();
+        self.compile = start.elapsed();
         self.engine = Some((engine, ev, iface.link));
         Ok(())
     }
@@ -314,6 +325,14 @@ impl Rules {
             "rules: {} packets in ({} bytes): {} passed, {} dropped, {} sliced, {} sampled out; \
              {} matched no rule",
             t.packets_in, t.bytes_in, t.passed, t.dropped, t.sliced, t.sampled_out, t.unmatched
+        );
+        eprintln!(
+            "rules: {}: {} rules ({} exact), read and parsed in {} ms, compiled in {} ms",
+            self.path.display(),
+            self.rules,
+            s.exact_rules,
+            self.parse.as_millis(),
+            self.compile.as_millis()
         );
         if t.cut != 0 || t.cut_bytes != 0 || t.learned != 0 || t.scanned_bytes != 0 {
             eprintln!(
