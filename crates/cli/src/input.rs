@@ -2,15 +2,25 @@
 //! compiled for each interface's link type ([`FilterSet`]), hand matching packets to the command,
 //! and turn damage into a warning plus a `Damaged` status instead of an abort. One large classic
 //! pcap file is read on every core ([`weir_pcap::parallel`]).
+//!
+//! With `--rules FILE` ([`for_each_ruled`]), the rule engine (weir-rules) decides every packet
+//! the filter passed, in file order (the parallel reader hands packets over in order): a dropped
+//! or sampled-out packet never reaches the command, a sliced one reaches it cut (its wire length
+//! unchanged), and a tag comes with it ([`Visitor::ruled`]). A summary of the rules' counters
+//! ends the run on stderr.
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use weir_filter::{Filter, FilterSet};
+use weir_packet::LinkType;
 use weir_pcap::parallel::Plan;
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
+use weir_rules::{Engine, Evaluator, Match, Outcome, RuleSet, RuleStats, Tag};
 
+use crate::args::RulesArgs;
 use crate::output::{warn_damage, Status};
 use crate::progress::Progress;
 
@@ -33,6 +43,16 @@ pub(crate) trait Visitor {
     }
     /// A packet passed the filter. `interfaces` are the current input's interfaces so far.
     fn packet(&mut self, interfaces: &[Interface], packet: &Packet<'_>) -> Result<()>;
+    /// A packet passed the filter and the rules (sliced if they said so), with the tag a rule
+    /// gave it. By default the tag is ignored.
+    fn ruled(
+        &mut self,
+        interfaces: &[Interface],
+        packet: &Packet<'_>,
+        _tag: Option<&Tag>,
+    ) -> Result<()> {
+        self.packet(interfaces, packet)
+    }
     /// The input ended; `damage` is set when it ended early.
     fn end_file(&mut self, _reader: &FileReader, _damage: Option<&ReadError>) -> Result<()> {
         Ok(())
@@ -209,4 +229,219 @@ fn parallel_one_file<V: Visitor>(
 #[inline]
 pub(crate) fn matches(filter: Option<&Filter>, p: &Packet<'_>) -> bool {
     filter.is_none_or(|f| f.matches(p.data, p.meta.orig_len))
+}
+
+/// The rules of one run (`--rules FILE`): the engine, built for the link type of the first
+/// packet's interface, and one evaluator (packets are decided in file order, on one thread).
+pub(crate) struct Rules {
+    path: PathBuf,
+    /// The parsed set, until the engine is built.
+    set: Option<RuleSet>,
+    /// True when the set has `bpf` matches, compiled for one link type.
+    has_bpf: bool,
+    engine: Option<(Engine, Evaluator, LinkType)>,
+    /// Time spent reading and parsing the file, then compiling the set.
+    parse: Duration,
+    compile: Duration,
+    rules: usize,
+}
+
+impl Rules {
+    /// Reads and parses the rule file of `args`, if any (errors name the file, line and column).
+    pub(crate) fn open(args: &RulesArgs) -> Result<Option<Rules>> {
+        let Some(path) = &args.rules else {
+            return Ok(None);
+        };
+        let start = Instant::now();
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the rule file {}", path.display()))?;
+        let set = RuleSet::parse(&text).with_context(|| format!("rules {}", path.display()))?;
+        let has_bpf = set
+            .rules
+            .iter()
+            .any(|r| matches!(&r.matcher, Match::Wild(m) if m.bpf.is_some()));
+        Ok(Some(Rules {
+            path: path.clone(),
+            rules: set.rules.len(),
+            set: Some(set),
+            has_bpf,
+            engine: None,
+            parse: start.elapsed(),
+            compile: Duration::ZERO,
+        }))
+    }
+
+    /// Builds the engine for packets of `iface` (compiles the set's BPF matches for its link).
+    fn build(&mut self, iface: &Interface) -> Result<()> {
+        let set = self.set.take().expect("the set is compiled once");
+        let start = Instant::now();
+        let engine = Engine::new(set, iface.link, iface.snaplen)
+            .with_context(|| format!("rules {}", self.path.display()))?;
+        let ev = engine.evaluator();
+        self.compile = start.elapsed();
+        self.engine = Some((engine, ev, iface.link));
+        Ok(())
+    }
+
+    /// Decides `packet`: `None` when it is dropped or sampled out, else the bytes to keep and
+    /// the tag.
+    #[inline]
+    fn decide(
+        &mut self,
+        interfaces: &[Interface],
+        packet: &Packet<'_>,
+    ) -> Result<Option<(usize, Option<Tag>)>> {
+        if self.engine.is_none() {
+            self.build(&interfaces[packet.meta.interface as usize])?;
+        }
+        let (_, ev, link) = self.engine.as_mut().expect("engine built");
+        if packet.link != *link && self.has_bpf {
+            bail!(
+                "rules {}: `bpf` matches are compiled for {} but a packet is {}: \
+                 give inputs of one link type",
+                self.path.display(),
+                link,
+                packet.link
+            );
+        }
+        let f = weir_rules::fields(packet.link, packet.data, packet.meta.orig_len);
+        let d = ev.eval(&f, packet.data);
+        Ok(match d.outcome {
+            Outcome::Passed | Outcome::Sliced => Some((d.keep as usize, d.tag)),
+            Outcome::Dropped | Outcome::SampledOut => None,
+        })
+    }
+
+    /// The summary of the run on stderr: totals, then each rule that matched (wildcard rules by
+    /// id, exact rules summed); warns if a counter identity fails (it never should).
+    pub(crate) fn summary(&self) {
+        let Some((engine, _, _)) = &self.engine else {
+            eprintln!("rules: no packet reached the rules");
+            return;
+        };
+        let s = engine.stats();
+        let t = &s.totals;
+        eprintln!(
+            "rules: {} packets in ({} bytes): {} passed, {} dropped, {} sliced, {} sampled out; \
+             {} matched no rule",
+            t.packets_in, t.bytes_in, t.passed, t.dropped, t.sliced, t.sampled_out, t.unmatched
+        );
+        eprintln!(
+            "rules: {}: {} rules ({} exact), read and parsed in {} ms, compiled in {} ms",
+            self.path.display(),
+            self.rules,
+            s.exact_rules,
+            self.parse.as_millis(),
+            self.compile.as_millis()
+        );
+        if t.cut != 0 || t.cut_bytes != 0 || t.learned != 0 || t.scanned_bytes != 0 {
+            eprintln!(
+                "rules: cutoffs cut {} packets and {} bytes; {} flows learnt; {} payload bytes \
+                 scanned ({} stream restarts); {} flows evicted",
+                t.cut, t.cut_bytes, t.learned, t.scanned_bytes, t.stream_resets, t.flow_evictions
+            );
+        }
+        let line = |name: &str, r: &RuleStats| {
+            eprintln!(
+                "  {name}: {} packets, {} bytes: {} passed, {} dropped, {} sliced, {} sampled out",
+                r.packets, r.bytes, r.passed, r.dropped, r.sliced, r.sampled_out
+            );
+        };
+        if s.exact_rules > 0 {
+            line(&format!("{} exact rules", s.exact_rules), &s.exact);
+        }
+        let mut ok = t.reconciles() && s.exact.reconciles();
+        for w in &s.wild {
+            ok &= w.stats.reconciles();
+            if w.stats.packets > 0 {
+                line(&format!("rule {} (line {})", w.id, w.line), &w.stats);
+            }
+        }
+        if !ok {
+            eprintln!("weir: warning: the rule counters do not add up (a bug: please report it)");
+        }
+    }
+}
+
+/// A visitor behind the rules: the packets they keep, cut to what they keep, with their tags.
+struct Ruled<'a, V: Visitor> {
+    rules: &'a mut Rules,
+    inner: &'a mut V,
+}
+
+impl<V: Visitor> Visitor for Ruled<'_, V> {
+    fn start_file(&mut self, reader: &FileReader) -> Result<()> {
+        if self.rules.engine.is_none() {
+            if let Some(i) = reader.interfaces().first() {
+                self.rules.build(i)?;
+            }
+        }
+        self.inner.start_file(reader)
+    }
+
+    #[inline]
+    fn packet(&mut self, interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
+        let Some((keep, tag)) = self.rules.decide(interfaces, packet)? else {
+            return Ok(());
+        };
+        if keep < packet.data.len() {
+            let cut = Packet {
+                meta: packet.meta,
+                link: packet.link,
+                data: &packet.data[..keep],
+                record_offset: packet.record_offset,
+                pcap_ts: packet.pcap_ts,
+            };
+            return self.inner.ruled(interfaces, &cut, tag.as_ref());
+        }
+        self.inner.ruled(interfaces, packet, tag.as_ref())
+    }
+
+    fn end_file(&mut self, reader: &FileReader, damage: Option<&ReadError>) -> Result<()> {
+        self.inner.end_file(reader, damage)
+    }
+
+    fn done(&self) -> bool {
+        self.inner.done()
+    }
+
+    fn parallel_read(&self) -> bool {
+        self.inner.parallel_read()
+    }
+}
+
+/// [`for_each_packet`] with the rules of `rules` (none: the same as [`for_each_packet`]) applied
+/// after the filter, and their summary printed at the end.
+pub(crate) fn for_each_ruled<V: Visitor>(
+    inputs: &[PathBuf],
+    filters: &mut FilterSet,
+    rules: Option<&mut Rules>,
+    visitor: &mut V,
+) -> Result<Status> {
+    let Some(rules) = rules else {
+        return for_each_packet(inputs, filters, visitor);
+    };
+    let status = for_each_packet(
+        inputs,
+        filters,
+        &mut Ruled {
+            rules: &mut *rules,
+            inner: visitor,
+        },
+    )?;
+    rules.summary();
+    Ok(status)
+}
+
+/// [`for_each_ruled`] with the rule file of `args` (what a command that flattens
+/// [`RulesArgs`] calls in place of [`for_each_packet`]).
+#[allow(dead_code)] // for `weir flows -r` and `weir decode`, as they take up `--rules`
+pub(crate) fn for_each_packet_with(
+    inputs: &[PathBuf],
+    filters: &mut FilterSet,
+    args: &RulesArgs,
+    visitor: &mut impl Visitor,
+) -> Result<Status> {
+    let mut rules = Rules::open(args)?;
+    for_each_ruled(inputs, filters, rules.as_mut(), visitor)
 }

@@ -1,12 +1,15 @@
 //! [`PacketFields`]: the handful of header fields the rule engine looks at, extracted once per
-//! packet, and [`fields_from_frame`], which fills them with weir-decode's decoder.
+//! packet, and [`fields_from_frame`], which fills them with weir-decode's fast header parser
+//! ([`weir_decode::quick`]) and falls back to the full decoder for every frame that parser
+//! leaves to it (tunnels, ARP, IPv6 extension headers, truncated headers...).
 //!
-//! The struct is small and `Copy` and knows nothing of the decoder, so the pipeline can fill it
-//! from whatever parser it runs (the fast header parser `weir_decode::quick` will replace
-//! [`fields_from_frame`] in one place).
+//! Both ways give the same fields: `tests/corpus.rs` compares them on every corpus packet and on
+//! every truncation of it. The struct is small and `Copy` and knows nothing of the decoder, so
+//! the pipeline can fill it from whatever parser it runs.
 
 use core::net::IpAddr;
 
+use weir_decode::quick::{self, Upper};
 use weir_decode::{decode_into, Decoded, Layer, LinkType, Transport};
 
 /// "No VLAN tag" in [`PacketFields::vlan`].
@@ -93,16 +96,130 @@ fn offset_in(frame: &[u8], part: &[u8]) -> u32 {
     (part.as_ptr() as usize).wrapping_sub(frame.as_ptr() as usize) as u32
 }
 
-/// Decodes `frame` with weir-decode (reusing `scratch`) and extracts its [`PacketFields`].
-/// `wire_len` is the packet's length on the wire.
+/// Extracts the [`PacketFields`] of `frame` (link type `link`, `wire_len` bytes on the wire):
+/// with the fast header parser when it covers the frame, else with the full decoder (reusing
+/// `scratch`). The fields are the same either way ([`fields_from_decoded`] of the decoded
+/// frame).
+#[inline]
 pub fn fields_from_frame<'a>(
     scratch: &mut Decoded<'a>,
     link: LinkType,
     frame: &'a [u8],
     wire_len: u32,
 ) -> PacketFields {
+    if let Some(f) = quick_fields(link, frame, wire_len) {
+        return f;
+    }
     decode_into(scratch, link, frame);
     fields_from_decoded(scratch, frame, wire_len)
+}
+
+/// [`fields_from_frame`] without a scratch [`Decoded`] to lend: the fast parser's fields, or
+/// (for the frames it leaves to the decoder) the decoder's, with a `Decoded` of its own.
+#[inline]
+pub fn fields(link: LinkType, frame: &[u8], wire_len: u32) -> PacketFields {
+    match quick_fields(link, frame, wire_len) {
+        Some(f) => f,
+        None => decoded_fields(link, frame, wire_len),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn decoded_fields(link: LinkType, frame: &[u8], wire_len: u32) -> PacketFields {
+    let mut d = Decoded::new();
+    decode_into(&mut d, link, frame);
+    fields_from_decoded(&d, frame, wire_len)
+}
+
+/// Bytes before the network header of `link` (the link types [`quick::parse`] covers).
+#[inline(always)]
+fn link_header_len(link: LinkType) -> Option<usize> {
+    Some(match link {
+        LinkType::ETHERNET => 14,
+        LinkType::LINUX_SLL => 16,
+        LinkType::LINUX_SLL2 => 20,
+        LinkType::NULL | LinkType::LOOP => 4,
+        LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 | LinkType::IPV4 | LinkType::IPV6 => 0,
+        _ => return None,
+    })
+}
+
+#[inline(always)]
+fn be16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes(*b.get(at..)?.first_chunk::<2>()?))
+}
+
+/// The fields through [`quick::parse`]; `None` leaves the frame to the decoder (the frames the
+/// parser refuses, and IPv6 with extension headers, whose lengths it does not keep).
+#[inline(always)]
+fn quick_fields(link: LinkType, frame: &[u8], wire_len: u32) -> Option<PacketFields> {
+    let h = quick::parse(link, frame)?;
+    if h.ipv6_extensions != 0 {
+        return None;
+    }
+    let cap = frame.len();
+    let l3 = link_header_len(link)? + 4 * usize::from(h.vlan_tags) + 4 * usize::from(h.mpls_labels);
+    let mut f = PacketFields::empty(cap as u32, wire_len);
+    if let Some(v) = h.vlan() {
+        f.vlan = v;
+    }
+    f.family = h.version();
+    f.src = h.src;
+    f.dst = h.dst;
+    f.proto = h.proto;
+    f.l3 = l3 as u32;
+    // the transport header and the end of the IP packet in the captured bytes, as the decoder
+    // bounds them (a length field of 0 means "up to the end of the capture")
+    let (l4, ip_end) = if h.v6 {
+        let n = h.ip_len as usize - 40;
+        (l3 + 40, if n == 0 { cap } else { (l3 + 40 + n).min(cap) })
+    } else {
+        let hl = usize::from(frame.get(l3)? & 0x0f) * 4;
+        let total = h.ip_len as usize;
+        (
+            l3 + hl,
+            if total == 0 {
+                cap
+            } else {
+                (l3 + total).min(cap)
+            },
+        )
+    };
+    match h.upper {
+        Upper::Tcp => {
+            let doff = usize::from(frame.get(l4 + 12)? >> 4) * 4;
+            f.l4 = l4 as u32;
+            f.sport = h.src_port;
+            f.dport = h.dst_port;
+            f.tcp_flags = h.tcp_flags;
+            f.is_tcp = true;
+            f.tcp_seq = u32::from_be_bytes(*frame.get(l4 + 4..)?.first_chunk::<4>()?);
+            f.payload = (l4 + doff) as u32;
+            f.payload_len = ip_end.checked_sub(l4 + doff)? as u32;
+        }
+        Upper::Udp => {
+            let len = usize::from(be16_at(frame, l4 + 4)?);
+            let end = if len == 0 {
+                ip_end
+            } else {
+                (l4 + len).min(ip_end)
+            };
+            f.l4 = l4 as u32;
+            f.sport = h.src_port;
+            f.dport = h.dst_port;
+            f.payload = (l4 + 8) as u32;
+            f.payload_len = end.saturating_sub(l4 + 8) as u32;
+        }
+        Upper::Sctp => {
+            f.l4 = l4 as u32;
+            f.sport = h.src_port;
+            f.dport = h.dst_port;
+        }
+        Upper::Icmp | Upper::Icmpv6 => f.l4 = l4 as u32,
+        Upper::Other | Upper::LaterFragment => {}
+    }
+    Some(f)
 }
 
 /// Extracts [`PacketFields`] from an already decoded frame.

@@ -62,8 +62,9 @@
 //!
 //! # Where the packet fields come from
 //!
-//! [`PacketFields`] is a small `Copy` struct; [`fields_from_frame`] fills it with weir-decode's
-//! decoder. The capture path may fill it from any parser.
+//! [`PacketFields`] is a small `Copy` struct; [`fields`](fn@fields) (or [`fields_from_frame`], reusing a
+//! scratch `Decoded`) fills it with weir-decode's fast header parser, and with the full decoder
+//! for the frames that parser leaves to it. The capture path may fill it from any parser.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -85,7 +86,9 @@ pub use crate::engine::{
     WildStats,
 };
 pub use crate::exact::SHARDS;
-pub use crate::fields::{fields_from_decoded, fields_from_frame, PacketFields, NO_OFFSET, NO_VLAN};
+pub use crate::fields::{
+    fields, fields_from_decoded, fields_from_frame, PacketFields, NO_OFFSET, NO_VLAN,
+};
 pub use crate::file::{FileError, RulesFile};
 pub use crate::kernel::{kernel_drops, KernelDrops};
 pub use crate::parse::ParseError;

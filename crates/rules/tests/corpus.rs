@@ -317,3 +317,40 @@ fn bpf_expressible_rule_sets_keep_what_libpcap_keeps() {
         eprintln!("`{expr}`: {kept} of {} packets kept by both", pkts.len());
     }
 }
+
+/// `fields_from_frame` takes the fast header parser when it covers a frame: its fields equal
+/// the full decoder's on every packet of every corpus file, whole and cut at every length up to
+/// 128 bytes (the truncations exercise each bound check, and the fallback).
+#[test]
+fn fast_fields_equal_the_decoders_on_every_corpus_packet() {
+    let Some(files) = weir_testkit::corpus() else {
+        return;
+    };
+    let (mut packets, mut frames) = (0u64, 0u64);
+    for path in &files {
+        let Ok(mut r) = FileReader::open(path) else {
+            continue;
+        };
+        while let Ok(Some(p)) = r.next_packet() {
+            let mut scratch = Decoded::new();
+            packets += 1;
+            let data = p.data;
+            let cuts = (0..data.len().min(128)).chain([data.len()]);
+            for n in cuts {
+                let d = &data[..n];
+                let wire = p.meta.orig_len;
+                let fast = fields_from_frame(&mut scratch, p.link, d, wire);
+                let full = weir_rules::fields_from_decoded(&decode(p.link, d), d, wire);
+                assert_eq!(
+                    fast,
+                    full,
+                    "{}: packet {packets} cut to {n} bytes",
+                    path.display()
+                );
+                frames += 1;
+            }
+        }
+    }
+    assert!(packets > 1000, "{packets} corpus packets");
+    eprintln!("{packets} packets, {frames} frames compared");
+}

@@ -8,7 +8,16 @@ use weir_rules::{Engine, Match, RuleSet, SliceTo, Tag, Verdict};
 
 #[test]
 fn every_example_in_rules_md_parses_and_compiles() {
-    let md = include_str!("../RULES.md");
+    examples_compile(include_str!("../RULES.md"), 7);
+}
+
+#[test]
+fn every_example_in_the_readme_parses_and_compiles() {
+    examples_compile(include_str!("../../../README.md"), 4);
+}
+
+/// Parses and compiles every ```rules block of `md`; there must be at least `min`.
+fn examples_compile(md: &str, min: usize) {
     let mut blocks = 0;
     let mut rest = md;
     while let Some(i) = rest.find("```rules\n") {
@@ -20,7 +29,7 @@ fn every_example_in_rules_md_parses_and_compiles() {
         blocks += 1;
         rest = &body[end..];
     }
-    assert!(blocks >= 7, "only {blocks} rules blocks found");
+    assert!(blocks >= min, "only {blocks} rules blocks found");
 }
 
 #[test]

@@ -1,13 +1,16 @@
 //! `weir read`: filter and convert capture files, like `tcpdump -r IN -w OUT EXPR`; without `-w`,
-//! print one line per matching packet.
+//! print one line per matching packet. With `--rules FILE`, the rule engine then drops, slices,
+//! samples and tags the packets the expression passed; tags go into the pcapng packet comment
+//! (classic pcap has no place for them: they are counted, and said once).
 
 use anyhow::Result;
 use weir_filter::{effective_snaplen, FilterSet};
 use weir_pcap::{FileFormat, FileReader, Interface, Packet, ReadError};
 use weir_pcap::{PacketWriter, Precision};
+use weir_rules::Tag;
 
 use crate::args::{self, Format};
-use crate::input::{for_each_packet, Visitor};
+use crate::input::{for_each_ruled, Rules, Visitor};
 use crate::lines::LinePrinter;
 use crate::output::{self, Output, Status};
 
@@ -24,12 +27,21 @@ pub(crate) struct Args {
           allow_negative_numbers = true)]
     count: Option<u64>,
     #[command(flatten)]
+    rules: args::RulesArgs,
+    #[command(flatten)]
     expr: args::Expr,
 }
 
 impl Args {
     /// Usage checks clap cannot express.
     pub(crate) fn check(&self) -> Result<(), String> {
+        if self.rules.control.is_some() {
+            return Err(
+                "--control is for live commands: weir read applies its --rules file \
+                        once, to the files it reads"
+                    .into(),
+            );
+        }
         self.out.check(true)
     }
 }
@@ -37,9 +49,15 @@ impl Args {
 /// Runs `weir read`.
 pub(crate) fn run(args: Args) -> Result<Status> {
     let mut filters = FilterSet::new(&args.expr.joined())?;
+    let mut rules = Rules::open(&args.rules)?;
     let Some(out_path) = &args.out.path else {
         let mut printer = LinePrinter::stdout(args.count);
-        let status = for_each_packet(&args.inputs.files, &mut filters, &mut printer)?;
+        let status = for_each_ruled(
+            &args.inputs.files,
+            &mut filters,
+            rules.as_mut(),
+            &mut printer,
+        )?;
         printer.finish()?;
         return Ok(status);
     };
@@ -55,8 +73,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         limit: args.count,
         fallback: None,
         input_unit: None,
+        tags_lost: 0,
     };
-    let status = for_each_packet(&args.inputs.files, &mut filters, &mut sink)?;
+    let status = for_each_ruled(&args.inputs.files, &mut filters, rules.as_mut(), &mut sink)?;
     sink.finish()?;
     Ok(status)
 }
@@ -77,6 +96,8 @@ struct Sink {
     /// The current input's timestamp unit when it is classic pcap: its records' time fields are
     /// copied as they are into a pcap output of the same unit (what tcpdump does).
     input_unit: Option<Precision>,
+    /// Tagged packets written to classic pcap, which cannot hold their tags.
+    tags_lost: u64,
 }
 
 /// An input's interface as the output declares it: with libpcap's snap length, as tcpdump.
@@ -115,6 +136,13 @@ impl Sink {
     }
 
     fn finish(mut self) -> Result<()> {
+        if self.tags_lost > 0 {
+            eprintln!(
+                "weir: warning: {} tagged packets written without their tags (classic pcap has \
+                 no packet comments; --format pcapng stores them)",
+                self.tags_lost
+            );
+        }
         if self.writer.is_none() {
             // No packet matched: still write a valid, empty file.
             let out = self.out.take().expect("output taken once");
@@ -162,6 +190,35 @@ impl Visitor for Sink {
             (Some(ts), Some(unit)) => w.write_pcap_ts(&meta, ts, unit, packet.data)?,
             _ => w.write(&meta, packet.data)?,
         }
+        self.written += 1;
+        Ok(())
+    }
+
+    fn ruled(
+        &mut self,
+        interfaces: &[Interface],
+        packet: &Packet<'_>,
+        tag: Option<&Tag>,
+    ) -> Result<()> {
+        let Some(tag) = tag else {
+            return self.packet(interfaces, packet);
+        };
+        if matches!(self.format, FileFormat::Pcap(_)) {
+            self.tags_lost += 1;
+            return self.packet(interfaces, packet);
+        }
+        let iface = packet.meta.interface as usize;
+        let id = match self.iface_map.get(iface) {
+            Some(Some(id)) => *id,
+            _ => self.writer_for(interfaces, iface)?,
+        };
+        let mut meta = packet.meta;
+        meta.interface = id;
+        let w = self
+            .writer
+            .as_mut()
+            .expect("writer created with the first interface");
+        w.write_commented(&meta, packet.data, tag.to_string().as_bytes())?;
         self.written += 1;
         Ok(())
     }

@@ -102,6 +102,22 @@ impl<W: io::Write> PacketWriter<W> {
         }
     }
 
+    /// Writes one packet with a comment (pcapng's `opt_comment`, tshark's `frame.comment`).
+    /// Returns false when the comment could not be stored: classic pcap has no place for it (the
+    /// packet is written without it).
+    #[inline]
+    pub fn write_commented(
+        &mut self,
+        meta: &PacketMeta,
+        data: &[u8],
+        comment: &[u8],
+    ) -> Result<bool, WriteError> {
+        match self {
+            PacketWriter::Pcap(w) => w.write(meta, data).map(|()| false),
+            PacketWriter::Pcapng(w) => w.write_commented(meta, data, Some(comment)).map(|()| true),
+        }
+    }
+
     /// Writes one packet; a classic pcap of precision `unit` takes the timestamp fields `ts`
     /// (seconds, fraction in `unit`) as they are, instead of `meta.ts_ns`. For copying records
     /// between pcap files the way libpcap does (an out-of-range fraction stays as it was).

@@ -72,12 +72,29 @@ impl<W: Write> PcapngWriter<W> {
     /// Appends one packet as an enhanced packet block on interface `meta.interface`.
     #[inline]
     pub fn write(&mut self, meta: &PacketMeta, data: &[u8]) -> Result<(), WriteError> {
+        self.write_commented(meta, data, None)
+    }
+
+    /// Appends one packet as an enhanced packet block on interface `meta.interface`, with an
+    /// `opt_comment` option holding `comment` (UTF-8 text; tshark shows it as `frame.comment`)
+    /// when there is one. A comment longer than an option holds (65 535 bytes) is cut there.
+    #[inline]
+    pub fn write_commented(
+        &mut self,
+        meta: &PacketMeta,
+        data: &[u8],
+        comment: Option<&[u8]>,
+    ) -> Result<(), WriteError> {
         if meta.interface >= self.interfaces {
             return Err(WriteError::UnknownInterface(meta.interface));
         }
         let caplen = u32::try_from(data.len()).map_err(|_| WriteError::TooLarge(data.len()))?;
         let padded = (data.len() + 3) & !3;
-        let total = u32::try_from(32 + padded).map_err(|_| WriteError::TooLarge(data.len()))?;
+        let comment = comment.map(|c| &c[..c.len().min(usize::from(u16::MAX))]);
+        // opt_comment, then opt_endofopt
+        let options = comment.map_or(0, |c| 4 + ((c.len() + 3) & !3) + 4);
+        let total =
+            u32::try_from(32 + padded + options).map_err(|_| WriteError::TooLarge(data.len()))?;
         let mut h = [0u8; 28];
         h[0..4].copy_from_slice(&6u32.to_ne_bytes());
         h[4..8].copy_from_slice(&total.to_ne_bytes());
@@ -88,8 +105,17 @@ impl<W: Write> PcapngWriter<W> {
         h[24..28].copy_from_slice(&meta.orig_len.to_ne_bytes());
         self.out.write_all(&h)?;
         self.out.write_all(data)?;
-        let mut tail = [0u8; 7];
         let pad = padded - data.len();
+        if let Some(c) = comment {
+            self.out.write_all(&[0u8; 3][..pad])?;
+            let mut opts = Vec::with_capacity(options);
+            option(&mut opts, 1, c); // opt_comment
+            option(&mut opts, 0, &[]); // opt_endofopt
+            self.out.write_all(&opts)?;
+            self.out.write_all(&total.to_ne_bytes())?;
+            return Ok(());
+        }
+        let mut tail = [0u8; 7];
         tail[pad..pad + 4].copy_from_slice(&total.to_ne_bytes());
         self.out.write_all(&tail[..pad + 4])?;
         Ok(())
@@ -107,5 +133,50 @@ impl<W: Write> PcapngWriter<W> {
         self.out
             .into_inner()
             .map_err(|e| WriteError::Io(io::Error::new(e.error().kind(), e.error().to_string())))
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use weir_packet::{Interface, LinkType, PacketMeta};
+
+    use super::PcapngWriter;
+    use crate::FileReader;
+
+    #[test]
+    fn a_comment_is_an_opt_comment_option_the_reader_skips() {
+        let mut w = PcapngWriter::new(Vec::new()).unwrap();
+        w.add_interface(&Interface::new(LinkType::ETHERNET, 65535))
+            .unwrap();
+        let meta = PacketMeta {
+            ts_ns: 1_000_000_007,
+            orig_len: 60,
+            interface: 0,
+        };
+        w.write_commented(&meta, b"abcde", Some(b"lab")).unwrap();
+        w.write(&meta, b"xyz").unwrap();
+        let file = w.finish().unwrap();
+        // the last two blocks: 52 bytes with the comment, 44 without
+        let plain = &file[file.len() - 36..];
+        let epb = &file[file.len() - 36 - 52..file.len() - 36];
+        let u32_at = |b: &[u8], i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap());
+        assert_eq!(
+            (u32_at(epb, 0), u32_at(epb, 4), u32_at(epb, 48)),
+            (6, 52, 52)
+        );
+        assert_eq!((u32_at(epb, 20), u32_at(epb, 24)), (5, 60));
+        assert_eq!(&epb[28..36], b"abcde\0\0\0");
+        // opt_comment (1), length 3, "lab" padded; opt_endofopt
+        assert_eq!(&epb[36..38], &1u16.to_ne_bytes());
+        assert_eq!(&epb[38..40], &3u16.to_ne_bytes());
+        assert_eq!(&epb[40..44], b"lab\0");
+        assert_eq!(&epb[44..48], &[0, 0, 0, 0]);
+        assert_eq!((u32_at(plain, 0), u32_at(plain, 4)), (6, 36));
+        let mut r = FileReader::from_bytes("t.pcapng", file).unwrap();
+        let p = r.next_packet().unwrap().unwrap();
+        assert_eq!((p.data, p.meta), (&b"abcde"[..], meta));
+        let p = r.next_packet().unwrap().unwrap();
+        assert_eq!(p.data, b"xyz");
+        assert!(r.next_packet().unwrap().is_none());
     }
 }
