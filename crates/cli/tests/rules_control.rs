@@ -260,8 +260,13 @@ fn the_rule_commands_over_the_control_socket() {
         assert_eq!(v["ok"], false, "{v}");
     }
     assert_eq!(ask(b"{\"cmd\":\"rules.stats\"}")["ok"], true);
+    // The server answers an oversize request as soon as it has read MAX_REQUEST + 1 bytes and
+    // closes the connection: the rest of our write may meet a closed socket (EPIPE).
     let long = vec![b'x'; weir_control::MAX_REQUEST + 10];
-    let v = ask(&long);
+    let _ = c.write_all(&long).and_then(|_| c.write_all(b"\n"));
+    let mut s = String::new();
+    r.read_line(&mut s).unwrap();
+    let v: Value = serde_json::from_str(&s).unwrap();
     assert!(v["error"].as_str().unwrap().contains("longer than"), "{v}");
     drop(r);
 
