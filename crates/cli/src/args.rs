@@ -97,6 +97,18 @@ pub(crate) struct RulesArgs {
     pub control: Option<PathBuf>,
 }
 
+impl RulesArgs {
+    /// The job's rules: the file and its control socket, when a file is given.
+    pub(crate) fn config(&self) -> Option<weir_sensor::rules::RulesConfig> {
+        self.rules
+            .clone()
+            .map(|path| weir_sensor::rules::RulesConfig {
+                path,
+                control: self.control.clone(),
+            })
+    }
+}
+
 /// The filter expression, and tcpdump's `-n`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct Expr {
@@ -396,6 +408,15 @@ impl LiveArgs {
         Ok(())
     }
 
+    /// The capture library's fanout mode.
+    pub(crate) fn fanout_mode(&self) -> weir_capture::FanoutMode {
+        match self.fanout {
+            Fanout::Hash => weir_capture::FanoutMode::Hash,
+            Fanout::Lb => weir_capture::FanoutMode::LoadBalance,
+            Fanout::Cpu => weir_capture::FanoutMode::Cpu,
+        }
+    }
+
     /// The live pipeline these options ask for, capturing what `expr` matches into a buffer of
     /// `--buffer-mib` (else `default_buffer_mib`) with `readers` registered and `best_effort`
     /// readers.
@@ -421,11 +442,7 @@ impl LiveArgs {
         Ok(weir_capture::PipelineConfig {
             interfaces: self.interfaces.clone(),
             threads: self.threads,
-            fanout: match self.fanout {
-                Fanout::Hash => weir_capture::FanoutMode::Hash,
-                Fanout::Lb => weir_capture::FanoutMode::LoadBalance,
-                Fanout::Cpu => weir_capture::FanoutMode::Cpu,
-            },
+            fanout: self.fanout_mode(),
             promiscuous: !self.no_promisc,
             snaplen: self.snaplen,
             slice: self.slice.map(|s| match s {

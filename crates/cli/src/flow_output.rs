@@ -1,17 +1,16 @@
 //! The flow meter's options turned into library calls, shared by `weir flows` and `weir record
 //! --flows`: the outputs they name ([`outputs`], a `weir_export::Outputs`), the end of a run
-//! ([`finish`]: `weir_export::RunReport`'s summary on stderr and `--stats`), and the meter of
-//! `weir record --flows` ([`RecordFlows`], a `weir_flows::LiveMeter`).
+//! ([`finish`]: `weir_export::RunReport`'s summary on stderr and `--stats`). The meter of `weir
+//! record --flows` runs in weir-sensor's record job.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 
 use anyhow::{Context, Result};
 use weir_export::{Fanout, NetflowFormat, NetflowOutput, Outputs, RunReport, StatsFile, Target};
-use weir_flows::{wall_clock_ns, Config, LiveMeter, Meter, Metered};
-use weir_packet::LinkType;
+use weir_flows::Metered;
 
-use crate::args::{FlowArgs, FlowFormat};
+use crate::args::FlowFormat;
 
 /// Nanoseconds of a duration in seconds (already in range: [`crate::args::seconds`]).
 pub(crate) fn ns(seconds: f64) -> u64 {
@@ -59,56 +58,5 @@ pub(crate) fn finish(run: Metered<Fanout>, stats: Option<StatsFile>) -> Result<(
     match error {
         Some(e) => Err(e.into()),
         None => Ok(()),
-    }
-}
-
-/// The flow meter of `weir record --flows`, on its own thread over the packet buffer.
-pub(crate) struct RecordFlows {
-    meter: LiveMeter<Fanout>,
-}
-
-impl RecordFlows {
-    /// Starts the meter on `reader`; JSON goes to `default_json` unless the options name
-    /// outputs.
-    pub(crate) fn start(
-        args: &FlowArgs,
-        reader: weir_buffer::Reader,
-        links: Vec<LinkType>,
-        default_json: &Path,
-    ) -> Result<RecordFlows> {
-        let cfg = Config {
-            idle_timeout_ns: ns(args.flow_idle_timeout),
-            active_timeout_ns: ns(args.flow_active_timeout),
-            ..Config::default()
-        };
-        let json: Option<PathBuf> = args.flow_json.clone().or_else(|| {
-            args.flow_export
-                .is_none()
-                .then(|| default_json.to_path_buf())
-        });
-        let outputs = outputs(
-            args.flow_export.as_deref(),
-            args.flow_format,
-            false,
-            false,
-            json.as_deref(),
-            None,
-        )?;
-        let meter = Meter::new(&cfg, outputs.open()?);
-        Ok(RecordFlows {
-            meter: LiveMeter::spawn(meter, reader, links, wall_clock_ns),
-        })
-    }
-
-    /// Live counters for a statistics file.
-    pub(crate) fn stats_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "packets": self.meter.packets(),
-        })
-    }
-
-    /// Once capture has stopped: meters what is left, flushes every flow, prints the summary.
-    pub(crate) fn finish(self) -> Result<()> {
-        finish(self.meter.finish(), None)
     }
 }

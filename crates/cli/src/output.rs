@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 use anyhow::{bail, Context, Result};
 
@@ -307,10 +308,59 @@ pub(crate) fn human_bytes(b: u64) -> String {
     }
 }
 
+/// Prints what a job tells (`weir: TEXT`, `weir: warning: TEXT`); progress is the command's
+/// to show (`weir record`'s status line).
+pub(crate) fn event(e: weir_sensor::Event) {
+    match e {
+        weir_sensor::Event::Notice(t) => eprintln!("weir: {t}"),
+        weir_sensor::Event::Warning(t) => eprintln!("weir: warning: {t}"),
+        weir_sensor::Event::Progress(_) => {}
+    }
+}
+
+/// Installs the SIGHUP handler and returns the flag it sets (a job's
+/// [`Controls::reload`](weir_sensor::Controls)).
+pub(crate) fn on_hangup() -> Result<&'static AtomicBool> {
+    // SAFETY: the handler only stores to an atomic (async-signal-safe); `signal` installs it
+    // for SIGHUP with glibc's BSD semantics (SA_RESTART: no EINTR elsewhere).
+    let old = unsafe {
+        libc::signal(
+            libc::SIGHUP,
+            on_hangup_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        )
+    };
+    if old == libc::SIG_ERR {
+        bail!(
+            "cannot install the SIGHUP handler: {}",
+            io::Error::last_os_error()
+        );
+    }
+    Ok(&HANGUP)
+}
+
+/// Set by SIGHUP, cleared by the job that reloads its rules.
+static HANGUP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_hangup_signal(_: libc::c_int) {
+    HANGUP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The job controls of a live command: SIGINT/SIGTERM stop it; with `rules`, SIGHUP reloads
+/// them (without, SIGHUP keeps its default).
+pub(crate) fn controls(rules: bool) -> Result<weir_sensor::Controls> {
+    let mut controls = weir_sensor::Controls::default();
+    on_signal(controls.stop.clone())?;
+    if rules {
+        controls.reload = on_hangup()?;
+    }
+    Ok(controls)
+}
+
+// What follows are thin adapters over weir-sensor for the commands that still drive a pipeline
+// themselves (`flows -i`) and for those that will take rules (read, flows).
+
 /// Starts the live pipeline `live` asks for (see [`LiveArgs::pipeline`](crate::args::LiveArgs))
-/// and prints what every live command says when it starts: the buffer's pages when no huge
-/// pages are reserved, then `weir: VERB on IFACE ...` for each interface (the line scripts and
-/// tests wait for).
+/// and prints what every live command says when it starts ([`weir_sensor::live::announcement`]).
 pub(crate) fn start_live(
     live: &crate::args::LiveArgs,
     expr: &str,
@@ -324,8 +374,7 @@ pub(crate) fn start_live(
     Ok(pipeline)
 }
 
-/// [`start_live`] without its lines: for a command that must get ready (`record` opens its
-/// store) before it says it is capturing, then calls [`announce_live`].
+/// [`start_live`] without its lines (then [`announce_live`]).
 pub(crate) fn start_live_quietly(
     live: &crate::args::LiveArgs,
     expr: &str,
@@ -356,67 +405,35 @@ pub(crate) fn announce_live(
     pipeline: &weir_capture::Pipeline,
     verb: &str,
 ) {
-    if pipeline.page_kind() != weir_buffer::PageKind::HugeTlb {
-        eprintln!(
-            "weir: packet buffer of {} MiB on {} (no huge pages reserved: \
-             echo N > /proc/sys/vm/nr_hugepages to use them)",
-            pipeline.buffer().size() >> 20,
-            pipeline.page_kind().name()
-        );
-    }
-    for (i, ts) in pipeline
-        .interfaces()
-        .iter()
-        .zip(pipeline.timestamp_sources())
-    {
-        let iface = i.name.as_deref().unwrap_or_default();
-        let ts = match ts {
-            weir_capture::TimestampSource::Hardware => "hardware timestamps".to_string(),
-            _ if live.no_hw_timestamps => "software timestamps".to_string(),
-            _ => format!("software timestamps ({iface} offers no hardware timestamps)"),
-        };
-        eprintln!(
-            "weir: {verb} on {iface} ({}), {} thread(s){}, {ts}",
-            i.link,
-            live.threads,
-            if live.threads > 1 {
-                format!(", {:?} fanout", live.fanout).to_lowercase()
-            } else {
-                String::new()
-            }
-        );
-    }
+    let cfg = weir_capture::PipelineConfig {
+        threads: live.threads,
+        fanout: live.fanout_mode(),
+        hw_timestamps: !live.no_hw_timestamps,
+        ..weir_capture::PipelineConfig::new(Vec::new())
+    };
+    weir_sensor::live::announcement(&cfg, pipeline, verb)
+        .into_iter()
+        .for_each(event);
 }
 
-/// The closing lines every live command prints: what was lost before the rings, then what the
-/// kernel queued and dropped at the rings, what the capture threads read (so that kernel
-/// received = read + dropped) and what the buffer refused.
-pub(crate) fn live_summary(t: &weir_capture::Totals, b: &weir_buffer::Stats) -> String {
-    format!(
-        "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} filtered \
-         out; buffer: {} dropped (full), {} dropped (too long)",
-        t.before_ring_text(),
-        t.feed.kernel_packets,
-        t.feed.kernel_drops,
-        t.feed.received,
-        t.feed.filtered,
-        b.dropped_full,
-        b.dropped_oversize
-    )
-}
+/// The closing lines every live command prints ([`weir_sensor::live::live_summary`]).
+pub(crate) use weir_sensor::live::live_summary;
 
 /// A rule file read and parsed; errors name the file, the line and the column.
+#[allow(dead_code)] // for the commands that take rules next (read, flows)
 pub(crate) fn load_rules(path: &Path) -> Result<weir_rules::RuleSet> {
-    Ok(weir_rules::file::load(path)?)
+    Ok(weir_sensor::rules::load(path)?)
 }
 
-/// The rules of a live command (`--rules FILE`): the file's engine, reloaded on SIGHUP, and
-/// whether the output stores the packets' tags (pcapng) or only counts them.
+/// The rules of a live command (`--rules FILE`): [`weir_sensor::rules::LiveRules`], reloaded
+/// on SIGHUP, its lines printed.
+#[allow(dead_code)] // for the commands that take rules next (read, flows)
 pub(crate) struct LiveRules {
-    file: weir_rules::RulesFile,
-    tags_stored: bool,
+    rules: weir_sensor::rules::LiveRules,
+    reload: &'static AtomicBool,
 }
 
+#[allow(dead_code)] // for the commands that take rules next (read, flows)
 impl LiveRules {
     /// Takes over `engine` (compiled from `path`) and installs the SIGHUP handler. Says once
     /// when the rules tag packets but the output cannot store tags.
@@ -427,79 +444,42 @@ impl LiveRules {
         set_tags: bool,
         why_not: &str,
     ) -> Result<LiveRules> {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe); `signal` installs
-        // it for SIGHUP with glibc's BSD semantics (SA_RESTART: no EINTR elsewhere).
-        let old = unsafe {
-            libc::signal(
-                libc::SIGHUP,
-                on_hangup_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            )
-        };
-        if old == libc::SIG_ERR {
-            bail!(
-                "cannot install the SIGHUP handler: {}",
-                io::Error::last_os_error()
-            );
-        }
-        if set_tags && !tags_stored {
-            eprintln!(
-                "weir: warning: {why_not} cannot store tags: tagged packets are kept and counted, \
-                 their tags are not stored"
-            );
-        }
-        Ok(LiveRules {
-            file: weir_rules::RulesFile::new(path, engine),
+        let reload = on_hangup()?;
+        let rules = weir_sensor::rules::LiveRules::new(
+            path,
+            engine,
             tags_stored,
-        })
+            set_tags,
+            why_not,
+            &mut event,
+        );
+        Ok(LiveRules { rules, reload })
     }
 
     /// Whether a set parsed from a file tags anything (for [`LiveRules::new`]).
     pub(crate) fn set_tags(set: &weir_rules::RuleSet) -> bool {
-        weir_rules::file::tags_anything(set)
+        weir_sensor::rules::LiveRules::set_tags(set)
     }
 
-    /// Reloads the file if a SIGHUP came since the last call ([`weir_rules::RulesFile::reload`]:
-    /// swapped in whole, or the running set kept), and says which.
+    /// Reloads the file if a SIGHUP came since the last call, and says which way it went.
     pub(crate) fn poll(&mut self) {
-        if !HANGUP.swap(false, std::sync::atomic::Ordering::Relaxed) {
-            return;
-        }
-        match self.file.reload() {
-            Ok(v) => {
-                let (wild, _) = self.file.engine().wild_size();
-                let (exact, _) = self.file.engine().exact_size();
-                eprintln!(
-                    "weir: rules reloaded from {}: version {v} ({wild} wildcard, {exact} exact)",
-                    self.file.path().display()
-                );
-            }
-            Err(e) => eprintln!(
-                "weir: warning: rules not reloaded ({e}); keeping version {}",
-                self.file.engine().version()
-            ),
-        }
+        self.rules.poll(self.reload, &mut event);
     }
 
     /// The summary lines ([`weir_rules::RulesFile::summary`]).
     pub(crate) fn summary(&self, feed: &weir_capture::FeedTotals) -> String {
-        self.file.summary(feed.tagged, self.tags_stored)
+        self.rules.summary(feed)
     }
 
     /// Every counter as JSON, for `--stats-json`.
     pub(crate) fn json(&self, feed: &weir_capture::FeedTotals) -> serde_json::Value {
-        self.file.json(feed.tagged, self.tags_stored)
+        self.rules.json(feed)
     }
-}
-
-/// Set by SIGHUP, cleared by [`LiveRules::poll`].
-static HANGUP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn on_hangup_signal(_: libc::c_int) {
-    HANGUP.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Serves `--control PATH` for `engine` while the returned server lives (dropping it stops the
 /// thread and removes the socket); `None` when no socket was asked for.
+#[allow(dead_code)] // for the commands that take rules next (read, flows)
 pub(crate) fn serve_control(
     args: &crate::args::RulesArgs,
     engine: Option<&weir_rules::Engine>,
@@ -507,30 +487,31 @@ pub(crate) fn serve_control(
     let (Some(path), Some(engine)) = (&args.control, engine) else {
         return Ok(None);
     };
-    let server = weir_control::Server::start(path, engine.clone(), args.rules.clone())
-        .with_context(|| format!("control socket {}", path.display()))?;
+    let server = weir_sensor::rules::serve_control(path, engine, args.rules.clone())?;
     eprintln!("weir: rules control socket on {}", path.display());
     Ok(Some(server))
 }
 
-/// The engine for live capture on `live`'s interfaces: compiled for the first interface's link
-/// type (a pipeline with rules refuses interfaces of mixed link types).
+/// The engine for live capture on `live`'s interfaces ([`weir_sensor::rules::live_engine`]).
+#[allow(dead_code)] // for the commands that take rules next (read, flows)
 pub(crate) fn live_engine(
     live: &crate::args::LiveArgs,
     set: Option<weir_rules::RuleSet>,
     path: Option<&Path>,
 ) -> Result<Option<weir_rules::Engine>> {
-    let Some(set) = set else {
+    let (Some(set), Some(path)) = (set, path) else {
         return Ok(None);
     };
-    let first = live.interfaces.first().context("give interfaces with -i")?;
-    let link = weir_capture::link_type(first)?;
-    weir_rules::Engine::new(set, link, live.snaplen)
-        .map(Some)
-        .map_err(|e| rules_error(e.into(), path))
+    Ok(Some(weir_sensor::rules::live_engine(
+        &live.interfaces,
+        live.snaplen,
+        set,
+        path,
+    )?))
 }
 
 /// A rule-set compile error (a `bpf` term libpcap refused, a duplicate id...) names the file.
+#[allow(dead_code)] // for the commands that take rules next (read, flows)
 pub(crate) fn rules_error(e: anyhow::Error, path: Option<&Path>) -> anyhow::Error {
     let about_rules = e.downcast_ref::<weir_rules::BuildError>().is_some()
         || matches!(

@@ -2,37 +2,30 @@
 //! segment files, at the speed of the disk, with a status line, a statistics file and a final
 //! summary in which every dropped packet is counted at the stage that dropped it.
 //!
-//! Threads: capture threads (see [`weir_capture::Pipeline`]) → the shared packet buffer → the
-//! recorder thread (registered reader: capture drops rather than overwrite what it has not
-//! written) and, with `--flows`, the flow meter (best-effort reader: when it falls behind it is
-//! skipped forward and the bytes it missed are counted, so it never costs the recording a packet).
-//! This thread prints the status and handles SIGINT/SIGTERM: capture stops first, then the
-//! recorder writes everything already in the buffer, then the summary.
+//! The options become a [`weir_sensor::record::RecordConfig`] and the job runs there (threads,
+//! store, flow meter, rules, statistics file: see [`weir_sensor::record`]); this module prints
+//! what it says, its status line (on a terminal) and its report. SIGINT/SIGTERM stop it (capture
+//! first, then the recorder writes everything already in the buffer), SIGHUP reloads `--rules`.
 //!
 //! With `--rules FILE` every capture thread (or the import thread) decides each packet after
 //! the filter expression: dropped, kept whole or cut, and tagged; pcapng segments store the tag
 //! as the packet's comment (`weir-tag=TAG`, tshark's `frame.comment`), classic pcap ones cannot
-//! (said once, counted). SIGHUP reloads the file; the rules' counters close the summary and are
-//! in `--stats-json` under `rules`.
+//! (said once, counted). The rules' counters close the summary and are in `--stats-json` under
+//! `rules`.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
-use weir_buffer::PacketBuffer;
-use weir_capture::{Counters, Import, Pipeline, Totals};
-use weir_pcap::FileReader;
-use weir_store::{Format, Options, Recorder, RecorderStats, SizeError, Sizes, Store};
+use anyhow::Result;
+use weir_sensor::live::SourceConfig;
+use weir_sensor::record::{FlowsConfig, Progress, RecordConfig, RecordReport};
+use weir_sensor::Event;
+use weir_store::{Format, SizeError, Sizes};
 
 use crate::args::{self, FlowArgs, LiveArgs, RulesArgs};
-use crate::flow_output::RecordFlows;
-use crate::output::{
-    announce_live, human_bytes, live_engine, load_rules, on_signal, rules_error, serve_control,
-    start_live_quietly_with_rules, LiveRules, Status,
-};
+use crate::flow_output::{ns, outputs};
+use crate::output::{self, human_bytes, Status};
 
 /// Arguments of `weir record`.
 #[derive(clap::Args, Debug)]
@@ -169,346 +162,155 @@ impl Args {
     }
 }
 
-/// Where packets come from.
-enum Source {
-    Live(Pipeline),
-    Files(Import),
+impl Args {
+    /// The job these options describe.
+    fn config(&self) -> Result<RecordConfig> {
+        let source = if self.inputs.files.is_empty() {
+            SourceConfig::Live(self.live.pipeline(&self.expr.joined(), 1, 0, 512)?)
+        } else {
+            SourceConfig::Files {
+                files: self.inputs.files.clone(),
+                buffer_bytes: self.live.buffer_mib.unwrap_or(512) << 20,
+            }
+        };
+        let flows = if self.flows {
+            let f = &self.flow;
+            Some(FlowsConfig {
+                meter: weir_flows::Config {
+                    idle_timeout_ns: ns(f.flow_idle_timeout),
+                    active_timeout_ns: ns(f.flow_active_timeout),
+                    ..weir_flows::Config::default()
+                },
+                outputs: outputs(
+                    f.flow_export.as_deref(),
+                    f.flow_format,
+                    false,
+                    false,
+                    f.flow_json.as_deref(),
+                    None,
+                )?,
+            })
+        } else {
+            None
+        };
+        Ok(RecordConfig {
+            source,
+            dir: self.dir.clone(),
+            format: self.format,
+            sizes: self.sizes(),
+            max_age_ns: self.max_age.map(|s| (s * 1e9) as u64),
+            duration: self.live.duration.map(Duration::from_secs_f64),
+            stats_json: self.stats_json.clone(),
+            flows,
+            rules: self.rules.config(),
+        })
+    }
 }
 
-/// Runs `weir record`. Order: the options were checked (`Args::check`), the input files are opened, then the
-/// store directory is created and locked (a second recorder stops there, before it allocates
-/// anything or says it is recording), then capture starts, then the store is opened (repaired).
+/// Runs `weir record` ([`weir_sensor::record::run`]), printing what it says, then its report.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    let expr = args.expr.joined();
-    let rule_set = args.rules.rules.as_deref().map(load_rules).transpose()?;
-    let store_tags = args.format == Format::Pcapng;
-    let set_tags = rule_set.as_ref().is_some_and(LiveRules::set_tags);
-    let first_input = match args.inputs.files.first() {
-        Some(p) => {
-            Some(FileReader::open(p).with_context(|| format!("cannot open {}", p.display()))?)
-        }
-        None => None,
-    };
-    let lock = weir_store::StoreLock::take(&args.dir)?;
-    let stop_capture = Arc::new(AtomicBool::new(false));
-    on_signal(stop_capture.clone())?;
-    let readers = 1;
-    let best_effort = usize::from(args.flows);
-    let rules_file = args.rules.rules.as_deref();
-    let started = if let Some(first) = first_input {
-        Import::start_with_rules(
-            first,
-            &args.inputs.files[1..],
-            args.live.buffer_mib.unwrap_or(512) << 20,
-            readers,
-            best_effort,
-            &stop_capture,
-            rule_set.map(|s| (s, store_tags)),
-        )
-        .map_err(|e| rules_error(e.into(), rules_file))
-        .map(|import| {
-            let interfaces = import.interfaces().to_vec();
-            let engine = import.engine().cloned();
-            (Source::Files(import), interfaces, None, engine)
-        })
-    } else {
-        live_engine(&args.live, rule_set, rules_file).and_then(|engine| {
-            let rules = engine
-                .clone()
-                .map(|engine| weir_capture::Rules { engine, store_tags });
-            // Quietly: "recording on" is said once the store is open, so that a tool waiting for
-            // that line finds the store (its manifest) there.
-            start_live_quietly_with_rules(&args.live, &expr, readers, best_effort, 512, rules).map(
-                |live| {
-                    let interfaces = live.interfaces().to_vec();
-                    let counters = Some(live.counters());
-                    (Source::Live(live), interfaces, counters, engine)
-                },
-            )
-        })
-    };
-    let (source, interfaces, counters, engine) = match started {
-        Ok(s) => s,
-        Err(e) => {
-            lock.abandon();
-            return Err(e);
-        }
-    };
-    let _control = match serve_control(&args.rules, engine.as_ref()) {
-        Ok(c) => c,
-        Err(e) => {
-            lock.abandon();
-            return Err(e);
-        }
-    };
-    let buffer = match &source {
-        Source::Live(l) => l.buffer().clone(),
-        Source::Files(i) => i.buffer().clone(),
-    };
-    let format = args.format;
-    let mut opts = Options::new(interfaces.clone());
-    opts.format = format;
-    args.sizes().apply(&mut opts)?;
-    opts.max_age_ns = args.max_age.map(|s| (s * 1e9) as u64);
-    opts.max_caplen = buffer.max_caplen() as u32;
-    if let Some(c) = &counters {
-        let c = c.clone();
-        let b = buffer.clone();
-        opts.upstream_drops = Some(Arc::new(move || {
-            c.totals().feed.kernel_drops + b.stats().dropped()
-        }));
-    }
-    let (store, recovery) = Store::open_locked(lock, format, opts.segment_size, opts.max_caplen)?;
-    for (name, cut) in &recovery.repaired {
-        eprintln!("weir: repaired {name} after an unclean stop ({cut} bytes of partial tail cut)");
-    }
-    for name in &recovery.missing {
-        eprintln!("weir: warning: segment {name} listed in the manifest is missing");
-    }
-    for name in &recovery.removed {
-        eprintln!("weir: removed {name}: it held no packet (left by an unclean stop)");
-    }
-    let mut recorder = Recorder::new(store, opts)?;
-    // Before "recording on": from then on a SIGHUP reloads the rules.
-    let mut rules = match (engine, rules_file) {
-        (Some(engine), Some(path)) => Some(LiveRules::new(
-            path,
-            engine,
-            store_tags,
-            set_tags,
-            "classic pcap segments (--format pcap)",
-        )?),
-        _ => None,
-    };
-    if let Source::Live(live) = &source {
-        announce_live(&args.live, live, "recording");
-    }
-    let rstats = recorder.stats();
-    let stop_recorder = Arc::new(AtomicBool::new(false));
-    let mut reader = buffer.reader(0)?;
-    let rec_thread = {
-        let stop = stop_recorder.clone();
-        std::thread::Builder::new().name("recorder".into()).spawn(
-            move || -> Result<(weir_store::Summary, Recorder)> {
-                let s = recorder.run(&mut reader, &stop)?;
-                Ok((s, recorder))
-            },
-        )?
-    };
-    let meter = if args.flows {
-        let links = interfaces.iter().map(|i| i.link).collect();
-        let json = args.dir.join("flows.json");
-        Some(RecordFlows::start(
-            &args.flow,
-            buffer.reader(1)?,
-            links,
-            &json,
-        )?)
-    } else {
-        None
-    };
-
-    let started = Instant::now();
-    let deadline = args
-        .live
-        .duration
-        .map(|s| started + Duration::from_secs_f64(s));
+    let cfg = args.config()?;
+    let controls = output::controls(cfg.rules.is_some())?;
     let tty = std::io::stderr().is_terminal();
-    let mut last = (Instant::now(), Totals::default(), 0u64);
-    loop {
-        std::thread::sleep(Duration::from_millis(100));
-        if let Some(r) = rules.as_mut() {
-            r.poll();
-        }
-        let done = match &source {
-            Source::Live(l) => l.failed(),
-            Source::Files(i) => i.is_finished(),
-        };
-        if stop_capture.load(Ordering::Relaxed)
-            || done
-            || deadline.is_some_and(|d| Instant::now() >= d)
-            || rec_thread.is_finished()
-        {
-            break;
-        }
-        if last.0.elapsed() >= Duration::from_secs(1) {
-            let t = counters.as_ref().map(Counters::totals).unwrap_or_default();
-            let now = Instant::now();
-            let dt = now.duration_since(last.0).as_secs_f64();
-            let written = rstats.packets.load(Ordering::Relaxed);
-            let line = status_line(&t, &last.1, written, last.2, dt, &buffer, &rstats);
-            if tty {
-                eprint!("\r\x1b[2K{line}");
-            }
-            if let Some(p) = &args.stats_json {
-                write_stats(
-                    p,
-                    started,
-                    &t,
-                    &buffer,
-                    &rstats,
-                    meter.as_ref(),
-                    rules.as_ref(),
-                )?;
-            }
-            last = (now, t, written);
-        }
-    }
+    let mut report = weir_sensor::record::run(&cfg, &controls, &mut |e| match e {
+        Event::Progress(p) if tty => eprint!("\r\x1b[2K{}", status_line(&p)),
+        e => output::event(e),
+    })?;
     if tty {
         eprintln!();
     }
-    // Capture first, so the buffer stops growing; then the recorder drains it.
-    let (source_result, file_totals) = match source {
-        Source::Live(mut l) => (l.stop(), None),
-        Source::Files(i) => (Ok(()), Some(i.finish()?)),
-    };
-    stop_recorder.store(true, Ordering::Release);
-    let (summary, recorder) = rec_thread.join().expect("recorder panicked")?;
-    if let Some(m) = meter {
-        m.finish()?;
-    }
-    let totals = counters
-        .as_ref()
-        .map(Counters::totals)
-        .or(file_totals)
-        .unwrap_or_default();
-    if let Some(p) = &args.stats_json {
-        write_stats(p, started, &totals, &buffer, &rstats, None, rules.as_ref())?;
-    }
-    let b = buffer.stats();
-    let elapsed = started.elapsed().as_secs_f64();
-    let segs = &recorder.store().manifest.segments;
-    let stored: u64 = segs.iter().map(|s| s.bytes).sum();
-    eprintln!(
-        "weir record: {} packets recorded in {elapsed:.1} s into {} ({} segment(s) now, {}; {} written \
-         with {}{})",
-        summary.packets,
-        args.dir.display(),
-        segs.len(),
-        human_bytes(stored),
-        human_bytes(summary.disk_bytes),
-        if summary.direct { "O_DIRECT" } else { "buffered writes (the filesystem refused O_DIRECT)" },
-        if summary.deleted > 0 {
-            format!("; retention deleted {} segment(s)", summary.deleted)
-        } else {
-            String::new()
+    if let Some(f) = report.flows.take() {
+        eprint!("{}", f.report.summary());
+        if let Some(e) = f.error {
+            return Err(e.into());
         }
-    );
-    if args.inputs.files.is_empty() {
-        eprintln!(
-            "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} \
-             filtered out{}; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped",
-            totals.before_ring_text(),
-            totals.feed.kernel_packets,
-            totals.feed.kernel_drops,
-            totals.feed.received,
-            totals.feed.filtered,
-            rules_dropped_text(rules.as_ref(), &totals),
-            b.dropped_full,
-            b.dropped_oversize,
-            summary.dropped
-        );
-    } else {
-        eprintln!(
-            "  import: {} packets read{}, {} too long for the buffer; writer: {} dropped",
-            totals.feed.received,
-            rules_dropped_text(rules.as_ref(), &totals),
-            totals.feed.too_long,
-            summary.dropped
-        );
     }
-    if let Some(r) = &rules {
-        eprintln!("{}", r.summary(&totals.feed));
+    summary(&args, &report);
+    if let Some(e) = report.capture_error {
+        return Err(e.into());
     }
-    if let Some(r) = b.readers.get(1) {
-        eprintln!(
-            "  flows: the meter fell behind and skipped {} bytes of packets ({} times)",
-            r.skipped_bytes, r.skips
-        );
-    }
-    if let Some(e) = &summary.error {
-        eprintln!("weir: error: {e}");
-    }
-    source_result?;
-    Ok(if summary.error.is_some() || summary.dropped > 0 {
+    Ok(if report.damaged() {
         Status::Damaged
     } else {
         Status::Clean
     })
 }
 
-/// `, N dropped by the rules` when there are rules.
-fn rules_dropped_text(rules: Option<&LiveRules>, t: &Totals) -> String {
-    rules.map_or(String::new(), |_| {
-        format!(", {} dropped by the rules", t.feed.rules_dropped)
-    })
+/// The closing summary.
+fn summary(args: &Args, r: &RecordReport) {
+    let s = &r.summary;
+    eprintln!(
+        "weir record: {} packets recorded in {:.1} s into {} ({} segment(s) now, {}; {} written \
+         with {}{})",
+        s.packets,
+        r.elapsed_s,
+        args.dir.display(),
+        r.segments,
+        human_bytes(r.stored_bytes),
+        human_bytes(s.disk_bytes),
+        if s.direct {
+            "O_DIRECT"
+        } else {
+            "buffered writes (the filesystem refused O_DIRECT)"
+        },
+        if s.deleted > 0 {
+            format!("; retention deleted {} segment(s)", s.deleted)
+        } else {
+            String::new()
+        }
+    );
+    let t = &r.totals;
+    let rules_dropped = match r.rules {
+        Some(_) => format!(", {} dropped by the rules", t.feed.rules_dropped),
+        None => String::new(),
+    };
+    if r.imported {
+        eprintln!(
+            "  import: {} packets read{rules_dropped}, {} too long for the buffer; writer: {} \
+             dropped",
+            t.feed.received, t.feed.too_long, s.dropped
+        );
+    } else {
+        eprintln!(
+            "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} \
+             filtered out{rules_dropped}; buffer: {} dropped (full), {} dropped (too long); \
+             writer: {} dropped",
+            t.before_ring_text(),
+            t.feed.kernel_packets,
+            t.feed.kernel_drops,
+            t.feed.received,
+            t.feed.filtered,
+            r.buffer.dropped_full,
+            r.buffer.dropped_oversize,
+            s.dropped
+        );
+    }
+    if let Some(rules) = &r.rules {
+        eprintln!("{rules}");
+    }
+    if let Some((bytes, times)) = r.flows_skipped() {
+        eprintln!(
+            "  flows: the meter fell behind and skipped {bytes} bytes of packets ({times} times)"
+        );
+    }
+    if let Some(e) = &s.error {
+        eprintln!("weir: error: {e}");
+    }
 }
 
-fn status_line(
-    t: &Totals,
-    prev: &Totals,
-    written: u64,
-    prev_written: u64,
-    dt: f64,
-    buffer: &PacketBuffer,
-    r: &RecorderStats,
-) -> String {
-    let b = buffer.stats();
-    let pps = (t.feed.received.saturating_sub(prev.feed.received)) as f64 / dt;
-    let bps = (t.feed.wire_bytes.saturating_sub(prev.feed.wire_bytes)) as f64 * 8.0 / dt;
+/// The status line, rewritten every second on a terminal.
+fn status_line(p: &Progress) -> String {
     format!(
         "weir: {:.3} Mpps {:.3} Gbps | written {:.3} Mpps | buffer {:.1}% | drops: interface {}, \
          backlog {}, kernel {}, buffer {}, writer {}",
-        pps / 1e6,
-        bps / 1e9,
-        (written.saturating_sub(prev_written)) as f64 / dt / 1e6,
-        b.fill() * 100.0,
-        t.interface_drops(),
-        t.softnet_dropped,
-        t.feed.kernel_drops,
-        b.dropped(),
-        r.dropped.load(Ordering::Relaxed)
+        p.pps / 1e6,
+        p.bps / 1e9,
+        p.written_pps / 1e6,
+        p.buffer_fill * 100.0,
+        p.interface_drops,
+        p.backlog_drops,
+        p.kernel_drops,
+        p.buffer_drops,
+        p.writer_drops
     )
-}
-
-fn write_stats(
-    path: &std::path::Path,
-    started: Instant,
-    t: &Totals,
-    buffer: &PacketBuffer,
-    r: &RecorderStats,
-    meter: Option<&RecordFlows>,
-    rules: Option<&LiveRules>,
-) -> Result<()> {
-    let b = buffer.stats();
-    let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    let json = serde_json::json!({
-        "elapsed_s": started.elapsed().as_secs_f64(),
-        "capture": t,
-        "buffer": {
-            "size": b.size,
-            "fill": b.fill(),
-            "pushed": b.pushed,
-            "dropped_full": b.dropped_full,
-            "dropped_too_long": b.dropped_oversize,
-            "pages": buffer.page_kind().name(),
-        },
-        "writer": {
-            "packets": l(&r.packets),
-            "packet_bytes": l(&r.packet_bytes),
-            "disk_bytes": l(&r.disk_bytes),
-            "writes": l(&r.writes),
-            "dropped": l(&r.dropped),
-            "segments": l(&r.segments),
-            "deleted": l(&r.deleted),
-            "direct": r.direct.load(Ordering::Relaxed),
-            "failed": r.failed.load(Ordering::Relaxed),
-        },
-        "flows": meter.map(RecordFlows::stats_json),
-        "rules": rules.map(|r| r.json(&t.feed)),
-    });
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, format!("{json:#}\n"))
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }

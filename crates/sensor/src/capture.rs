@@ -1,0 +1,502 @@
+//! The capture job: the live pipeline's buffer, in buffer order, to one sink (a capture file,
+//! `weir capture`'s terminal lines, later a stream), like `tcpdump -i IFACE -w OUT EXPR`.
+//!
+//! The capture threads are the pipeline's; the caller's thread is the buffer's one consumer.
+//! When it falls behind, the buffer drops new packets and counts them, so capture threads never
+//! block. The job ends after `count` packets, after `duration`, when the stop flag is set, when
+//! capture fails, or when the sink says its reader went away ([`PacketSink::closed`]); after
+//! capture stops, everything already in the buffer is written.
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use weir_buffer::{Reader, Record};
+use weir_capture::{Pipeline, PipelineConfig, Totals};
+use weir_packet::PacketMeta;
+use weir_pcap::{FileFormat, Interface, PacketWriter, WriteError};
+
+use crate::live::{announcement, Source};
+use crate::rules::{self, LiveRules};
+use crate::{Controls, Event, SensorError};
+
+/// How often an idle capture flushes what it wrote and asks its sink whether its reader is
+/// still there.
+pub const IDLE_CHECK: Duration = Duration::from_millis(50);
+
+/// What the capture job does.
+#[derive(Clone, Debug)]
+pub struct CaptureConfig {
+    /// The live pipeline (its readers and rules are the job's to set).
+    pub live: PipelineConfig,
+    /// Stop after this many packets.
+    pub count: Option<u64>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// The rule file and its control socket. Tags are counted but not written: a capture
+    /// file's writer has no packet comments.
+    pub rules: Option<rules::RulesConfig>,
+}
+
+/// Where a capture job's packets go.
+pub trait PacketSink {
+    /// The sink's errors; a job's own errors convert into them.
+    type Error: From<SensorError>;
+    /// Takes one packet; `interfaces` are the pipeline's, in the records' interface-id order.
+    fn packet(&mut self, interfaces: &[Interface], record: &Record<'_>) -> Result<(), Self::Error>;
+    /// Hands what is buffered to its reader (called when the buffer is idle).
+    fn flush(&mut self) -> Result<(), Self::Error>;
+    /// True when the sink's reader went away (a closed pipe): the job ends quietly.
+    fn closed(&self) -> bool {
+        false
+    }
+}
+
+/// A capture file: classic pcap (one link type; every packet on interface 0) or pcapng (one
+/// interface block per interface).
+pub struct FileSink<W: Write> {
+    writer: PacketWriter<W>,
+    pcap: bool,
+}
+
+impl<W: Write> FileSink<W> {
+    /// Writes the file header of `format` for `interfaces` to `out`. Classic pcap refuses
+    /// interfaces of different link types.
+    pub fn new(out: W, format: FileFormat, interfaces: &[Interface]) -> Result<Self, SensorError> {
+        let pcap = matches!(format, FileFormat::Pcap(_));
+        if pcap && interfaces.iter().any(|i| i.link != interfaces[0].link) {
+            return Err(SensorError::MixedLinks);
+        }
+        Ok(FileSink {
+            writer: PacketWriter::new(out, format, interfaces)?,
+            pcap,
+        })
+    }
+
+    /// Writes one record.
+    pub fn write(&mut self, record: &Record<'_>) -> Result<(), WriteError> {
+        let interface = if self.pcap { 0 } else { record.iface() };
+        self.writer.write(
+            &PacketMeta {
+                ts_ns: record.ts_ns(),
+                orig_len: record.orig_len(),
+                interface,
+            },
+            record.data(),
+        )
+    }
+
+    /// Flushes the writer.
+    pub fn flush(&mut self) -> Result<(), WriteError> {
+        self.writer.flush()
+    }
+
+    /// Flushes and hands the output back.
+    pub fn finish(self) -> Result<W, WriteError> {
+        self.writer.finish()
+    }
+}
+
+impl<W: Write> PacketSink for FileSink<W> {
+    type Error = SensorError;
+
+    fn packet(&mut self, _: &[Interface], record: &Record<'_>) -> Result<(), SensorError> {
+        Ok(self.write(record)?)
+    }
+
+    fn flush(&mut self) -> Result<(), SensorError> {
+        Ok(FileSink::flush(self)?)
+    }
+}
+
+/// What a capture job did.
+#[derive(Debug)]
+pub struct CaptureReport {
+    /// Packets handed to the sink.
+    pub written: u64,
+    /// Seconds from the start of writing to the end.
+    pub elapsed_s: f64,
+    /// The pipeline's counters.
+    pub totals: Totals,
+    /// The buffer's counters.
+    pub buffer: weir_buffer::Stats,
+    /// The rules' summary lines, when there are rules.
+    pub rules: Option<String>,
+    /// The sink's reader went away: the job ended there, the sink was not finished.
+    pub reader_gone: bool,
+}
+
+/// A capture job whose pipeline runs: [`interfaces`](Capture::interfaces) tells the sink what
+/// it will get, [`run`](Capture::run) writes to it.
+pub struct Capture {
+    pipeline: Pipeline,
+    count: Option<u64>,
+    duration: Option<Duration>,
+    rules: Option<LiveRules>,
+    _control: Option<weir_control::Server>,
+}
+
+impl Capture {
+    /// Loads and compiles the rules, serves their control socket, starts the pipeline and says
+    /// so (`capturing on IFACE...`).
+    pub fn start(
+        cfg: &CaptureConfig,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<Capture, SensorError> {
+        let (engine, control, rules) = match &cfg.rules {
+            Some(r) => {
+                let set = rules::load(&r.path)?;
+                let set_tags = LiveRules::set_tags(&set);
+                let engine =
+                    rules::live_engine(&cfg.live.interfaces, cfg.live.snaplen, set, &r.path)?;
+                let control = match &r.control {
+                    Some(socket) => {
+                        let server = rules::serve_control(socket, &engine, Some(r.path.clone()))?;
+                        events(Event::Notice(format!(
+                            "rules control socket on {}",
+                            socket.display()
+                        )));
+                        Some(server)
+                    }
+                    None => None,
+                };
+                let live_rules = LiveRules::new(
+                    &r.path,
+                    engine.clone(),
+                    false,
+                    set_tags,
+                    "`weir capture` (use `weir record`)",
+                    events,
+                );
+                (Some(engine), control, Some(live_rules))
+            }
+            None => (None, None, None),
+        };
+        let pipeline_rules = engine.map(|engine| weir_capture::Rules {
+            engine,
+            store_tags: false,
+        });
+        let path = cfg.rules.as_ref().map(|r| r.path.as_path());
+        let Source::Live(pipeline) = Source::live(&cfg.live, 1, 0, pipeline_rules)
+            .map_err(|e| SensorError::about_rules(e, path))?
+        else {
+            unreachable!("Source::live starts a pipeline")
+        };
+        for line in announcement(&cfg.live, &pipeline, "capturing") {
+            events(line);
+        }
+        Ok(Capture {
+            pipeline,
+            count: cfg.count,
+            duration: cfg.duration,
+            rules,
+            _control: control,
+        })
+    }
+
+    /// The pipeline's interfaces, in the records' interface-id order.
+    pub fn interfaces(&self) -> &[Interface] {
+        self.pipeline.interfaces()
+    }
+
+    /// Writes the buffer to `sink` until the job ends (see the module documentation), then
+    /// stops capture. The sink is left to the caller to finish (unless its reader went away).
+    pub fn run<S: PacketSink>(
+        mut self,
+        sink: &mut S,
+        controls: &Controls,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<CaptureReport, S::Error> {
+        let interfaces = self.pipeline.interfaces().to_vec();
+        let mut reader = self
+            .pipeline
+            .buffer()
+            .reader(0)
+            .map_err(SensorError::from)?;
+        let started = Instant::now();
+        let deadline = self.duration.map(|d| started + d);
+        let pipeline = &mut self.pipeline;
+        let rules = &mut self.rules;
+        let mut stop_capture = || -> Result<bool, SensorError> {
+            if controls.stop.load(Ordering::Relaxed)
+                || pipeline.failed()
+                || deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                pipeline.stop()?;
+                return Ok(true);
+            }
+            Ok(false)
+        };
+        let mut poll_rules = |events: &mut dyn FnMut(Event)| {
+            if let Some(r) = rules.as_mut() {
+                r.poll(controls.reload, events);
+            }
+        };
+        let pumped = pump(
+            &mut reader,
+            &interfaces,
+            sink,
+            self.count.unwrap_or(u64::MAX),
+            &mut stop_capture,
+            &mut || poll_rules(events),
+        )?;
+        self.pipeline.stop().map_err(SensorError::from)?;
+        let totals = self.pipeline.counters().totals();
+        Ok(CaptureReport {
+            written: pumped.written,
+            elapsed_s: started.elapsed().as_secs_f64(),
+            totals,
+            buffer: self.pipeline.buffer().stats(),
+            rules: self.rules.as_ref().map(|r| r.summary(&totals.feed)),
+            reader_gone: pumped.reader_gone,
+        })
+    }
+}
+
+/// How [`pump`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pumped {
+    written: u64,
+    reader_gone: bool,
+}
+
+/// Hands `reader`'s records to `sink` until `limit` packets are written, or `stop_source`
+/// (asked between batches until it says it stopped the source) stopped it and the buffer is
+/// empty, or the idle sink is closed. `poll` runs before each batch (rule reloads).
+fn pump<S: PacketSink>(
+    reader: &mut Reader,
+    interfaces: &[Interface],
+    sink: &mut S,
+    limit: u64,
+    stop_source: &mut dyn FnMut() -> Result<bool, SensorError>,
+    poll: &mut dyn FnMut(),
+) -> Result<Pumped, S::Error> {
+    let mut written = 0u64;
+    let mut stopping = false;
+    let mut checked = Instant::now();
+    let mut unflushed = false;
+    'run: loop {
+        poll();
+        match reader.next_batch() {
+            Some(batch) => {
+                for r in batch.records() {
+                    sink.packet(interfaces, &r)?;
+                    written += 1;
+                    if written >= limit {
+                        batch.release();
+                        break 'run;
+                    }
+                }
+                batch.release();
+                unflushed = true;
+            }
+            // After the source stopped, one empty look means everything is written.
+            None if stopping => break,
+            None => {
+                // Nothing to write: the reader gets the packets so far, and a closed sink is
+                // seen now rather than at the next packet.
+                if checked.elapsed() >= IDLE_CHECK {
+                    checked = Instant::now();
+                    if unflushed {
+                        sink.flush()?;
+                        unflushed = false;
+                    }
+                    if sink.closed() {
+                        return Ok(Pumped {
+                            written,
+                            reader_gone: true,
+                        });
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        if !stopping && stop_source()? {
+            stopping = true;
+        }
+    }
+    Ok(Pumped {
+        written,
+        reader_gone: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_packet::LinkType;
+
+    /// Records what it is given.
+    #[derive(Default)]
+    struct Collect {
+        packets: Vec<(u32, u64, u32, Vec<u8>)>,
+        flushes: usize,
+        closed: bool,
+    }
+
+    impl PacketSink for Collect {
+        type Error = SensorError;
+        fn packet(&mut self, _: &[Interface], r: &Record<'_>) -> Result<(), SensorError> {
+            self.packets
+                .push((r.iface(), r.ts_ns(), r.orig_len(), r.data().to_vec()));
+            Ok(())
+        }
+        fn flush(&mut self) -> Result<(), SensorError> {
+            self.flushes += 1;
+            Ok(())
+        }
+        fn closed(&self) -> bool {
+            self.closed
+        }
+    }
+
+    fn buffer_with(n: u32) -> (weir_buffer::PacketBuffer, Reader) {
+        let buffer = weir_buffer::Config::new(1 << 20)
+            .max_writers(1)
+            .max_caplen(2048)
+            .huge_pages(false)
+            .build()
+            .unwrap();
+        let mut w = buffer.writer().unwrap();
+        for i in 0..n {
+            w.push(i % 2, 1_000 + u64::from(i), 60 + i, &[i as u8; 60])
+                .unwrap();
+        }
+        let reader = buffer.reader(0).unwrap();
+        (buffer, reader)
+    }
+
+    fn iface(link: LinkType) -> Interface {
+        Interface::new(link, 0)
+    }
+
+    /// Every record reaches the sink in buffer order, with its interface, time, length and
+    /// bytes; the source is asked to stop once, and one empty look after that ends the pump.
+    #[test]
+    fn pump_drains_after_stop() {
+        let (_b, mut reader) = buffer_with(5);
+        let mut sink = Collect::default();
+        let mut asked = 0;
+        let p = pump(
+            &mut reader,
+            &vec![iface(LinkType::ETHERNET); 2],
+            &mut sink,
+            u64::MAX,
+            &mut || {
+                asked += 1;
+                Ok(true)
+            },
+            &mut || {},
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            Pumped {
+                written: 5,
+                reader_gone: false
+            }
+        );
+        assert_eq!(asked, 1);
+        let want: Vec<_> = (0..5u32)
+            .map(|i| (i % 2, 1_000 + u64::from(i), 60 + i, vec![i as u8; 60]))
+            .collect();
+        assert_eq!(sink.packets, want);
+    }
+
+    /// `count` stops at exactly that many packets.
+    #[test]
+    fn pump_stops_at_the_limit() {
+        let (_b, mut reader) = buffer_with(5);
+        let mut sink = Collect::default();
+        let p = pump(
+            &mut reader,
+            &vec![iface(LinkType::ETHERNET); 2],
+            &mut sink,
+            3,
+            &mut || Ok(false),
+            &mut || {},
+        )
+        .unwrap();
+        assert_eq!(p.written, 3);
+        assert_eq!(sink.packets.len(), 3);
+    }
+
+    /// An idle sink whose reader went away ends the pump, after flushing what it had.
+    #[test]
+    fn pump_ends_when_the_sink_is_closed() {
+        let (_b, mut reader) = buffer_with(2);
+        let mut sink = Collect {
+            closed: true,
+            ..Collect::default()
+        };
+        let p = pump(
+            &mut reader,
+            &vec![iface(LinkType::ETHERNET); 2],
+            &mut sink,
+            u64::MAX,
+            &mut || Ok(false),
+            &mut || {},
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            Pumped {
+                written: 2,
+                reader_gone: true
+            }
+        );
+        assert_eq!(sink.flushes, 1);
+    }
+
+    /// A pcap file sink refuses mixed link types; a pcapng one writes each packet on its
+    /// interface, read back by weir's reader.
+    #[test]
+    fn file_sink_writes_what_the_buffer_holds() {
+        let ifaces = [iface(LinkType::ETHERNET), iface(LinkType::RAW)];
+        let Err(e) = FileSink::new(
+            Vec::new(),
+            FileFormat::Pcap(weir_pcap::Precision::Nano),
+            &ifaces,
+        ) else {
+            panic!("classic pcap took two link types");
+        };
+        assert_eq!(
+            e.to_string(),
+            "classic pcap holds one link type; use --format pcapng"
+        );
+        let (_b, mut reader) = buffer_with(4);
+        let mut sink = FileSink::new(Vec::new(), FileFormat::Pcapng, &ifaces).unwrap();
+        pump(
+            &mut reader,
+            &ifaces,
+            &mut sink,
+            u64::MAX,
+            &mut || Ok(true),
+            &mut || {},
+        )
+        .unwrap();
+        let bytes = sink.finish().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.pcapng");
+        std::fs::write(&path, bytes).unwrap();
+        let mut r = weir_pcap::FileReader::open(&path).unwrap();
+        let mut got = Vec::new();
+        while let Some(p) = r.next_packet().unwrap() {
+            got.push((
+                p.meta.interface,
+                p.meta.ts_ns,
+                p.meta.orig_len,
+                p.data.len(),
+            ));
+        }
+        assert_eq!(
+            got,
+            [
+                (0, 1_000, 60, 60),
+                (1, 1_001, 61, 60),
+                (0, 1_002, 62, 60),
+                (1, 1_003, 63, 60)
+            ]
+        );
+    }
+}

@@ -1,0 +1,58 @@
+//! The jobs weir runs on a live pipeline or on files: [`record`] (a store of segments, with the
+//! flow meter beside it), [`capture`] (the buffer to one capture file, or any
+//! [`capture::PacketSink`]), each with its rules ([`rules`]) and the source of its packets
+//! ([`live`]). `weir record` and `weir capture` build these jobs from their arguments; `weir
+//! run` will build the same ones from a config file.
+//!
+//! A job is configured with plain structs (no command-line types), runs on the caller's thread
+//! (its helpers on their own: the recorder, the flow meter, the control socket), tells what
+//! happens as [`Event`]s the caller prints or logs, and returns a report of counters the caller
+//! formats. Stopping is the caller's: a flag it sets (the CLI on SIGINT/SIGTERM) ends the job
+//! cleanly, capture first, then everything already in the buffer is written; another flag
+//! reloads the rules (the CLI sets it on SIGHUP).
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod capture;
+mod error;
+pub mod live;
+pub mod record;
+pub mod rules;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+pub use error::SensorError;
+
+/// What a running job tells its caller.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// Something the operator should know (the CLI prints `weir: TEXT`).
+    Notice(String),
+    /// Something went wrong but the job goes on (the CLI prints `weir: warning: TEXT`).
+    Warning(String),
+    /// Once a second while recording: the rates and drops.
+    Progress(record::Progress),
+}
+
+/// How the caller steers a running job.
+#[derive(Clone, Debug)]
+pub struct Controls {
+    /// Set to stop the job cleanly (capture stops, what was captured is written).
+    pub stop: Arc<AtomicBool>,
+    /// Set to reload the rule file (cleared by the job when it has); static, so that a signal
+    /// handler can set it.
+    pub reload: &'static AtomicBool,
+}
+
+/// The reload flag of [`Controls::default`]: nobody sets it.
+static NO_RELOAD: AtomicBool = AtomicBool::new(false);
+
+impl Default for Controls {
+    fn default() -> Controls {
+        Controls {
+            stop: Arc::default(),
+            reload: &NO_RELOAD,
+        }
+    }
+}
