@@ -3,6 +3,9 @@
 //! when traffic pauses it passes the wall clock it is given ([`wall_clock_ns`]) to
 //! [`Meter::tick`] once a second, so idle flows still end. The meter itself never reads a clock.
 //!
+//! A record whose comment is a rules tag (`weir-tag=TAG`, [`comment_tag`]) is metered with
+//! that tag ([`Meter::packet_tagged`]): `weir flows -i --rules` exports it with the flow.
+//!
 //! [`meter_live`] is the whole of `weir flows -i` once its capture pipeline runs: meter until
 //! told to stop, stop the capture, meter what is left, and hand back every stage's counters.
 
@@ -16,6 +19,7 @@ use weir_capture::{CaptureError, Pipeline, Totals};
 use weir_decode::LinkType;
 
 use crate::meter::{Finished, Meter, RecordSink};
+use crate::record::Tag;
 
 /// Wall time between two [`Meter::tick`]s.
 const TICK: Duration = Duration::from_secs(1);
@@ -30,6 +34,13 @@ pub fn wall_clock_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The tag in a buffer record's comment (`weir-tag=TAG`, written by a capture thread whose rules
+/// tagged the packet: [`weir_capture::tag_comment`]); `None` for any other comment.
+pub fn comment_tag(comment: &[u8]) -> Option<Tag> {
+    let text = comment.strip_prefix(weir_capture::TAG_PREFIX.as_bytes())?;
+    Tag::text(std::str::from_utf8(text).ok()?)
 }
 
 /// A [`Meter`] reading the packet buffer on its own thread (see the module documentation).
@@ -72,7 +83,8 @@ impl<S: RecordSink> LiveMeter<S> {
                                 .get(r.iface() as usize)
                                 .copied()
                                 .unwrap_or(LinkType::ETHERNET);
-                            meter.packet(link, r.ts_ns(), r.data());
+                            let tag = r.comment().and_then(comment_tag);
+                            meter.packet_tagged(link, r.ts_ns(), r.data(), tag.as_ref());
                             n += 1;
                         }
                         batch.release();
