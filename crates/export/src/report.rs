@@ -92,6 +92,18 @@ impl RunReport {
                     e.times_clamped
                 );
             }
+            if e.tags_not_exported > 0 {
+                outputs += &format!(
+                    "weir: warning: {name}: {} tagged records exported without their tag (this \
+                     output has no field for tags{})\n",
+                    e.tags_not_exported,
+                    if name.starts_with("v5") {
+                        ": NetFlow v5's record is fixed; use --format v9 or ipfix"
+                    } else {
+                        ""
+                    }
+                );
+            }
         }
         self.meter.summary(self.read, &outputs)
     }
@@ -101,7 +113,7 @@ impl RunReport {
     pub fn to_json(&self) -> Value {
         let mut m = self.meter.to_json(self.read);
         let exports = self.exports.iter().map(|(n, e)| {
-            json!({
+            let mut o = json!({
                 "sink": n,
                 "records": e.records,
                 "datagrams": e.datagrams,
@@ -109,7 +121,11 @@ impl RunReport {
                 "dropped": e.dropped,
                 "dropped_v5_ipv6": e.dropped_v5_ipv6,
                 "times_clamped": e.times_clamped,
-            })
+            });
+            if e.tags_not_exported > 0 {
+                o["tags_not_exported"] = e.tags_not_exported.into();
+            }
+            o
         });
         m.insert("exports".into(), Value::Array(exports.collect()));
         Value::Object(m)
@@ -230,6 +246,7 @@ mod tests {
             forward: Direction::default(),
             reverse: Direction::default(),
             end_reason: EndReason::IdleTimeout,
+            tag: None,
         }
     }
 
