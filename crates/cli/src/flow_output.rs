@@ -18,12 +18,12 @@ pub(crate) fn ns(seconds: f64) -> u64 {
     (seconds * 1e9).round() as u64
 }
 
-/// The outputs the options name (JSON lines on stdout when none is).
+/// The outputs the options name (JSON lines on stdout when none is); `tags`: a run with rules,
+/// whose records carry tags (a CSV `tag` column, applicationName in v9/IPFIX templates).
 pub(crate) fn outputs(
     export: Option<&str>,
     format: FlowFormat,
-    biflow: bool,
-    ts_nanos: bool,
+    (biflow, ts_nanos, tags): (bool, bool, bool),
     json: Option<&Path>,
     csv: Option<&Path>,
 ) -> Result<Outputs> {
@@ -45,6 +45,7 @@ pub(crate) fn outputs(
         netflow,
         csv: csv.map(Path::to_path_buf),
         json: json.map(Path::to_path_buf),
+        tags,
     })
 }
 
@@ -89,8 +90,7 @@ impl RecordFlows {
         let outputs = outputs(
             args.flow_export.as_deref(),
             args.flow_format,
-            false,
-            false,
+            (false, false, false),
             json.as_deref(),
             None,
         )?;

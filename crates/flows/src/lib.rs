@@ -69,7 +69,10 @@ mod tests;
 pub use file::{meter_parallel, FileMeter, ParallelRun};
 pub use frag::FragTable;
 pub use key::{Key, KeyHasher, RawKey};
-pub use live::{comment_tag, meter_live, wall_clock_ns, LiveError, LiveMeter, LiveRun, Metered};
+pub use live::{
+    comment_tag, meter_live, meter_live_polling, wall_clock_ns, LiveError, LiveMeter, LiveRun,
+    Metered,
+};
 pub use meter::{Config, Finished, Meter, MeterStats, RecordSink, RANGE_BYTES};
 pub use prepare::{Prepared, Preparer};
 pub use record::{Direction, EndReason, FlowKey, FlowRecord, Tag};

@@ -166,6 +166,19 @@ pub fn meter_live<S: RecordSink>(
     stop: &AtomicBool,
     duration: Option<Duration>,
 ) -> Result<LiveRun<S>, LiveError> {
+    meter_live_polling(pipeline, reader, meter, stop, duration, || {})
+}
+
+/// [`meter_live`], calling `poll` on the calling thread about ten times a second while capture
+/// runs (`weir flows --rules` reloads its rules there on SIGHUP).
+pub fn meter_live_polling<S: RecordSink>(
+    pipeline: &mut Pipeline,
+    reader: usize,
+    meter: Meter<S>,
+    stop: &AtomicBool,
+    duration: Option<Duration>,
+    mut poll: impl FnMut(),
+) -> Result<LiveRun<S>, LiveError> {
     let links = pipeline.interfaces().iter().map(|i| i.link).collect();
     let live = LiveMeter::spawn(
         meter,
@@ -178,6 +191,7 @@ pub fn meter_live<S: RecordSink>(
         && !pipeline.failed()
         && deadline.is_none_or(|d| Instant::now() < d)
     {
+        poll();
         std::thread::sleep(POLL);
     }
     let stopped = pipeline.stop();
