@@ -272,7 +272,8 @@ fn flows_meter_what_the_rules_pass_and_export_their_tags() {
     assert_eq!(json_flows(&json), want, "{text}");
     assert_eq!(ipfix_flows(&ipfix), want, "{text}");
 
-    // Every packet sent reached the rings, the rules dropped the host's 50, sliced 30, tagged 40; the meter saw the other 110.
+    // Every packet sent reached the rings; the rules dropped the host's 50, sliced 30, tagged
+    // 40; the meter saw the other 110.
     assert!(text.contains("kernel: 160 received, 0 dropped"), "{text}");
     assert!(
         text.contains("  rules: 50 dropped after the filter (not metered)"),

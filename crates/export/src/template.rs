@@ -348,6 +348,33 @@ mod tests {
         assert_eq!(b6.template_len(), 4 + 16 * 4 + 7 * 8);
     }
 
+    /// With tags every template ends with applicationName (96), 16 bytes: the tag's text
+    /// zero-padded, all zero without one.
+    #[test]
+    fn tag_field_ends_every_template() {
+        for t in v9_templates(true)
+            .into_iter()
+            .chain(ipfix_templates(true, false, true))
+        {
+            let last = t.fields.last().unwrap();
+            assert_eq!(
+                (last.id, last.len, last.pen, last.value),
+                (96, 16, None, Value::Tag)
+            );
+        }
+        assert_eq!(v9_templates(true)[0].record_len(), 45 + 16);
+        assert_eq!(v9_templates(true)[0].template_len(), 4 + 16 * 4);
+        let mut out = Vec::new();
+        put_tag(&mut out, Tag::text("lab").as_ref(), 16);
+        put_tag(&mut out, Some(&Tag::Num(42)), 16);
+        put_tag(&mut out, None, 16);
+        let mut want = b"lab".to_vec();
+        want.resize(16, 0);
+        want.extend(b"42");
+        want.resize(48, 0);
+        assert_eq!(out, want);
+    }
+
     #[test]
     fn template_record_bytes() {
         let t = Template {

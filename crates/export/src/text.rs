@@ -316,4 +316,35 @@ mod tests {
         );
         assert_eq!(row.split(',').count(), COLUMNS.len());
     }
+
+    /// A tagged record: JSON gains a last `tag` key (escaped), CSV a last column only when
+    /// opened with tags (quoted when it holds a comma or a quote); untagged records are as
+    /// before, with an empty tag column.
+    #[test]
+    fn tags_in_json_and_csv() {
+        let tagged = |t: &str| FlowRecord {
+            tag: weir_flows::Tag::text(t),
+            ..rec()
+        };
+        let json = format_line(TextFormat::Json, &tagged("lab"));
+        assert!(json.ends_with(concat!(
+            r#","flowEndReason":"idleTimeout","tag":"lab"}"#,
+            "\n"
+        )));
+        let json = format_line(TextFormat::Json, &tagged("a\"b\\c"));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["tag"], "a\"b\\c");
+        let plain = format_line(TextFormat::Csv, &rec());
+        assert_eq!(format_line(TextFormat::Csv, &tagged("lab")), plain);
+        let with = |r: &FlowRecord| format_line_tags(TextFormat::Csv, r, true);
+        assert_eq!(with(&rec()), plain.replace('\n', ",\n"));
+        assert_eq!(with(&tagged("lab")), plain.replace('\n', ",lab\n"));
+        assert_eq!(
+            with(&tagged("a,\"b")),
+            plain.replace('\n', ",\"a,\"\"b\"\n")
+        );
+        let mut sink = TextSink::new(Box::new(Vec::new()), TextFormat::Csv, false).unwrap();
+        sink.export(&tagged("lab")).unwrap();
+        assert_eq!(sink.finish().unwrap().tags_not_exported, 1);
+    }
 }

@@ -265,4 +265,46 @@ mod tests {
             (3, 96, 1000, 3000)
         );
     }
+
+    /// A record whose comment is a rules tag is metered with it; other comments are ignored.
+    #[test]
+    fn a_record_comment_tags_its_flow() {
+        let buffer = weir_buffer::PacketBuffer::new(4 << 20, 1).unwrap();
+        let cfg = Config {
+            seed: Some(1),
+            ..Config::default()
+        };
+        let live = LiveMeter::spawn(
+            Meter::new(&cfg, Vec::<FlowRecord>::new()),
+            buffer.reader(0).unwrap(),
+            vec![LinkType::IPV4],
+            || 0,
+        );
+        let q = [
+            0x45u8, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x03, 0xe8, 0,
+            53, 0, 12, 0, 0, 1, 2, 3, 4,
+        ];
+        let mut other = q;
+        other[19] = 3; // to 10.0.0.3: another flow
+        let mut w = buffer.writer().unwrap();
+        w.push_commented(0, 1000, 32, &q, b"weir-tag=lab").unwrap();
+        w.push(0, 2000, 32, &q).unwrap();
+        w.push_commented(0, 3000, 32, &other, b"not a tag").unwrap();
+        drop(w);
+        let done = live.finish();
+        let mut tags: Vec<(std::net::IpAddr, Option<String>)> = done
+            .meter
+            .sink
+            .iter()
+            .map(|r| (r.key.dst, r.tag.map(|t| t.to_string())))
+            .collect();
+        tags.sort();
+        assert_eq!(
+            tags,
+            [
+                ("10.0.0.2".parse().unwrap(), Some("lab".to_string())),
+                ("10.0.0.3".parse().unwrap(), None)
+            ]
+        );
+    }
 }
