@@ -52,10 +52,19 @@ pub(crate) fn outputs(
 /// Finishes every output of a finished run, prints the summary, writes `--stats`; the first
 /// export error, if any, is the result.
 pub(crate) fn finish(run: Metered<Fanout>, stats: Option<StatsFile>) -> Result<()> {
+    finish_with(run, stats, serde_json::Map::new())
+}
+
+/// [`finish`], with more top-level keys in `--stats` (`rules`).
+pub(crate) fn finish_with(
+    run: Metered<Fanout>,
+    stats: Option<StatsFile>,
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
     let (report, error) = RunReport::finish(run);
     eprint!("{}", report.summary());
     if let Some(file) = stats {
-        file.write(&report)?;
+        file.write_with(&report, extra)?;
     }
     match error {
         Some(e) => Err(e.into()),

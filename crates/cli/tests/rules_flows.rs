@@ -217,11 +217,12 @@ fn flow(
 fn flows_meter_what_the_rules_pass_and_export_their_tags() {
     let b = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
-    let (rules, json, ipfix, log) = (
+    let (rules, json, ipfix, log, stats) = (
         tmp.path().join("rules.txt"),
         tmp.path().join("flows.json"),
         tmp.path().join("flows.ipfix"),
         tmp.path().join("log"),
+        tmp.path().join("stats.json"),
     );
     std::fs::write(
         &rules,
@@ -247,6 +248,8 @@ fn flows_meter_what_the_rules_pass_and_export_their_tags() {
             "64",
             "--threads",
             "2",
+            "--stats",
+            stats.to_str().unwrap(),
             "ip and udp",
         ],
         &log,
@@ -287,6 +290,29 @@ fn flows_meter_what_the_rules_pass_and_export_their_tags() {
         text.contains("110 packets read, 0 not matching the filter, 110 metered"),
         "{text}"
     );
+    // --stats: the meter's counters and the rules', reconciled
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(
+        (
+            &s["packets_metered"],
+            &s["packets_tagged"],
+            &s["records_tagged"]
+        ),
+        (&Value::from(110), &Value::from(40), &Value::from(2)),
+        "{s}"
+    );
+    let t = &s["rules"]["totals"];
+    assert_eq!(
+        (&t["packets_in"], &t["passed"], &t["dropped"], &t["sliced"]),
+        (
+            &Value::from(160),
+            &Value::from(80),
+            &Value::from(50),
+            &Value::from(30)
+        ),
+        "{t}"
+    );
+    assert_eq!(s["rules"]["tagged"], 40);
     assert!(
         text.contains("  tags: 40 packets tagged, 2 records with a tag"),
         "{text}"

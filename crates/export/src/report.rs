@@ -6,7 +6,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use weir_flows::{MeterStats, Metered};
 
 use crate::{ExportStats, Fanout, SinkError};
@@ -175,9 +175,22 @@ impl StatsFile {
     }
 
     /// Writes `report` ([`RunReport::to_json`], pretty-printed, with a final newline).
-    pub fn write(mut self, report: &RunReport) -> Result<(), StatsFileError> {
+    pub fn write(self, report: &RunReport) -> Result<(), StatsFileError> {
+        self.write_with(report, Map::new())
+    }
+
+    /// [`write`](Self::write) with more top-level keys (`weir flows --rules` adds `rules`).
+    pub fn write_with(
+        mut self,
+        report: &RunReport,
+        extra: Map<String, Value>,
+    ) -> Result<(), StatsFileError> {
+        let mut v = report.to_json();
+        if let Value::Object(m) = &mut v {
+            m.extend(extra);
+        }
         self.file
-            .write_all(format!("{:#}\n", report.to_json()).as_bytes())
+            .write_all(format!("{v:#}\n").as_bytes())
             .map_err(|source| StatsFileError::Write {
                 path: self.path,
                 source,

@@ -27,7 +27,7 @@ use weir_flows::{meter_live_polling, meter_parallel, Config, FileMeter, Meter, R
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
 use crate::args::{self, FlowFormat, LiveArgs, RulesArgs};
-use crate::flow_output::{finish, ns, outputs};
+use crate::flow_output::{finish, finish_with, ns, outputs};
 use crate::input::{for_each_packet, matches, parallel_plan, Visitor};
 use crate::output::{self, on_signal, warn_damage, Status};
 
@@ -307,7 +307,11 @@ fn run_live(args: &Args, cfg: &Config, sinks: Fanout, stats: Option<StatsFile>) 
             }
         },
     )?;
-    finish(run.metered, stats)?;
+    let mut extra = serde_json::Map::new();
+    if let Some(r) = &rules {
+        extra.insert("rules".into(), r.json(&run.capture.feed));
+    }
+    finish_with(run.metered, stats, extra)?;
     eprintln!("{}", output::live_summary(&run.capture, &run.buffer));
     if let Some(r) = &rules {
         eprintln!(
