@@ -171,7 +171,8 @@ pub struct MeterStats {
     pub below_min_bytes: u64,
     /// Records lost because the sink had failed.
     pub sink_failed: u64,
-    /// Memory per flow at full capacity: slab entry + hash index share, bytes.
+    /// Memory per flow at full capacity: slab entry + hash index share (+ the tag side table of
+    /// the shards that saw tags), bytes, over all shards.
     pub bytes_per_flow: f64,
     /// Flows the shards can hold, in all.
     pub capacity: u64,
@@ -207,8 +208,11 @@ impl MeterStats {
         self.tagged_packets += s.tagged_packets;
         self.tagged_records += s.tagged_records;
         self.tags_lost += s.tags_lost;
+        // over all shards: a shard whose flows carried tags has the tag side table too
+        let (before, cap) = (self.capacity as f64, f64::from(st.table.capacity()));
+        self.bytes_per_flow =
+            (self.bytes_per_flow * before + st.table.bytes_per_flow() * cap) / (before + cap);
         self.capacity += u64::from(st.table.capacity());
-        self.bytes_per_flow = st.table.bytes_per_flow();
     }
 }
 
