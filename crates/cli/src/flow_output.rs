@@ -17,12 +17,12 @@ pub(crate) fn ns(seconds: f64) -> u64 {
     (seconds * 1e9).round() as u64
 }
 
-/// The outputs the options name (JSON lines on stdout when none is).
+/// The outputs the options name (JSON lines on stdout when none is); `tags`: a run with rules,
+/// whose records carry tags (a CSV `tag` column, applicationName in v9/IPFIX templates).
 pub(crate) fn outputs(
     export: Option<&str>,
     format: FlowFormat,
-    biflow: bool,
-    ts_nanos: bool,
+    (biflow, ts_nanos, tags): (bool, bool, bool),
     json: Option<&Path>,
     csv: Option<&Path>,
 ) -> Result<Outputs> {
@@ -44,16 +44,26 @@ pub(crate) fn outputs(
         netflow,
         csv: csv.map(Path::to_path_buf),
         json: json.map(Path::to_path_buf),
+        tags,
     })
 }
 
 /// Finishes every output of a finished run, prints the summary, writes `--stats`; the first
 /// export error, if any, is the result.
 pub(crate) fn finish(run: Metered<Fanout>, stats: Option<StatsFile>) -> Result<()> {
+    finish_with(run, stats, serde_json::Map::new())
+}
+
+/// [`finish`], with more top-level keys in `--stats` (`rules`).
+pub(crate) fn finish_with(
+    run: Metered<Fanout>,
+    stats: Option<StatsFile>,
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
     let (report, error) = RunReport::finish(run);
     eprint!("{}", report.summary());
     if let Some(file) = stats {
-        file.write(&report)?;
+        file.write_with(&report, extra)?;
     }
     match error {
         Some(e) => Err(e.into()),

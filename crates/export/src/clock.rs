@@ -213,6 +213,7 @@ mod tests {
             },
             reverse: Direction::default(),
             end_reason: EndReason::IdleTimeout,
+            tag: None,
         }
     }
 

@@ -145,6 +145,7 @@ mod tests {
             forward: weir_flows::Direction::default(),
             reverse: weir_flows::Direction::default(),
             end_reason: weir_flows::EndReason::IdleTimeout,
+            tag: None,
         }
     }
 

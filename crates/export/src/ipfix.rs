@@ -53,6 +53,7 @@ pub(crate) fn packer(
     domain_id: u32,
     biflow: bool,
     nanos: bool,
+    tags: bool,
     mtu: usize,
     refresh: Refresh,
 ) -> Result<SetPacker<IpfixFormat>, ExportError> {
@@ -60,7 +61,13 @@ pub(crate) fn packer(
         domain_id,
         sequence: 0,
     };
-    SetPacker::new(format, ipfix_templates(biflow, nanos), biflow, mtu, refresh)
+    SetPacker::new(
+        format,
+        ipfix_templates(biflow, nanos, tags),
+        biflow,
+        mtu,
+        refresh,
+    )
 }
 
 #[cfg(test)]
@@ -103,11 +110,12 @@ mod tests {
                 max_ttl: 57,
             },
             end_reason: EndReason::EndOfFlow,
+            tag: None,
         }
     }
 
     fn one(biflow: bool, nanos: bool, r: &FlowRecord) -> Datagram {
-        let mut p = packer(7, biflow, nanos, 1400, DEFAULT_REFRESH).unwrap();
+        let mut p = packer(7, biflow, nanos, false, 1400, DEFAULT_REFRESH).unwrap();
         let mut c = Clock::new(None);
         c.observe(r);
         let mut out = Vec::new();
@@ -210,7 +218,7 @@ mod tests {
 
     #[test]
     fn sequence_counts_data_records_and_ipv6_uses_257() {
-        let mut p = packer(0, false, false, 1400, DEFAULT_REFRESH).unwrap();
+        let mut p = packer(0, false, false, false, 1400, DEFAULT_REFRESH).unwrap();
         let mut c = Clock::new(None);
         let mut r = rec();
         r.reverse = Direction::default();

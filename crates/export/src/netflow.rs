@@ -45,6 +45,13 @@ pub struct ExportOptions {
     pub engine_id: u8,
     /// NetFlow "boot" time (ns since the epoch); `None` = the first tick or packet seen.
     pub boot_ns: Option<u64>,
+    /// Export each record's tag (the rules' `tag`, [`FlowRecord::tag`]): v9 and IPFIX
+    /// templates end with applicationName (IE 96, 16 bytes, the tag's UTF-8 text zero-padded,
+    /// all zero when the flow has none); CSV gets a last `tag` column. NetFlow v5 has no room:
+    /// its tagged records are counted ([`ExportStats::tags_not_exported`]). JSON lines carry
+    /// a `tag` key on tagged records whatever this says. Default false (no rules: every
+    /// output as without this option).
+    pub tags: bool,
 }
 
 impl Default for ExportOptions {
@@ -58,6 +65,7 @@ impl Default for ExportOptions {
             engine_type: 0,
             engine_id: 0,
             boot_ns: None,
+            tags: false,
         }
     }
 }
@@ -98,8 +106,9 @@ impl NetflowSink {
                 Framing::LengthPrefixed,
             ),
             NetflowFormat::V9 => (
-                Box::new(v9::packer(
+                Box::new(v9::packer_tags(
                     opts.domain_id,
+                    opts.tags,
                     opts.mtu,
                     opts.refresh(v9::DEFAULT_REFRESH),
                 )?),
@@ -110,6 +119,7 @@ impl NetflowSink {
                     opts.domain_id,
                     biflow,
                     ts_nanos,
+                    opts.tags,
                     opts.mtu,
                     opts.refresh(ipfix::DEFAULT_REFRESH),
                 )?),
@@ -144,8 +154,12 @@ impl NetflowSink {
 impl FlowSink for NetflowSink {
     fn export(&mut self, rec: &FlowRecord) -> Result<(), ExportError> {
         self.clock.observe(rec);
-        if self.packer.add(rec, &self.clock, &mut self.ready) == Added::SkippedIpv6 {
-            self.stats.dropped_v5_ipv6 += 1;
+        match self.packer.add(rec, &self.clock, &mut self.ready) {
+            Added::SkippedIpv6 => self.stats.dropped_v5_ipv6 += 1,
+            Added::Encoded if rec.tag.is_some() && !self.packer.carries_tags() => {
+                self.stats.tags_not_exported += 1
+            }
+            Added::Encoded => {}
         }
         let filled = !self.ready.is_empty();
         if !self.packer.is_pending() {

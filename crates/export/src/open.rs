@@ -41,10 +41,12 @@ pub fn open_sink_with(
         SinkSpec::Json(t) => Ok(Box::new(TextSink::new(
             open_writer(t, "JSON")?,
             TextFormat::Json,
+            opts.tags,
         )?)),
         SinkSpec::Csv(t) => Ok(Box::new(TextSink::new(
             open_writer(t, "CSV")?,
             TextFormat::Csv,
+            opts.tags,
         )?)),
         SinkSpec::Netflow {
             target,
@@ -92,6 +94,7 @@ mod tests {
             },
             reverse: Direction::default(),
             end_reason: EndReason::IdleTimeout,
+            tag: None,
         }
     }
 
@@ -126,6 +129,7 @@ mod tests {
                 dropped: 0,
                 dropped_v5_ipv6: 1,
                 times_clamped: 0,
+                tags_not_exported: 0,
             }
         );
     }

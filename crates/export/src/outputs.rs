@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::open::{open_sink, SinkSpec};
-use crate::{ExportError, Fanout, NetflowFormat, Target};
+use crate::open::{open_sink_with, SinkSpec};
+use crate::{ExportError, ExportOptions, Fanout, NetflowFormat, Target};
 
 /// Every output of a run (see the module documentation).
 #[derive(Debug, Clone, Default)]
@@ -16,6 +16,9 @@ pub struct Outputs {
     pub csv: Option<PathBuf>,
     /// JSON lines to this file (`-`: stdout). With no output at all, JSON lines go to stdout.
     pub json: Option<PathBuf>,
+    /// Export each record's tag (a run with rules): see
+    /// [`ExportOptions::tags`](crate::ExportOptions::tags).
+    pub tags: bool,
 }
 
 /// The NetFlow-family output of a run.
@@ -61,8 +64,13 @@ impl Outputs {
     /// `csv out.csv`, `json -`).
     pub fn open(&self) -> Result<Fanout, OpenError> {
         let mut sinks = Fanout::new();
-        let open =
-            |spec: &SinkSpec, what| open_sink(spec).map_err(|error| OpenError { what, error });
+        let opts = ExportOptions {
+            tags: self.tags,
+            ..ExportOptions::default()
+        };
+        let open = |spec: &SinkSpec, what| {
+            open_sink_with(spec, &opts).map_err(|error| OpenError { what, error })
+        };
         if let Some(n) = &self.netflow {
             let spec = SinkSpec::Netflow {
                 target: n.target.clone(),
@@ -112,6 +120,7 @@ mod tests {
             }),
             csv: Some(csv.clone()),
             json: Some(json.clone()),
+            tags: false,
         };
         let f = outputs.open().unwrap();
         assert_eq!(

@@ -1,7 +1,7 @@
 //! What every NetFlow-family encoder provides to the batching sink, and the flow "views" (one
 //! direction or both) that encoders turn into wire records.
 
-use weir_flows::{Direction, EndReason, FlowKey, FlowRecord};
+use weir_flows::{Direction, EndReason, FlowKey, FlowRecord, Tag};
 
 use crate::clock::Clock;
 
@@ -37,6 +37,10 @@ pub(crate) trait Packer: Send {
     fn clamped(&self) -> u64 {
         0
     }
+    /// Whether its records carry the flow's tag.
+    fn carries_tags(&self) -> bool {
+        false
+    }
 }
 
 /// An all-zero direction, for the absent side of a one-way record.
@@ -61,6 +65,8 @@ pub(crate) struct View<'a> {
     pub rev: &'a Direction,
     /// Why the flow ended.
     pub reason: EndReason,
+    /// The flow's tag.
+    pub tag: Option<Tag>,
 }
 
 /// The one-way records of a flow: the forward direction, then the reverse one with the key
@@ -72,12 +78,14 @@ pub(crate) fn uniflows(rec: &FlowRecord) -> impl Iterator<Item = View<'_>> {
         fwd: &rec.forward,
         rev: &EMPTY,
         reason: rec.end_reason,
+        tag: rec.tag,
     });
     let rev = (rec.reverse.packets > 0).then(|| View {
         key: rec.key.reversed(),
         fwd: &rec.reverse,
         rev: &EMPTY,
         reason: rec.end_reason,
+        tag: rec.tag,
     });
     fwd.into_iter().chain(rev)
 }
@@ -89,5 +97,6 @@ pub(crate) fn biflow(rec: &FlowRecord) -> View<'_> {
         fwd: &rec.forward,
         rev: &rec.reverse,
         reason: rec.end_reason,
+        tag: rec.tag,
     }
 }

@@ -6,7 +6,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use weir_flows::{MeterStats, Metered};
 
 use crate::{ExportStats, Fanout, SinkError};
@@ -92,6 +92,18 @@ impl RunReport {
                     e.times_clamped
                 );
             }
+            if e.tags_not_exported > 0 {
+                outputs += &format!(
+                    "weir: warning: {name}: {} tagged records exported without their tag (this \
+                     output has no field for tags{})\n",
+                    e.tags_not_exported,
+                    if name.starts_with("v5") {
+                        ": NetFlow v5's record is fixed; use --format v9 or ipfix"
+                    } else {
+                        ""
+                    }
+                );
+            }
         }
         self.meter.summary(self.read, &outputs)
     }
@@ -101,7 +113,7 @@ impl RunReport {
     pub fn to_json(&self) -> Value {
         let mut m = self.meter.to_json(self.read);
         let exports = self.exports.iter().map(|(n, e)| {
-            json!({
+            let mut o = json!({
                 "sink": n,
                 "records": e.records,
                 "datagrams": e.datagrams,
@@ -109,7 +121,11 @@ impl RunReport {
                 "dropped": e.dropped,
                 "dropped_v5_ipv6": e.dropped_v5_ipv6,
                 "times_clamped": e.times_clamped,
-            })
+            });
+            if e.tags_not_exported > 0 {
+                o["tags_not_exported"] = e.tags_not_exported.into();
+            }
+            o
         });
         m.insert("exports".into(), Value::Array(exports.collect()));
         Value::Object(m)
@@ -159,9 +175,22 @@ impl StatsFile {
     }
 
     /// Writes `report` ([`RunReport::to_json`], pretty-printed, with a final newline).
-    pub fn write(mut self, report: &RunReport) -> Result<(), StatsFileError> {
+    pub fn write(self, report: &RunReport) -> Result<(), StatsFileError> {
+        self.write_with(report, Map::new())
+    }
+
+    /// [`write`](Self::write) with more top-level keys (`weir flows --rules` adds `rules`).
+    pub fn write_with(
+        mut self,
+        report: &RunReport,
+        extra: Map<String, Value>,
+    ) -> Result<(), StatsFileError> {
+        let mut v = report.to_json();
+        if let Value::Object(m) = &mut v {
+            m.extend(extra);
+        }
         self.file
-            .write_all(format!("{:#}\n", report.to_json()).as_bytes())
+            .write_all(format!("{v:#}\n").as_bytes())
             .map_err(|source| StatsFileError::Write {
                 path: self.path,
                 source,
@@ -230,6 +259,7 @@ mod tests {
             forward: Direction::default(),
             reverse: Direction::default(),
             end_reason: EndReason::IdleTimeout,
+            tag: None,
         }
     }
 

@@ -206,6 +206,14 @@ impl<F: SetFormat> Packer for SetPacker<F> {
         self.clamped
     }
 
+    fn carries_tags(&self) -> bool {
+        self.templates.iter().any(|t| {
+            t.fields
+                .iter()
+                .any(|f| f.value == crate::template::Value::Tag)
+        })
+    }
+
     fn flush(&mut self, clock: &Clock) -> Option<Datagram> {
         if self.buf.is_empty() {
             return None;

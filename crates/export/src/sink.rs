@@ -38,4 +38,7 @@ pub struct ExportStats {
     /// NetFlow v5 / v9 records whose Last could not be expressed (a flow lasting more than the
     /// 49.7 days a 32-bit ms uptime spans): sent with Last clamped to First + 49.7 days.
     pub times_clamped: u64,
+    /// Tagged flow records exported without their tag: NetFlow v5 has no field for it (and
+    /// v9 / IPFIX / CSV without [`ExportOptions::tags`](crate::ExportOptions::tags)).
+    pub tags_not_exported: u64,
 }

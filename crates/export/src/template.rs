@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use weir_flows::Direction;
+use weir_flows::{Direction, Tag};
 
 use crate::clock::Clock;
 use crate::packer::View;
@@ -69,6 +69,8 @@ pub(crate) enum Value {
     Vlan,
     /// IPFIX flowEndReason.
     EndReason,
+    /// The flow's tag as zero-padded UTF-8 text (applicationName, IE 96).
+    Tag,
 }
 
 /// One field specifier: element id, length, optional enterprise number, and its value.
@@ -104,9 +106,19 @@ fn f(id: u16, len: u16, value: Value) -> Field {
     }
 }
 
-/// The NetFlow v9 templates (RFC 3954 field types): `[IPv4, IPv6]`, ids 256 and 257.
+/// Bytes of the tag field: a text tag's 15 bytes or a number's 10 digits, zero-padded.
+pub(crate) const TAG_LEN: u16 = 16;
+
+/// The tag field, applicationName (IANA IE 96; NetFlow v9's APPLICATION_NAME, the same id),
+/// a string Wireshark shows as `cflow.appl_name`.
+fn tag_field() -> Field {
+    f(96, TAG_LEN, Value::Tag)
+}
+
+/// The NetFlow v9 templates (RFC 3954 field types): `[IPv4, IPv6]`, ids 256 and 257; with
+/// `tags`, each ends with the tag field (applicationName, 96).
 /// Counters are 8 bytes (RFC 3954 allows N × 8 bits for IN_BYTES / IN_PKTS), so no split is needed.
-pub(crate) fn v9_templates() -> Vec<Template> {
+pub(crate) fn v9_templates(tags: bool) -> Vec<Template> {
     let build = |id: u16, v6: bool| {
         let (src, dst, alen) = if v6 { (27, 28, 16) } else { (8, 12, 4) };
         Template {
@@ -127,7 +139,10 @@ pub(crate) fn v9_templates() -> Vec<Template> {
                 f(6, 1, Value::TcpFlags(Side::Fwd)), // TCP_FLAGS
                 f(52, 1, Value::MinTtl(Side::Fwd)),  // MIN_TTL
                 f(53, 1, Value::MaxTtl(Side::Fwd)),  // MAX_TTL
-            ],
+            ]
+            .into_iter()
+            .chain(tags.then(tag_field))
+            .collect(),
             time: TimeFormat::Uptime,
         }
     };
@@ -137,8 +152,9 @@ pub(crate) fn v9_templates() -> Vec<Template> {
 /// The IPFIX templates (IANA IPFIX element ids): one-way records with ids 256 (IPv4) and 257
 /// (IPv6); with `biflow`, also 258 / 259 for bidirectional records (RFC 5103 reverse elements,
 /// PEN 29305). A flow whose reverse direction saw no packet uses the one-way template even in
-/// biflow mode, so no reverse element carries a made-up zero timestamp.
-pub(crate) fn ipfix_templates(biflow: bool, nanos: bool) -> Vec<Template> {
+/// biflow mode, so no reverse element carries a made-up zero timestamp. With `tags`, every
+/// template ends with the tag field (applicationName, 96).
+pub(crate) fn ipfix_templates(biflow: bool, nanos: bool, tags: bool) -> Vec<Template> {
     let (time, start, end) = if nanos {
         (TimeFormat::Nanos, 156, 157) // flowStart/EndNanoseconds
     } else {
@@ -185,6 +201,7 @@ pub(crate) fn ipfix_templates(biflow: bool, nanos: bool) -> Vec<Template> {
                 rev(53, 1, Value::MaxTtl(Side::Rev)),
             ]);
         }
+        fields.extend(tags.then(tag_field));
         Template { id, fields, time }
     };
     let mut all = vec![build(256, false, false), build(257, true, false)];
@@ -198,6 +215,16 @@ pub(crate) fn ipfix_templates(biflow: bool, nanos: bool) -> Vec<Template> {
 fn put_uint(out: &mut Vec<u8>, v: u64, len: u16) {
     let len = usize::from(len).min(8);
     out.extend_from_slice(&v.to_be_bytes()[8 - len..]);
+}
+
+/// The tag's text in `len` bytes, zero-padded (all zero without a tag).
+fn put_tag(out: &mut Vec<u8>, tag: Option<&Tag>, len: u16) {
+    let start = out.len();
+    if let Some(t) = tag {
+        let text = t.to_string();
+        out.extend_from_slice(&text.as_bytes()[..text.len().min(usize::from(len))]);
+    }
+    out.resize(start + usize::from(len), 0);
 }
 
 fn put_addr(out: &mut Vec<u8>, a: IpAddr, len: u16) {
@@ -275,6 +302,10 @@ impl Template {
                 Value::Tos => u64::from(view.key.tos),
                 Value::Vlan => u64::from(view.key.vlan),
                 Value::EndReason => view.reason as u64,
+                Value::Tag => {
+                    put_tag(out, view.tag.as_ref(), f.len);
+                    continue;
+                }
             };
             put_uint(out, v, f.len);
         }
@@ -299,22 +330,49 @@ mod tests {
 
     #[test]
     fn lengths() {
-        let [v4, v6] = &v9_templates()[..] else {
+        let [v4, v6] = &v9_templates(false)[..] else {
             panic!()
         };
         assert_eq!((v4.record_len(), v6.record_len()), (45, 69));
         assert_eq!(v4.template_len(), 4 + 15 * 4);
-        let [u4, u6] = &ipfix_templates(false, true)[..] else {
+        let [u4, u6] = &ipfix_templates(false, true, false)[..] else {
             panic!()
         };
         assert_eq!((u4.id, u6.id), (256, 257));
         assert_eq!((u4.record_len(), u6.record_len()), (55, 79));
-        let [_, _, b4, b6] = &ipfix_templates(true, false)[..] else {
+        let [_, _, b4, b6] = &ipfix_templates(true, false, false)[..] else {
             panic!()
         };
         assert_eq!((b4.id, b6.id), (258, 259));
         assert_eq!(b4.record_len(), 55 + 36);
         assert_eq!(b6.template_len(), 4 + 16 * 4 + 7 * 8);
+    }
+
+    /// With tags every template ends with applicationName (96), 16 bytes: the tag's text
+    /// zero-padded, all zero without one.
+    #[test]
+    fn tag_field_ends_every_template() {
+        for t in v9_templates(true)
+            .into_iter()
+            .chain(ipfix_templates(true, false, true))
+        {
+            let last = t.fields.last().unwrap();
+            assert_eq!(
+                (last.id, last.len, last.pen, last.value),
+                (96, 16, None, Value::Tag)
+            );
+        }
+        assert_eq!(v9_templates(true)[0].record_len(), 45 + 16);
+        assert_eq!(v9_templates(true)[0].template_len(), 4 + 16 * 4);
+        let mut out = Vec::new();
+        put_tag(&mut out, Tag::text("lab").as_ref(), 16);
+        put_tag(&mut out, Some(&Tag::Num(42)), 16);
+        put_tag(&mut out, None, 16);
+        let mut want = b"lab".to_vec();
+        want.resize(16, 0);
+        want.extend(b"42");
+        want.resize(48, 0);
+        assert_eq!(out, want);
     }
 
     #[test]

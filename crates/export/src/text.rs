@@ -10,6 +10,11 @@
 //! mode). Times of a direction without packets are `null` (JSON) or empty (CSV).
 //! `flowEndReason` is the IANA name: idleTimeout, activeTimeout, endOfFlow, forcedEnd,
 //! lackOfResources.
+//!
+//! Tags (`--rules`): a JSON object of a tagged flow ends with `"tag":"TAG"` (no key when the
+//! flow has none, so a run without rules writes what it always did); CSV opened with tags
+//! ([`ExportOptions::tags`](crate::ExportOptions::tags)) has a last `tag` column, empty for an
+//! untagged flow, quoted when the tag holds a comma, a quote or a line break.
 
 use std::io::Write;
 
@@ -108,9 +113,40 @@ fn cells(rec: &FlowRecord) -> [Cell; 22] {
     ]
 }
 
-/// Formats one record as a line (with its newline). No value needs escaping: strings are
-/// addresses, timestamps and fixed names.
+/// The tag as a JSON string.
+fn json_string(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// The tag as a CSV field.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Formats one record as a line (with its newline), without a tag column.
+#[cfg(test)]
 pub(crate) fn format_line(format: TextFormat, rec: &FlowRecord) -> String {
+    format_line_tags(format, rec, false)
+}
+
+/// Formats one record as a line (with its newline); `tags`: CSV has the tag column. Only the
+/// tag needs escaping: the other strings are addresses, timestamps and fixed names.
+pub(crate) fn format_line_tags(format: TextFormat, rec: &FlowRecord, tags: bool) -> String {
     let mut s = String::with_capacity(400);
     if format == TextFormat::Json {
         s.push('{');
@@ -141,6 +177,19 @@ pub(crate) fn format_line(format: TextFormat, rec: &FlowRecord) -> String {
             },
         }
     }
+    match (format, rec.tag) {
+        (TextFormat::Json, Some(t)) => {
+            s.push_str(",\"tag\":");
+            s.push_str(&json_string(&t.to_string()));
+        }
+        (TextFormat::Csv, t) if tags => {
+            s.push(',');
+            if let Some(t) = t {
+                s.push_str(&csv_field(&t.to_string()));
+            }
+        }
+        _ => {}
+    }
     if format == TextFormat::Json {
         s.push('}');
     }
@@ -152,21 +201,27 @@ pub(crate) fn format_line(format: TextFormat, rec: &FlowRecord) -> String {
 pub(crate) struct TextSink {
     out: Box<dyn Write + Send>,
     format: TextFormat,
+    /// CSV: the tag column.
+    tags: bool,
     stats: ExportStats,
 }
 
 impl TextSink {
-    /// A sink writing to `out`; CSV starts with its header row.
+    /// A sink writing to `out`; CSV starts with its header row (with a last `tag` column
+    /// when `tags`).
     pub(crate) fn new(
         mut out: Box<dyn Write + Send>,
         format: TextFormat,
+        tags: bool,
     ) -> Result<Self, ExportError> {
         if format == TextFormat::Csv {
-            writeln!(out, "{}", COLUMNS.join(","))?;
+            let tag = if tags { ",tag" } else { "" };
+            writeln!(out, "{}{tag}", COLUMNS.join(","))?;
         }
         Ok(TextSink {
             out,
             format,
+            tags,
             stats: ExportStats::default(),
         })
     }
@@ -174,9 +229,12 @@ impl TextSink {
 
 impl FlowSink for TextSink {
     fn export(&mut self, rec: &FlowRecord) -> Result<(), ExportError> {
-        let line = format_line(self.format, rec);
+        let line = format_line_tags(self.format, rec, self.tags);
         self.out.write_all(line.as_bytes())?;
         self.stats.records += 1;
+        if self.format == TextFormat::Csv && !self.tags && rec.tag.is_some() {
+            self.stats.tags_not_exported += 1;
+        }
         self.stats.bytes += line.len() as u64;
         Ok(())
     }
@@ -221,6 +279,7 @@ mod tests {
             },
             reverse: Direction::default(),
             end_reason: EndReason::IdleTimeout,
+            tag: None,
         }
     }
 
@@ -245,7 +304,7 @@ mod tests {
 
     #[test]
     fn csv_header_and_row() {
-        let mut sink = TextSink::new(Box::new(Vec::new()), TextFormat::Csv).unwrap();
+        let mut sink = TextSink::new(Box::new(Vec::new()), TextFormat::Csv, false).unwrap();
         sink.export(&rec()).unwrap();
         let st = sink.finish().unwrap();
         assert_eq!(st.records, 1);
@@ -256,5 +315,36 @@ mod tests {
              2001:db8::2,58,0,32768,0,2,208,0,64,64,,,0,0,0,0,0,idleTimeout\n"
         );
         assert_eq!(row.split(',').count(), COLUMNS.len());
+    }
+
+    /// A tagged record: JSON gains a last `tag` key (escaped), CSV a last column only when
+    /// opened with tags (quoted when it holds a comma or a quote); untagged records are as
+    /// before, with an empty tag column.
+    #[test]
+    fn tags_in_json_and_csv() {
+        let tagged = |t: &str| FlowRecord {
+            tag: weir_flows::Tag::text(t),
+            ..rec()
+        };
+        let json = format_line(TextFormat::Json, &tagged("lab"));
+        assert!(json.ends_with(concat!(
+            r#","flowEndReason":"idleTimeout","tag":"lab"}"#,
+            "\n"
+        )));
+        let json = format_line(TextFormat::Json, &tagged("a\"b\\c"));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["tag"], "a\"b\\c");
+        let plain = format_line(TextFormat::Csv, &rec());
+        assert_eq!(format_line(TextFormat::Csv, &tagged("lab")), plain);
+        let with = |r: &FlowRecord| format_line_tags(TextFormat::Csv, r, true);
+        assert_eq!(with(&rec()), plain.replace('\n', ",\n"));
+        assert_eq!(with(&tagged("lab")), plain.replace('\n', ",lab\n"));
+        assert_eq!(
+            with(&tagged("a,\"b")),
+            plain.replace('\n', ",\"a,\"\"b\"\n")
+        );
+        let mut sink = TextSink::new(Box::new(Vec::new()), TextFormat::Csv, false).unwrap();
+        sink.export(&tagged("lab")).unwrap();
+        assert_eq!(sink.finish().unwrap().tags_not_exported, 1);
     }
 }

@@ -231,6 +231,7 @@ mod tests {
             },
             reverse: Direction::default(),
             end_reason: EndReason::EndOfFlow,
+            tag: None,
         }
     }
 

@@ -51,8 +51,9 @@ impl SetFormat for V9Format {
 
 /// A NetFlow v9 encoder. Bidirectional flows become two one-way records (v9 has no reverse
 /// elements).
-pub(crate) fn packer(
+pub(crate) fn packer_tags(
     source_id: u32,
+    tags: bool,
     mtu: usize,
     refresh: Refresh,
 ) -> Result<SetPacker<V9Format>, ExportError> {
@@ -60,7 +61,17 @@ pub(crate) fn packer(
         source_id,
         sequence: 0,
     };
-    SetPacker::new(format, v9_templates(), false, mtu, refresh)
+    SetPacker::new(format, v9_templates(tags), false, mtu, refresh)
+}
+
+/// [`packer_tags`] without tags.
+#[cfg(test)]
+pub(crate) fn packer(
+    source_id: u32,
+    mtu: usize,
+    refresh: Refresh,
+) -> Result<SetPacker<V9Format>, ExportError> {
+    packer_tags(source_id, false, mtu, refresh)
 }
 
 #[cfg(test)]
@@ -106,6 +117,7 @@ mod tests {
             },
             reverse: Direction::default(),
             end_reason: EndReason::IdleTimeout,
+            tag: None,
         }
     }
 

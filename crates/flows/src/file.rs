@@ -11,6 +11,7 @@ use weir_pcap::{Packet, ReadError};
 
 use crate::live::Metered;
 use crate::meter::{Config, Meter, RangeFeed, RecordSink, RANGE_BYTES};
+use crate::record::Tag;
 use crate::route::Router;
 
 /// Ranges read ahead of the slowest shard: what bounds the batches in flight.
@@ -49,11 +50,18 @@ impl<S: RecordSink> FileMeter<S> {
     /// Meters one packet of the current input (in the input's order).
     #[inline]
     pub fn packet(&mut self, link: LinkType, ts_ns: u64, frame: &[u8]) {
+        self.packet_tagged(link, ts_ns, frame, None);
+    }
+
+    /// [`packet`](Self::packet) with the tag the rules gave the packet, if any: its flow takes
+    /// it ([`Meter::packet_tagged`]).
+    #[inline]
+    pub fn packet_tagged(&mut self, link: LinkType, ts_ns: u64, frame: &[u8], tag: Option<&Tag>) {
         if self.starting {
             self.meter.new_input(ts_ns);
             self.starting = false;
         }
-        self.meter.packet(link, ts_ns, frame);
+        self.meter.packet_tagged(link, ts_ns, frame, tag);
     }
 
     /// The current input ended after `read` packets (read, matching the filter or not).

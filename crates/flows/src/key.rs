@@ -95,6 +95,16 @@ impl Key {
     /// The all-zero key of unused entries.
     pub(crate) const ZERO: Key = Key { w: [0; 5] };
 
+    /// A key of these words (the meter's marks carry other data in them).
+    pub(crate) fn from_words(w: [u64; 5]) -> Key {
+        Key { w }
+    }
+
+    /// The five words.
+    pub(crate) fn words(&self) -> [u64; 5] {
+        self.w
+    }
+
     /// Canonicalises a packet's key. Returns the key and `true` when the packet goes from side B
     /// to side A (its source sorted second). Mixed families (which no real packet has) are keyed
     /// as IPv6 when either address is.

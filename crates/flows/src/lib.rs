@@ -9,7 +9,8 @@
 //! * [`FlowTable`] is one shard's flow table: a preallocated slab of 120-byte entries (both
 //!   directions of a flow in one entry), a 4/3-sized hash index of `u32` buckets, and intrusive
 //!   lists that make every expiry O(1). At full capacity a flow costs 125.3 bytes
-//!   ([`FlowTable::bytes_per_flow`]).
+//!   ([`FlowTable::bytes_per_flow`]); a run whose packets carry the rules' tags adds a side
+//!   table of 2 bytes per flow (an index into the shard's table of distinct tags).
 //! * [`Key`] is the canonical 40-byte key (both directions equal) and [`KeyHasher`] its per-run
 //!   seeded hash, which is symmetric because it hashes the canonical key.
 //! * [`Preparer`] turns a frame into a [`Prepared`] packet (key, hash, counters' inputs) with no
@@ -68,9 +69,12 @@ mod tests;
 pub use file::{meter_parallel, FileMeter, ParallelRun};
 pub use frag::FragTable;
 pub use key::{Key, KeyHasher, RawKey};
-pub use live::{meter_live, wall_clock_ns, LiveError, LiveMeter, LiveRun, Metered};
+pub use live::{
+    comment_tag, meter_live, meter_live_polling, wall_clock_ns, LiveError, LiveMeter, LiveRun,
+    Metered,
+};
 pub use meter::{Config, Finished, Meter, MeterStats, RecordSink, RANGE_BYTES};
 pub use prepare::{Prepared, Preparer};
-pub use record::{Direction, EndReason, FlowKey, FlowRecord};
+pub use record::{Direction, EndReason, FlowKey, FlowRecord, Tag};
 pub use route::{Routed, Router};
 pub use table::{FlowTable, TableConfig, TableStats};

@@ -3,6 +3,9 @@
 //! when traffic pauses it passes the wall clock it is given ([`wall_clock_ns`]) to
 //! [`Meter::tick`] once a second, so idle flows still end. The meter itself never reads a clock.
 //!
+//! A record whose comment is a rules tag (`weir-tag=TAG`, [`comment_tag`]) is metered with
+//! that tag ([`Meter::packet_tagged`]): `weir flows -i --rules` exports it with the flow.
+//!
 //! [`meter_live`] is the whole of `weir flows -i` once its capture pipeline runs: meter until
 //! told to stop, stop the capture, meter what is left, and hand back every stage's counters.
 
@@ -16,6 +19,7 @@ use weir_capture::{CaptureError, Pipeline, Totals};
 use weir_decode::LinkType;
 
 use crate::meter::{Finished, Meter, RecordSink};
+use crate::record::Tag;
 
 /// Wall time between two [`Meter::tick`]s.
 const TICK: Duration = Duration::from_secs(1);
@@ -30,6 +34,13 @@ pub fn wall_clock_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The tag in a buffer record's comment (`weir-tag=TAG`, written by a capture thread whose rules
+/// tagged the packet: [`weir_capture::tag_comment`]); `None` for any other comment.
+pub fn comment_tag(comment: &[u8]) -> Option<Tag> {
+    let text = comment.strip_prefix(weir_capture::TAG_PREFIX.as_bytes())?;
+    Tag::text(std::str::from_utf8(text).ok()?)
 }
 
 /// A [`Meter`] reading the packet buffer on its own thread (see the module documentation).
@@ -72,7 +83,8 @@ impl<S: RecordSink> LiveMeter<S> {
                                 .get(r.iface() as usize)
                                 .copied()
                                 .unwrap_or(LinkType::ETHERNET);
-                            meter.packet(link, r.ts_ns(), r.data());
+                            let tag = r.comment().and_then(comment_tag);
+                            meter.packet_tagged(link, r.ts_ns(), r.data(), tag.as_ref());
                             n += 1;
                         }
                         batch.release();
@@ -154,6 +166,19 @@ pub fn meter_live<S: RecordSink>(
     stop: &AtomicBool,
     duration: Option<Duration>,
 ) -> Result<LiveRun<S>, LiveError> {
+    meter_live_polling(pipeline, reader, meter, stop, duration, || {})
+}
+
+/// [`meter_live`], calling `poll` on the calling thread about ten times a second while capture
+/// runs (`weir flows --rules` reloads its rules there on SIGHUP).
+pub fn meter_live_polling<S: RecordSink>(
+    pipeline: &mut Pipeline,
+    reader: usize,
+    meter: Meter<S>,
+    stop: &AtomicBool,
+    duration: Option<Duration>,
+    mut poll: impl FnMut(),
+) -> Result<LiveRun<S>, LiveError> {
     let links = pipeline.interfaces().iter().map(|i| i.link).collect();
     let live = LiveMeter::spawn(
         meter,
@@ -166,6 +191,7 @@ pub fn meter_live<S: RecordSink>(
         && !pipeline.failed()
         && deadline.is_none_or(|d| Instant::now() < d)
     {
+        poll();
         std::thread::sleep(POLL);
     }
     let stopped = pipeline.stop();
@@ -237,6 +263,48 @@ mod tests {
                 r.forward.last_ns
             ),
             (3, 96, 1000, 3000)
+        );
+    }
+
+    /// A record whose comment is a rules tag is metered with it; other comments are ignored.
+    #[test]
+    fn a_record_comment_tags_its_flow() {
+        let buffer = weir_buffer::PacketBuffer::new(4 << 20, 1).unwrap();
+        let cfg = Config {
+            seed: Some(1),
+            ..Config::default()
+        };
+        let live = LiveMeter::spawn(
+            Meter::new(&cfg, Vec::<FlowRecord>::new()),
+            buffer.reader(0).unwrap(),
+            vec![LinkType::IPV4],
+            || 0,
+        );
+        let q = [
+            0x45u8, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x03, 0xe8, 0,
+            53, 0, 12, 0, 0, 1, 2, 3, 4,
+        ];
+        let mut other = q;
+        other[19] = 3; // to 10.0.0.3: another flow
+        let mut w = buffer.writer().unwrap();
+        w.push_commented(0, 1000, 32, &q, b"weir-tag=lab").unwrap();
+        w.push(0, 2000, 32, &q).unwrap();
+        w.push_commented(0, 3000, 32, &other, b"not a tag").unwrap();
+        drop(w);
+        let done = live.finish();
+        let mut tags: Vec<(std::net::IpAddr, Option<String>)> = done
+            .meter
+            .sink
+            .iter()
+            .map(|r| (r.key.dst, r.tag.map(|t| t.to_string())))
+            .collect();
+        tags.sort();
+        assert_eq!(
+            tags,
+            [
+                ("10.0.0.2".parse().unwrap(), Some("lab".to_string())),
+                ("10.0.0.3".parse().unwrap(), None)
+            ]
         );
     }
 }

@@ -51,7 +51,7 @@ use weir_decode::LinkType;
 use crate::frag::FragTable;
 use crate::key::KeyHasher;
 use crate::prepare::{Prepared, Preparer};
-use crate::record::{EndReason, FlowRecord};
+use crate::record::{EndReason, FlowRecord, Tag};
 use crate::route::{Pool, Routed, Router};
 use crate::shard::{Emit, Shard, RECORD_BATCH};
 use crate::table::{FlowTable, TableConfig};
@@ -171,12 +171,19 @@ pub struct MeterStats {
     pub below_min_bytes: u64,
     /// Records lost because the sink had failed.
     pub sink_failed: u64,
-    /// Memory per flow at full capacity: slab entry + hash index share, bytes.
+    /// Memory per flow at full capacity: slab entry + hash index share (+ the tag side table of
+    /// the shards that saw tags), bytes, over all shards.
     pub bytes_per_flow: f64,
     /// Flows the shards can hold, in all.
     pub capacity: u64,
     /// Workers (shards).
     pub workers: usize,
+    /// Packets metered with a tag (the rules' `tag`; 0 without rules).
+    pub tagged_packets: u64,
+    /// Records exported with a tag.
+    pub tagged_records: u64,
+    /// Tagged packets whose tag was not kept (a shard's table of 65 535 distinct tags full).
+    pub tags_lost: u64,
 }
 
 impl MeterStats {
@@ -198,8 +205,14 @@ impl MeterStats {
         self.forced_ended += s.ended[EndReason::ForcedEnd as usize];
         self.evicted += s.ended[EndReason::LackOfResources as usize];
         self.below_min_bytes += s.below_min_bytes;
+        self.tagged_packets += s.tagged_packets;
+        self.tagged_records += s.tagged_records;
+        self.tags_lost += s.tags_lost;
+        // over all shards: a shard whose flows carried tags has the tag side table too
+        let (before, cap) = (self.capacity as f64, f64::from(st.table.capacity()));
+        self.bytes_per_flow =
+            (self.bytes_per_flow * before + st.table.bytes_per_flow() * cap) / (before + cap);
         self.capacity += u64::from(st.table.capacity());
-        self.bytes_per_flow = st.table.bytes_per_flow();
     }
 }
 
@@ -636,20 +649,38 @@ impl<S: RecordSink> Meter<S> {
         self.packet_prepared(&p);
     }
 
+    /// [`packet`](Self::packet) for a packet the rules may have tagged: with `Some(tag)`, the
+    /// packet's flow takes the tag (a flow keeps the last tag seen; see [`FlowRecord::tag`]).
+    /// `tag: None` is [`packet`](Self::packet).
+    #[inline]
+    pub fn packet_tagged(&mut self, link: LinkType, ts_ns: u64, frame: &[u8], tag: Option<&Tag>) {
+        let p = self.preparer.prepare(link, ts_ns, frame);
+        self.packet_prepared_tagged(&p, tag);
+    }
+
     /// The stateful step: meters one packet prepared by this meter's [`preparer`](Self::preparer)
     /// (or a clone of it). Packets must come in the order they were captured (as they would
     /// through [`packet`](Self::packet)): fragment attribution, counters, the flow table and
     /// expiry depend on it.
     #[inline]
     pub fn packet_prepared(&mut self, p: &Prepared) {
+        self.packet_prepared_tagged(p, None);
+    }
+
+    /// [`packet_prepared`](Self::packet_prepared) with the packet's tag, if it has one.
+    #[inline]
+    pub fn packet_prepared_tagged(&mut self, p: &Prepared, tag: Option<&Tag>) {
         self.clock = self.clock.max(p.ts_ns);
         match &mut self.stage {
             Stage::Inline(s) => {
+                if let Some(tag) = tag {
+                    s.shard.tag_next(*tag);
+                }
                 s.shard.packet(p, &mut s.sink);
                 s.shard.end_batch(&mut s.sink);
             }
             Stage::Threaded(t) => {
-                let (s, ticked) = t.router.push(*p);
+                let (s, ticked) = t.router.push_tagged(tag, *p);
                 if ticked {
                     t.send_all();
                 } else if t.router.batch_len(s) >= BATCH {
@@ -657,7 +688,7 @@ impl<S: RecordSink> Meter<S> {
                 }
             }
             Stage::Driven(d) => {
-                let (s, ticked) = d.router.push(*p);
+                let (s, ticked) = d.router.push_tagged(tag, *p);
                 if ticked || d.router.batch_len(s) >= BATCH {
                     d.run_all(&self.pool);
                 }

@@ -21,6 +21,8 @@
 use weir_decode::quick::{self, Upper};
 use weir_decode::{decode_into, ip_proto, Decoded, LinkType, Transport};
 
+use weir_rules::Tag;
+
 use crate::key::{Endpoints, Key, KeyHasher, RawKey};
 
 /// What [`Preparer::prepare`] found, packed with the direction bit into one byte.
@@ -44,6 +46,9 @@ pub(crate) enum Kind {
     /// Not a packet: the packet clock reached `ts_ns` (a shard with no packets of its own still
     /// expires its flows).
     Tick = 7,
+    /// Not a packet: the next packet of the same shard carries a tag (the rules' tag, kept in
+    /// the key words: [`Prepared::tag_mark`]); the flow that packet lands in takes it.
+    TagMark = 8,
 }
 
 const FROM_B: u8 = 0x80;
@@ -90,7 +95,8 @@ impl Prepared {
             4 => Kind::FirstFrag,
             5 => Kind::FirstFragNoTransport,
             6 => Kind::LaterFrag,
-            _ => Kind::Tick,
+            7 => Kind::Tick,
+            _ => Kind::TagMark,
         }
     }
 
@@ -116,6 +122,47 @@ impl Prepared {
     /// The clock mark a [`Router`](crate::Router) puts into every shard's batch.
     pub(crate) fn tick(ts_ns: u64) -> Prepared {
         Prepared::dropped(ts_ns, Kind::Tick)
+    }
+
+    /// The mark that goes right before packet `p` (same shard, same batch) when `p` carries
+    /// `tag`: the tag is packed into the key words, the time is the packet's.
+    pub(crate) fn tag_mark(tag: &Tag, p: &Prepared) -> Prepared {
+        let mut w = [0u64; 5];
+        match *tag {
+            Tag::Num(n) => w[0] = u64::from(n) << 32,
+            Tag::Text { len, bytes } => {
+                let mut b = [0u8; 16];
+                b[..Tag::MAX_TEXT].copy_from_slice(&bytes);
+                w[0] = 1 | u64::from(len) << 8;
+                w[1] = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+                w[2] = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+            }
+        }
+        Prepared {
+            key: Key::from_words(w),
+            // routed with the packet: the router looks at `key`, so it is given the packet
+            hash: 0,
+            ts_ns: p.ts_ns,
+            bits: Kind::TagMark as u8,
+            ..Prepared::default()
+        }
+    }
+
+    /// The tag a [`Kind::TagMark`] carries.
+    pub(crate) fn mark_tag(&self) -> Tag {
+        let w = self.key.words();
+        if w[0] & 0xff == 0 {
+            return Tag::Num((w[0] >> 32) as u32);
+        }
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&w[1].to_le_bytes());
+        b[8..].copy_from_slice(&w[2].to_le_bytes());
+        let mut bytes = [0u8; Tag::MAX_TEXT];
+        bytes.copy_from_slice(&b[..Tag::MAX_TEXT]);
+        Tag::Text {
+            len: ((w[0] >> 8) as u8).min(Tag::MAX_TEXT as u8),
+            bytes,
+        }
     }
 
     /// Canonical key (ports 0 for a later fragment, until attributed).
@@ -170,7 +217,10 @@ impl Prepared {
     /// False for packets the meter drops (no IP header, or decoding failed before it).
     #[inline]
     pub fn is_metered(&self) -> bool {
-        !matches!(self.kind(), Kind::NonIp | Kind::DecodeError | Kind::Tick)
+        !matches!(
+            self.kind(),
+            Kind::NonIp | Kind::DecodeError | Kind::Tick | Kind::TagMark
+        )
     }
 
     /// True for IP fragments whose handling needs the fragment table (first fragments with more

@@ -4,6 +4,8 @@
 
 use std::net::IpAddr;
 
+pub use weir_rules::Tag;
+
 /// Why a flow was exported; the values are IPFIX `flowEndReason` (IE 136, RFC 5102).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -71,6 +73,10 @@ pub struct FlowRecord {
     pub reverse: Direction,
     /// Why it was exported.
     pub end_reason: EndReason,
+    /// The rules' tag (`--rules`): the last tag any packet of the flow (either direction)
+    /// carried while this record's packets were metered; `None` when none did. In uniflow
+    /// mode both directions' records carry it.
+    pub tag: Option<Tag>,
 }
 
 impl FlowKey {

@@ -15,6 +15,15 @@ impl MeterStats {
     /// which come after the records line and before the memory line.
     pub fn summary(&self, read: u64, outputs: &str) -> String {
         let s = self;
+        let tags = if s.tagged_packets > 0 || s.tags_lost > 0 {
+            format!(
+                "  tags: {} packets tagged, {} records with a tag, {} tags lost (65535 distinct \
+                 tags per shard)\n",
+                s.tagged_packets, s.tagged_records, s.tags_lost
+            )
+        } else {
+            String::new()
+        };
         let filtered = read.saturating_sub(s.packets);
         let shards = if s.workers > 1 {
             format!(" (sum of {} shards' peaks)", s.workers)
@@ -28,7 +37,7 @@ impl MeterStats {
              transport header (ports 0)\n  flows: {} created, peak {} active{shards}; ended: {} \
              idle, {} active timeout, {} FIN/RST, {} evicted (table full), {} at end of input\n  \
              records: {} exported, {} below --min-tcp-bytes, {} lost to a failed exporter\n\
-             {outputs}  memory: {:.1} bytes per flow ({} flows of capacity over {} shard(s))\n",
+             {tags}{outputs}  memory: {:.1} bytes per flow ({} flows of capacity over {} shard(s))\n",
             s.metered,
             s.non_ip,
             s.decode_errors,
@@ -82,7 +91,14 @@ impl MeterStats {
             "workers": s.workers,
         });
         match v {
-            Value::Object(m) => m,
+            Value::Object(mut m) => {
+                if s.tagged_packets > 0 || s.tags_lost > 0 {
+                    m.insert("packets_tagged".into(), s.tagged_packets.into());
+                    m.insert("records_tagged".into(), s.tagged_records.into());
+                    m.insert("tags_lost".into(), s.tags_lost.into());
+                }
+                m
+            }
             _ => Map::new(),
         }
     }
@@ -116,7 +132,33 @@ mod tests {
             bytes_per_flow: 125.34,
             capacity: 1000,
             workers,
+            ..MeterStats::default()
         }
+    }
+
+    /// The tag counters appear only in a run that saw tags: every other run's summary and
+    /// JSON are what they were before rules existed.
+    #[test]
+    fn tag_counters_only_when_tags_were_seen() {
+        let plain = stats(1);
+        assert!(!plain.summary(120, "").contains("tags"));
+        assert!(!plain.to_json(120).contains_key("packets_tagged"));
+        let tagged = MeterStats {
+            tagged_packets: 21,
+            tagged_records: 22,
+            tags_lost: 23,
+            ..stats(1)
+        };
+        let s = tagged.summary(120, "");
+        assert!(
+            s.contains("  tags: 21 packets tagged, 22 records with a tag, 23 tags lost (65535 distinct tags per shard)\n"),
+            "{s}"
+        );
+        let j = tagged.to_json(120);
+        assert_eq!(
+            (&j["packets_tagged"], &j["records_tagged"], &j["tags_lost"]),
+            (&json!(21), &json!(22), &json!(23))
+        );
     }
 
     #[test]

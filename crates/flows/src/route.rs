@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use crate::key::{shard_of, KeyHasher};
 use crate::prepare::Prepared;
 use weir_buffer::advise_huge_pages;
+use weir_rules::Tag;
 
 /// Empty batch vectors for reuse, most recently returned first: that one is the likeliest to
 /// still be in a cache. A lock per batch (thousands of packets), never per packet.
@@ -135,6 +136,18 @@ impl Router {
     /// into every batch just before it.
     #[inline]
     pub fn push(&mut self, p: Prepared) -> (usize, bool) {
+        self.push_marked(None, p)
+    }
+
+    /// [`push`](Self::push) for a packet the rules tagged: a tag mark goes into the packet's
+    /// batch right before it, so the shard gives the tag to the packet's flow.
+    #[inline]
+    pub fn push_tagged(&mut self, tag: Option<&Tag>, p: Prepared) -> (usize, bool) {
+        self.push_marked(tag.map(|t| Prepared::tag_mark(t, &p)), p)
+    }
+
+    #[inline(always)]
+    fn push_marked(&mut self, mark: Option<Prepared>, p: Prepared) -> (usize, bool) {
         let t = p.ts_ns;
         // one shard sees every packet: it needs no marks
         let ticked = t >= self.next_tick && self.batches.len() > 1;
@@ -152,6 +165,9 @@ impl Router {
         // store does not wait for it (the vectors are recycled, last touched by another core)
         if let Some(ahead) = b.spare_capacity_mut().get(PUSH_AHEAD) {
             weir_packet::prefetch(ahead);
+        }
+        if let Some(m) = mark {
+            b.push(m);
         }
         b.push(p);
         (s, ticked)

@@ -20,6 +20,8 @@
 //! Records leave through an [`Emit`] with the packet clock the sink may flush by: written to the
 //! sink directly inline, sent to the exporter thread in batches otherwise.
 
+use weir_rules::Tag;
+
 use crate::frag::FragTable;
 use crate::key::KeyHasher;
 use crate::prepare::{Kind, Prepared};
@@ -65,6 +67,8 @@ pub(crate) struct Shard {
     next_sweep: u64,
     /// A clock mark came during this batch (several shards).
     ticked: bool,
+    /// The tag a tag mark gave the next packet.
+    pending: Option<Tag>,
 }
 
 impl Shard {
@@ -83,7 +87,15 @@ impl Shard {
             single,
             next_sweep: 0,
             ticked: false,
+            pending: None,
         }
+    }
+
+    /// The next packet carries `tag` (the one-shard meter's way; routed batches carry tag
+    /// marks instead).
+    #[inline]
+    pub(crate) fn tag_next(&mut self, tag: Tag) {
+        self.pending = Some(tag);
     }
 
     /// Prefetches for the packets that follow `batch[i]` (call before metering `batch[i]`).
@@ -98,7 +110,7 @@ impl Shard {
                 Kind::FirstFrag | Kind::FirstFragNoTransport | Kind::LaterFrag => {
                     self.frags.prefetch(q.hash)
                 }
-                Kind::NonIp | Kind::DecodeError | Kind::Tick => {}
+                Kind::NonIp | Kind::DecodeError | Kind::Tick | Kind::TagMark => {}
             }
         }
     }
@@ -112,28 +124,43 @@ impl Shard {
             Kind::Metered => {}
             Kind::NoTransport => c.no_transport += 1,
             Kind::Tick => return Some(p.ts_ns),
+            Kind::TagMark => {
+                self.pending = Some(p.mark_tag());
+                return None;
+            }
             Kind::NonIp => {
                 c.packets += 1;
                 c.non_ip += 1;
+                self.pending = None;
                 return None;
             }
             Kind::DecodeError => {
                 c.packets += 1;
                 c.decode_errors += 1;
+                self.pending = None;
                 return None;
             }
             Kind::FirstFrag | Kind::FirstFragNoTransport | Kind::LaterFrag => {
                 let q = self.attribute(p);
                 self.counts.packets += 1;
                 self.counts.metered += 1;
-                self.table.packet(&q, &mut self.out);
+                self.meter(&q);
                 return None;
             }
         }
         c.packets += 1;
         c.metered += 1;
-        self.table.packet(p, &mut self.out);
+        self.meter(p);
         None
+    }
+
+    /// Hands a packet to the flow table, with the tag a mark gave it, if any.
+    #[inline(always)]
+    fn meter(&mut self, p: &Prepared) {
+        match self.pending.take() {
+            None => self.table.packet(p, &mut self.out),
+            Some(tag) => self.table.packet_tagged(p, tag, &mut self.out),
+        }
     }
 
     /// Meters one packet; records go to `emit` only at sweeps (call [`end_batch`](Self::end_batch)

@@ -17,6 +17,16 @@
 //!
 //! Both directions share one entry; `[0]` of each counter array is side A → side B of the
 //! canonical key, `[1]` is B → A, and a state bit says which side started the flow.
+//!
+//! **Tags** (the rules' `tag` action) live beside the slab, not in it, so a run without rules
+//! pays nothing: a `u16` per slot indexes the shard's table of the distinct tags seen (0: no
+//! tag), allocated at the first tagged packet (2 bytes per flow at full capacity). A flow keeps
+//! the **last** tag seen (an untagged packet does not clear it); a slot's tag is cleared when the
+//! slot starts a new flow, so a record carries only tags of its own packets.
+
+use std::collections::HashMap;
+
+use weir_rules::Tag;
 
 use crate::index::{Index, MAX_CAPACITY};
 use crate::key::{Key, KeyHasher};
@@ -131,6 +141,12 @@ pub struct TableStats {
     pub records: u64,
     /// Records not exported because of `min_tcp_bytes`.
     pub below_min_bytes: u64,
+    /// Packets metered with a tag.
+    pub tagged_packets: u64,
+    /// Records handed on with a tag.
+    pub tagged_records: u64,
+    /// Tagged packets whose tag was not kept: the shard already knew 65 535 distinct tags.
+    pub tags_lost: u64,
 }
 
 /// The flow table of one shard (see the module documentation).
@@ -145,6 +161,12 @@ pub struct FlowTable {
     active: u32,
     now: u64,
     stats: TableStats,
+    /// Per slot, the flow's tag: an index into `tag_names` plus one, 0 for none; empty until
+    /// the first tagged packet.
+    tags: Vec<u16>,
+    /// The distinct tags seen, and their indices.
+    tag_names: Vec<Tag>,
+    tag_ids: HashMap<Tag, u16>,
 }
 
 impl FlowTable {
@@ -162,6 +184,9 @@ impl FlowTable {
             active: 0,
             now: 0,
             stats: TableStats::default(),
+            tags: Vec::new(),
+            tag_names: Vec::new(),
+            tag_ids: HashMap::new(),
             cfg: TableConfig {
                 capacity: cap as u32,
                 ..cfg
@@ -190,10 +215,48 @@ impl FlowTable {
         self.now
     }
 
-    /// Bytes of memory per flow at full capacity: slab entry plus hash-table share.
+    /// Bytes of memory per flow at full capacity: slab entry plus hash-table share, plus the
+    /// tag side table once a packet carried a tag.
     pub fn bytes_per_flow(&self) -> f64 {
         let slab = self.entries.capacity() * std::mem::size_of::<Entry>();
-        (slab + self.table.allocation_size()) as f64 / f64::from(self.cfg.capacity)
+        let tags = self.tags.capacity() * std::mem::size_of::<u16>();
+        (slab + self.table.allocation_size() + tags) as f64 / f64::from(self.cfg.capacity)
+    }
+
+    /// The index of `tag` in the tag table (plus one), 0 when the table is full.
+    fn intern(&mut self, tag: Tag) -> u16 {
+        if let Some(&id) = self.tag_ids.get(&tag) {
+            return id;
+        }
+        if self.tag_names.len() >= usize::from(u16::MAX) {
+            self.stats.tags_lost += 1;
+            return 0;
+        }
+        self.tag_names.push(tag);
+        let id = self.tag_names.len() as u16;
+        self.tag_ids.insert(tag, id);
+        id
+    }
+
+    /// Gives flow `i` tag `id` (from [`intern`](Self::intern)).
+    fn set_tag(&mut self, i: u32, id: u16) {
+        if self.tags.is_empty() {
+            self.tags.reserve_exact(self.cfg.capacity as usize);
+        }
+        let i = i as usize;
+        if self.tags.len() <= i {
+            self.tags.resize(self.entries.len(), 0);
+        }
+        self.tags[i] = id;
+    }
+
+    /// The tag of flow `i`.
+    #[inline]
+    fn tag_of(&self, i: u32) -> Option<Tag> {
+        match self.tags.get(i as usize) {
+            None | Some(0) => None,
+            Some(&id) => self.tag_names.get(usize::from(id) - 1).copied(),
+        }
     }
 
     // ---- intrusive lists ----
@@ -282,6 +345,20 @@ impl FlowTable {
     /// Accounts one packet; records of flows that end go to `out`.
     #[inline]
     pub fn packet(&mut self, p: &Prepared, out: &mut Vec<FlowRecord>) {
+        self.packet_with(p, 0, out);
+    }
+
+    /// [`packet`](Self::packet) for a packet that carries `tag`: its flow takes the tag (the
+    /// last one seen wins).
+    #[inline(never)]
+    pub fn packet_tagged(&mut self, p: &Prepared, tag: Tag, out: &mut Vec<FlowRecord>) {
+        self.stats.tagged_packets += 1;
+        let id = self.intern(tag);
+        self.packet_with(p, id, out);
+    }
+
+    #[inline(always)]
+    fn packet_with(&mut self, p: &Prepared, tag: u16, out: &mut Vec<FlowRecord>) {
         let t = p.ts_ns;
         if t > self.now {
             self.now = t;
@@ -326,6 +403,9 @@ impl FlowTable {
             self.push_back(i, now_in);
         }
         self.stats.packets += 1;
+        if tag != 0 {
+            self.set_tag(i, tag);
+        }
         if full {
             self.end(i, EndReason::ActiveTimeout, out);
         }
@@ -359,6 +439,9 @@ impl FlowTable {
             self.entries.push(Entry::EMPTY);
             (self.entries.len() - 1) as u32
         };
+        if let Some(t) = self.tags.get_mut(i as usize) {
+            *t = 0;
+        }
         let e = &mut self.entries[i as usize];
         *e = Entry::EMPTY;
         e.key = p.key;
@@ -391,10 +474,11 @@ impl FlowTable {
         self.free = i;
         self.active -= 1;
         self.stats.ended[reason as usize] += 1;
-        self.emit(&e, reason, out);
+        let tag = self.tag_of(i);
+        self.emit(&e, reason, tag, out);
     }
 
-    fn emit(&mut self, e: &Entry, reason: EndReason, out: &mut Vec<FlowRecord>) {
+    fn emit(&mut self, e: &Entry, reason: EndReason, tag: Option<Tag>, out: &mut Vec<FlowRecord>) {
         let init = usize::from(e.state & INIT_B);
         let dir = |d: usize| -> Direction {
             if e.packets[d] == 0 {
@@ -419,6 +503,7 @@ impl FlowTable {
                 stats.below_min_bytes += 1;
             } else {
                 stats.records += 1;
+                stats.tagged_records += u64::from(rec.tag.is_some());
                 out.push(rec);
             }
         };
@@ -429,6 +514,7 @@ impl FlowTable {
                     forward: fwd,
                     reverse: rev,
                     end_reason: reason,
+                    tag,
                 },
                 &mut self.stats,
             );
@@ -439,6 +525,7 @@ impl FlowTable {
                     forward: fwd,
                     reverse: Direction::default(),
                     end_reason: reason,
+                    tag,
                 },
                 &mut self.stats,
             );
@@ -449,6 +536,7 @@ impl FlowTable {
                         forward: rev,
                         reverse: Direction::default(),
                         end_reason: reason,
+                        tag,
                     },
                     &mut self.stats,
                 );

@@ -1051,3 +1051,157 @@ fn fast_share() {
     }
     eprintln!("{fast} of {n} on the fast path");
 }
+
+// ---- tags (the rules' `tag` action) ----
+
+fn tag(s: &str) -> crate::Tag {
+    crate::Tag::text(s).unwrap()
+}
+
+fn run_tagged(
+    cfg: &Config,
+    pkts: &[(u64, Pkt, Option<&str>)],
+) -> (Vec<FlowRecord>, crate::MeterStats) {
+    let mut m = Meter::new(cfg, Vec::new());
+    for (t, p, g) in pkts {
+        let g = g.map(tag);
+        m.packet_tagged(LinkType::ETHERNET, *t, &p.frame(), g.as_ref());
+    }
+    let done = m.finish();
+    assert!(done.error.is_none());
+    let mut recs = done.sink;
+    recs.sort_by_key(|r| (r.forward.first_ns, r.key.src_port));
+    (recs, done.stats)
+}
+
+/// A flow keeps the last tag its packets carried (either direction; untagged packets do not
+/// clear it), both uniflow records carry it, an untagged flow has none, and a slot reused by a
+/// new flow starts untagged; the same with one shard and with four (tag marks through the
+/// router).
+#[test]
+fn a_flow_keeps_the_last_tag_seen() {
+    let a = pkt("10.0.0.1", "10.0.0.2", 6, 40000, 80);
+    let b = pkt("10.0.0.3", "10.0.0.4", 17, 5000, 53);
+    let c = pkt("10.0.0.5", "10.0.0.6", 17, 6000, 53);
+    let pkts = [
+        (S, a.clone(), None),
+        (S + 1, a.rev(), Some("lab")),
+        (S + 2, a.clone(), None),
+        (S + 3, b.clone(), None),
+        (S + 4, c.clone(), Some("x")),
+        (S + 5, c.clone(), Some("alert")),
+        (S + 6, c.clone(), None),
+        // after the idle timeout: a new flow of c, in the freed slot, untagged
+        (100 * S, c.clone(), None),
+    ];
+    for workers in [1, 4] {
+        let cfg = Config { workers, ..cfg() };
+        let (recs, st) = run_tagged(&cfg, &pkts);
+        let got: Vec<(u16, u64, Option<String>)> = recs
+            .iter()
+            .map(|r| {
+                (
+                    r.key.src_port,
+                    r.forward.packets,
+                    r.tag.map(|t| t.to_string()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (40000, 2, Some("lab".into())),
+                (80, 1, Some("lab".into())),
+                (5000, 1, None),
+                (6000, 3, Some("alert".into())),
+                (6000, 1, None),
+            ],
+            "{workers} workers"
+        );
+        assert_eq!(
+            (st.tagged_packets, st.tagged_records, st.tags_lost),
+            (3, 3, 0)
+        );
+        assert_eq!(st.metered, 8);
+    }
+}
+
+/// Tags do not change anything else: the records of mixed traffic with every 7th packet tagged
+/// equal the untagged run's once the tags are removed, with 1 and 3 shards, and the tags equal
+/// a hand-made model (the last tag of each record's packets).
+#[test]
+fn tags_change_nothing_else() {
+    let traffic = mixed_traffic(20_000);
+    let tagged: Vec<(u64, Pkt, Option<&str>)> = traffic
+        .iter()
+        .enumerate()
+        .map(|(i, (t, p))| {
+            let g = match i % 7 {
+                0 => Some("seven"),
+                3 => Some("three"),
+                _ => None,
+            };
+            (*t, p.clone(), g)
+        })
+        .collect();
+    for workers in [1, 3] {
+        let cfg = Config {
+            workers,
+            seed: Some(7),
+            ..Config::default()
+        };
+        let (mut plain, st0) = run(&cfg, &traffic);
+        plain.sort_by_key(|r| (r.forward.first_ns, r.key.src_port, r.key.dst_port));
+        let (mut with, st1) = run_tagged(&cfg, &tagged);
+        with.sort_by_key(|r| (r.forward.first_ns, r.key.src_port, r.key.dst_port));
+        assert!(with.iter().any(|r| r.tag.is_some()));
+        let stripped: Vec<FlowRecord> = with
+            .iter()
+            .map(|r| FlowRecord { tag: None, ..*r })
+            .collect();
+        assert_eq!(stripped, plain, "{workers} workers");
+        assert_eq!((st0.metered, st0.records), (st1.metered, st1.records));
+        assert!(st1.tagged_packets > 0 && st1.tagged_records > 0);
+    }
+}
+
+/// Runs without tags keep the 120-byte entry and their bytes per flow; a run with tags adds
+/// 2 bytes per flow, still within 128.
+#[test]
+fn the_tag_side_table_costs_two_bytes_per_flow_and_only_with_tags() {
+    let cfg = Config {
+        max_flows: 100_000,
+        ..cfg()
+    };
+    let a = pkt("10.0.0.1", "10.0.0.2", 6, 40000, 80);
+    let (_, plain) = run_tagged(&cfg, &[(S, a.clone(), None)]);
+    let (_, tagged) = run_tagged(&cfg, &[(S, a, Some("lab"))]);
+    assert!((tagged.bytes_per_flow - plain.bytes_per_flow - 2.0).abs() < 1e-9);
+    assert!(tagged.bytes_per_flow <= 128.0, "{}", tagged.bytes_per_flow);
+}
+
+/// A tag mark carries every kind of tag through the key words unchanged.
+#[test]
+fn tag_marks_carry_the_tag() {
+    let p = crate::Prepared::default();
+    for t in [
+        crate::Tag::Num(0),
+        crate::Tag::Num(u32::MAX),
+        tag(""),
+        tag("a"),
+        tag("fifteen bytes!!"),
+    ] {
+        let m = crate::Prepared::tag_mark(&t, &p);
+        assert!(!m.is_metered());
+        assert_eq!(m.mark_tag(), t);
+    }
+}
+
+/// A buffer record's comment gives its tag only when it is a rules tag.
+#[test]
+fn comment_tags() {
+    assert_eq!(crate::comment_tag(b"weir-tag=alert"), Some(tag("alert")));
+    assert_eq!(crate::comment_tag(b"weir-tag=42"), Some(tag("42")));
+    assert_eq!(crate::comment_tag(b"something else"), None);
+    assert_eq!(crate::comment_tag(b"weir-tag=this is far too long"), None);
+}

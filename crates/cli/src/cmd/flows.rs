@@ -4,7 +4,14 @@
 //! The packets come from the shared offline input loop ([`for_each_packet`]: BPF filter, damage
 //! handling) into a `weir_flows::FileMeter`; one large classic pcap file is metered on every
 //! core instead (`weir_flows::meter_parallel`). Live (`-i IFACE`), the meter reads the capture
-//! pipeline's packet buffer (`weir_flows::meter_live`). The outputs are `weir_export::Outputs`,
+//! pipeline's packet buffer (`weir_flows::meter_live`). With `--rules FILE` (live) the capture
+//! threads decide every packet after the filter, as in `weir record`: what the rules drop is
+//! not metered, a sliced packet is metered from its headers (so with its IP length, the bytes
+//! on the wire, as softflowd does under a snaplen), and a tagged packet's record carries its
+//! tag to the meter (the pcapng comment `weir-tag=TAG`); each flow keeps the last tag seen and
+//! is exported with it (JSON `tag`, a CSV `tag` column, IPFIX/v9 applicationName; v5 counts
+//! what it cannot carry). SIGHUP reloads the file; `--control PATH` serves `weir rules`.
+//! The outputs are `weir_export::Outputs`,
 //! the summary a `weir_export::RunReport`, both shared with `weir record --flows`
 //! ([`crate::flow_output`]).
 
@@ -16,13 +23,13 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use weir_export::{Fanout, StatsFile, DEFAULT_COLLECTOR};
 use weir_filter::FilterSet;
-use weir_flows::{meter_live, meter_parallel, Config, FileMeter, Meter, RANGE_BYTES};
+use weir_flows::{meter_live_polling, meter_parallel, Config, FileMeter, Meter, RANGE_BYTES};
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
-use crate::args::{self, FlowFormat, LiveArgs};
-use crate::flow_output::{finish, ns, outputs};
+use crate::args::{self, FlowFormat, LiveArgs, RulesArgs};
+use crate::flow_output::{finish, finish_with, ns, outputs};
 use crate::input::{for_each_packet, matches, parallel_plan, Visitor};
-use crate::output::{on_signal, start_live, warn_damage, Status};
+use crate::output::{self, on_signal, warn_damage, Status};
 
 /// Arguments of `weir flows`.
 #[derive(clap::Args, Debug)]
@@ -97,6 +104,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
     #[command(flatten)]
+    rules: RulesArgs,
+    #[command(flatten)]
     expr: args::Expr,
 }
 
@@ -109,6 +118,13 @@ impl Args {
             (true, false) => return Err("-i and -r: meter live traffic or files, not both".into()),
             (false, true) => return Err("give input files with -r, or interfaces with -i".into()),
             _ => {}
+        }
+        if reading && self.rules.rules.is_some() {
+            return Err(
+                "--rules meters live traffic (-i); reading files (-r) does not take \
+                        them yet"
+                    .into(),
+            );
         }
         if reading {
             let live_only = [args::LIVE_ONLY, &[("buffer_mib", "--buffer-mib")]].concat();
@@ -202,8 +218,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let sinks = outputs(
         args.export.as_deref(),
         args.format,
-        args.biflow,
-        args.ts_nanos,
+        (args.biflow, args.ts_nanos, args.rules.rules.is_some()),
         args.json.as_deref(),
         args.csv.as_deref(),
     )?
@@ -215,14 +230,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         .map(|p| StatsFile::create(p).context("--stats"))
         .transpose()?;
     if !args.live.interfaces.is_empty() {
-        let stop = Arc::new(AtomicBool::new(false));
-        on_signal(stop.clone())?;
-        let mut live = start_live(&args.live, &args.expr.joined(), 1, 0, "metering flows", 64)?;
-        let duration = args.live.duration.map(Duration::from_secs_f64);
-        let run = meter_live(&mut live, 0, Meter::new(&cfg, sinks), &stop, duration)?;
-        finish(run.metered, stats)?;
-        eprintln!("{}", crate::output::live_summary(&run.capture, &run.buffer));
-        return Ok(Status::Clean);
+        return run_live(&args, &cfg, sinks, stats);
     }
     let mut filters = FilterSet::new(&args.expr.joined())?;
     // one large classic pcap file: read on every core
@@ -248,4 +256,69 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let status = for_each_packet(&args.inputs.files, &mut filters, &mut meter)?;
     finish(meter.finish(), stats)?;
     Ok(status)
+}
+
+/// `weir flows -i`: the capture pipeline (with the rule engine in every capture thread when
+/// `--rules` is given) feeding the live meter until a signal, `--duration` or a failed capture
+/// thread ends it; then the meter's summary, capture's and the rules'.
+fn run_live(args: &Args, cfg: &Config, sinks: Fanout, stats: Option<StatsFile>) -> Result<Status> {
+    let stop = Arc::new(AtomicBool::new(false));
+    on_signal(stop.clone())?;
+    let rules_file = args.rules.rules.as_deref();
+    let rule_set = rules_file.map(output::load_rules).transpose()?;
+    let set_tags = rule_set.as_ref().is_some_and(output::LiveRules::set_tags);
+    let engine = output::live_engine(&args.live, rule_set, rules_file)?;
+    let _control = output::serve_control(&args.rules, engine.as_ref())?;
+    let mut rules = match (&engine, rules_file) {
+        (Some(e), Some(p)) => Some(output::LiveRules::new(
+            p,
+            e.clone(),
+            true,
+            set_tags,
+            "`weir flows`",
+        )?),
+        _ => None,
+    };
+    // tags travel to the meter as the records' comments
+    let pipeline_rules = engine.map(|engine| weir_capture::Rules {
+        engine,
+        store_tags: true,
+    });
+    let expr = args.expr.joined();
+    let mut live = match pipeline_rules {
+        // without rules, the pipeline it always was
+        None => output::start_live(&args.live, &expr, 1, 0, "metering flows", 64)?,
+        Some(r) => {
+            let live = output::start_live_quietly_with_rules(&args.live, &expr, 1, 0, 64, Some(r))?;
+            output::announce_live(&args.live, &live, "metering flows");
+            live
+        }
+    };
+    let duration = args.live.duration.map(Duration::from_secs_f64);
+    let run = meter_live_polling(
+        &mut live,
+        0,
+        Meter::new(cfg, sinks),
+        &stop,
+        duration,
+        || {
+            if let Some(r) = rules.as_mut() {
+                r.poll();
+            }
+        },
+    )?;
+    let mut extra = serde_json::Map::new();
+    if let Some(r) = &rules {
+        extra.insert("rules".into(), r.json(&run.capture.feed));
+    }
+    finish_with(run.metered, stats, extra)?;
+    eprintln!("{}", output::live_summary(&run.capture, &run.buffer));
+    if let Some(r) = &rules {
+        eprintln!(
+            "  rules: {} dropped after the filter (not metered)\n{}",
+            run.capture.feed.rules_dropped,
+            r.summary(&run.capture.feed)
+        );
+    }
+    Ok(Status::Clean)
 }

@@ -184,8 +184,8 @@ impl Args {
                 outputs: outputs(
                     f.flow_export.as_deref(),
                     f.flow_format,
-                    false,
-                    false,
+                    // with rules, the records carry the packets' tags
+                    (false, false, self.rules.rules.is_some()),
                     f.flow_json.as_deref(),
                     None,
                 )?,

@@ -68,6 +68,7 @@ pub(crate) fn records(extra: u32) -> Vec<FlowRecord> {
         forward,
         reverse,
         end_reason,
+        tag: None,
     };
     let mut v = vec![
         r(
