@@ -435,7 +435,6 @@ pub(crate) fn for_each_ruled<V: Visitor>(
 
 /// [`for_each_ruled`] with the rule file of `args` (what a command that flattens
 /// [`RulesArgs`] calls in place of [`for_each_packet`]).
-#[allow(dead_code)] // for `weir flows -r` and `weir decode`, as they take up `--rules`
 pub(crate) fn for_each_packet_with(
     inputs: &[PathBuf],
     filters: &mut FilterSet,

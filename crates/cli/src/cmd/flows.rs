@@ -1,8 +1,8 @@
 //! `weir flows`: meter capture files into flows and export them as NetFlow v5 / v9 / IPFIX (UDP
 //! or a file), JSON lines or CSV, with a summary of every counter on stderr.
 //!
-//! The packets come from the shared offline input loop ([`for_each_packet`]: BPF filter, damage
-//! handling) into a `weir_flows::FileMeter`; one large classic pcap file is metered on every
+//! The packets come from the shared offline input loop ([`for_each_packet_with`]: BPF filter,
+//! the rules of `--rules` in file order, damage handling) into a `weir_flows::FileMeter`; one large classic pcap file is metered on every
 //! core instead (`weir_flows::meter_parallel`). Live (`-i IFACE`), the meter reads the capture
 //! pipeline's packet buffer (`weir_flows::meter_live`). With `--rules FILE` (live) the capture
 //! threads decide every packet after the filter, as in `weir record`: what the rules drop is
@@ -10,7 +10,8 @@
 //! on the wire, as softflowd does under a snaplen), and a tagged packet's record carries its
 //! tag to the meter (the pcapng comment `weir-tag=TAG`); each flow keeps the last tag seen and
 //! is exported with it (JSON `tag`, a CSV `tag` column, IPFIX/v9 applicationName; v5 counts
-//! what it cannot carry). SIGHUP reloads the file; `--control PATH` serves `weir rules`.
+//! what it cannot carry). Files (`-r`) take the same rules in the offline loop, on one thread.
+//! Live, SIGHUP reloads the file; `--control PATH` serves `weir rules`.
 //! The outputs are `weir_export::Outputs`,
 //! the summary a `weir_export::RunReport`, both shared with `weir record --flows`
 //! ([`crate::flow_output`]).
@@ -25,10 +26,11 @@ use weir_export::{Fanout, StatsFile, DEFAULT_COLLECTOR};
 use weir_filter::FilterSet;
 use weir_flows::{meter_live_polling, meter_parallel, Config, FileMeter, Meter, RANGE_BYTES};
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
+use weir_rules::Tag;
 
 use crate::args::{self, FlowFormat, LiveArgs, RulesArgs};
 use crate::flow_output::{finish, finish_with, ns, outputs};
-use crate::input::{for_each_packet, matches, parallel_plan, Visitor};
+use crate::input::{for_each_packet_with, matches, parallel_plan, Visitor};
 use crate::output::{self, on_signal, warn_damage, Status};
 
 /// Arguments of `weir flows`.
@@ -119,13 +121,6 @@ impl Args {
             (false, true) => return Err("give input files with -r, or interfaces with -i".into()),
             _ => {}
         }
-        if reading && self.rules.rules.is_some() {
-            return Err(
-                "--rules meters live traffic (-i); reading files (-r) does not take \
-                        them yet"
-                    .into(),
-            );
-        }
         if reading {
             let live_only = [args::LIVE_ONLY, &[("buffer_mib", "--buffer-mib")]].concat();
             if let Some(flag) = args::first_given(m, &live_only) {
@@ -191,6 +186,13 @@ impl Visitor for FileMeter<Fanout> {
         Ok(())
     }
 
+    /// Behind `--rules`: the packets the rules keep, with their tags.
+    #[inline]
+    fn ruled(&mut self, _: &[Interface], packet: &Packet<'_>, tag: Option<&Tag>) -> Result<()> {
+        self.packet_tagged(packet.link, packet.meta.ts_ns, packet.data, tag);
+        Ok(())
+    }
+
     fn parallel_read(&self) -> bool {
         false
     }
@@ -233,8 +235,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         return run_live(&args, &cfg, sinks, stats);
     }
     let mut filters = FilterSet::new(&args.expr.joined())?;
-    // one large classic pcap file: read on every core
-    if let [single] = &args.inputs.files[..] {
+    // one large classic pcap file: read on every core (not with rules: they decide the packets
+    // of a flow in file order, on the reading thread)
+    if let ([single], None) = (&args.inputs.files[..], &args.rules.rules) {
         if let Some(plan) = parallel_plan(single, RANGE_BYTES) {
             let filter = if filters.is_empty() {
                 None
@@ -253,7 +256,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         }
     }
     let mut meter = FileMeter::new(&cfg, sinks);
-    let status = for_each_packet(&args.inputs.files, &mut filters, &mut meter)?;
+    let status = for_each_packet_with(&args.inputs.files, &mut filters, &args.rules, &mut meter)?;
     finish(meter.finish(), stats)?;
     Ok(status)
 }
