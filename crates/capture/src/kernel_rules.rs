@@ -21,7 +21,7 @@
 //! `protochain`) stays in user space, and then `USER` here is `ret #snaplen`: the drop test
 //! still runs in the kernel. When the drop rules' own program has backward jumps (a `bpf` term
 //! with `protochain`) or the whole program is longer than the kernel takes (4096
-//! instructions, the number of rules is halved until it fits), fewer or no rules go.
+//! instructions: fewer rules are tried, in proportion, until it fits), fewer or no rules go.
 //!
 //! # Counting what the kernel dropped
 //!
@@ -212,7 +212,10 @@ pub(crate) fn build(engine: &Engine, base: &Base) -> (Option<Programs>, KernelRu
                 st.left_out += kd.covered.len();
                 return (None, st);
             }
-            limit = kd.covered.len() / 2;
+            // Fewer rules, in proportion to the room left (usually one more try).
+            let room = MAX_INSNS.saturating_sub(3 + user.len());
+            let n = kd.covered.len();
+            limit = (n * room / ring.instructions().len()).clamp(1, n - 1);
             continue;
         }
         let mut prog = vec![
@@ -437,5 +440,124 @@ fn watch(engine: &Engine, base: &Base, state: &Mutex<State>, stop: &AtomicBool) 
             s.status.note = Some(format!("cannot attach the new filter: {e}"));
         }
         built = s.status.version;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_rules::RuleSet;
+
+    fn engine(text: &str) -> Engine {
+        Engine::new(RuleSet::parse(text).unwrap(), LinkType::ETHERNET, 262_144).unwrap()
+    }
+
+    fn base(expr: &str) -> Base {
+        Base {
+            expr: (!expr.is_empty()).then(|| expr.to_string()),
+            program: if expr.is_empty() {
+                Filter::match_all(262_144)
+            } else {
+                Filter::compile(expr, LinkType::ETHERNET, 262_144).unwrap()
+            },
+            link: LinkType::ETHERNET,
+            snaplen: 262_144,
+        }
+    }
+
+    /// Ethernet + IPv4 + UDP or TCP (proto 17 or 6), no payload.
+    fn frame(proto: u8, src: [u8; 4], dport: u16) -> Vec<u8> {
+        let l4 = if proto == 6 { 20 } else { 8 };
+        let mut f = vec![0u8; 34 + l4];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let total = (20 + l4) as u16;
+        f[14..24].copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto]);
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        f[26..30].copy_from_slice(&src);
+        f[30..34].copy_from_slice(&[10, 0, 0, 1]);
+        f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        if proto == 6 {
+            f[46] = 0x50;
+        } else {
+            f[38..40].copy_from_slice(&8u16.to_be_bytes());
+        }
+        f
+    }
+
+    #[test]
+    fn the_rings_take_what_the_counter_does_not() {
+        let e = engine("id 1 host 10.0.0.9 -> drop\nid 2 dport 53 -> pass\n");
+        let b = base("udp");
+        let (p, st) = build(&e, &b);
+        let p = p.expect("rule 1 fits");
+        assert_eq!((st.rules.clone(), st.exact, st.wild), (vec![1], 0, 1));
+        assert_eq!((st.version, st.left_out, st.insns), (1, 0, p.ring.len()));
+        // The VLAN guard, then the user filter alone (tagged packets), then the rules' part.
+        let guard = Insn::stmt(op::BPF_LD | op::BPF_W | op::BPF_ABS, VLAN_TAG_PRESENT);
+        assert_eq!((p.ring[0], p.count[0]), (guard, guard));
+        let user = b.program.instructions();
+        assert_eq!(p.ring[2].k as usize, user.len());
+        assert_eq!(&p.ring[3..3 + user.len()], user);
+        assert_eq!(p.count[2], Insn::stmt(op::BPF_RET | op::BPF_K, 0));
+        let ring = Filter::from_instructions(&p.ring[3 + user.len()..]).unwrap();
+        let count = Filter::from_instructions(&p.count[3..]).unwrap();
+        let m = |f: &Filter, pkt: &[u8]| f.matches(pkt, pkt.len() as u32);
+        // (packet, the rings take it, the counter counts it)
+        let cases = [
+            (frame(17, [10, 0, 0, 9], 9000), false, true), // rule 1: the kernel drops it
+            (frame(17, [10, 0, 0, 9], 53), false, true),   // rule 1 comes first
+            (frame(17, [10, 0, 0, 7], 9000), true, false), // no drop rule
+            (frame(6, [10, 0, 0, 9], 9000), false, false), // not udp: the user filter's
+        ];
+        for (i, (pkt, rings, counted)) in cases.iter().enumerate() {
+            assert_eq!(
+                (m(&ring, pkt), m(&count, pkt)),
+                (*rings, *counted),
+                "case {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn too_many_rules_are_cut_until_the_program_fits() {
+        let text: String = (0..300)
+            .map(|i| {
+                format!(
+                    "exact udp 10.1.{}.{}:1000 10.2.0.1:53 -> drop\n",
+                    i / 200,
+                    i % 200
+                )
+            })
+            .collect();
+        // A user filter of some length, copied twice into the program: 100 exact rules alone
+        // take about 4000 instructions.
+        let ports: Vec<String> = (1..=20).map(|p| format!("port {p}")).collect();
+        let b = base(&format!("udp and not ({})", ports.join(" or ")));
+        let (p, st) = build(&engine(&text), &b);
+        let p = p.expect("some rules fit");
+        assert!(p.ring.len() <= MAX_INSNS && st.insns == p.ring.len());
+        assert!(
+            !st.rules.is_empty() && st.rules.len() < KERNEL_RULE_LIMIT,
+            "{} rules, {} insns",
+            st.rules.len(),
+            st.insns
+        );
+        assert_eq!(st.exact, st.rules.len());
+        assert_eq!(st.left_out, 300 - st.rules.len());
+        let user = b.program.instructions().len();
+        assert!(Filter::from_instructions(&p.ring[3 + user..]).is_ok());
+    }
+
+    #[test]
+    fn nothing_goes_when_no_rule_fits() {
+        let (p, st) = build(&engine("id 4 payload \"x\" -> drop\n"), &base(""));
+        assert!(p.is_none() && st.rules.is_empty());
+        assert_eq!(st.left_out, 1);
+        assert_eq!(
+            st.note.as_deref(),
+            Some("the first drop rule left out: payload patterns")
+        );
+        assert!(st.text().starts_with("dropped in the kernel by 0 rules"));
     }
 }

@@ -327,3 +327,95 @@ fn record_replaces_the_kernel_filter_when_rules_change() {
     );
     assert!(text.contains("filter replaced 2 times"), "{text}");
 }
+
+/// `weir gen` like [`send`], with an 802.1Q tag.
+fn send_tagged(b: &VethBench, src: &str, dport: u16, n: u32, vlan: u16) {
+    let out = run(Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &b.ns,
+            env!("CARGO_BIN_EXE_weir"),
+            "gen",
+            "-i",
+        ])
+        .arg(peer_if(b))
+        .args(["--dst-mac", NOWHERE, "--dst", "10.50.1.1", "--src", src])
+        .args(["--dport", &dport.to_string(), "-c", &n.to_string()])
+        .args([
+            "--size",
+            "120",
+            "--pps",
+            "2000",
+            "--vlan",
+            &vlan.to_string(),
+        ])
+        .stdout(Stdio::null()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "gen: {err}");
+    assert!(err.contains(" 0 send errors"), "gen: {err}");
+}
+
+/// (VLAN id, source, destination port) of every frame of `file`, with counts.
+fn tagged_frames(file: &Path) -> BTreeMap<(String, String, String), u64> {
+    let mut m = BTreeMap::new();
+    for r in tshark_fields(file, &["vlan.id", "ip.src", "udp.dstport"]) {
+        *m.entry((r[0].clone(), r[1].clone(), r[2].clone()))
+            .or_insert(0) += 1;
+    }
+    m
+}
+
+#[test]
+fn tagged_packets_and_user_space_filters_are_left_to_the_engine() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, rules, log) = (
+        tmp.path().join("cap.pcap"),
+        tmp.path().join("rules.txt"),
+        tmp.path().join("log"),
+    );
+    // The exact rule matches untagged packets only; the wildcard rule any VLAN. Linux hands the
+    // socket filter tagged frames with the tag in metadata: the kernel must not drop them.
+    std::fs::write(
+        &rules,
+        "id 1 exact udp 10.50.0.9:40000 10.50.1.1:9000 -> drop\n\
+         id 2 host 10.50.0.8 -> drop\n",
+    )
+    .unwrap();
+    // `protochain` jumps backwards: the kernel refuses the expression, it runs in user space
+    // (on the frame with its tag put back, hence the `vlan` half), and the kernel still runs
+    // the drop rules (`not (DROPS)` alone).
+    let mut cmd = weir();
+    cmd.args(["capture", "-i", &b.host_if, "-w"])
+        .arg(&out)
+        .arg("--rules")
+        .arg(&rules)
+        .arg("ip protochain 17 or (vlan 7 and ip protochain 17)");
+    let cap = Bg::start(cmd, &log, "capturing on");
+    send(&b, "10.50.0.9", 9000, 20); // rule 1 in the kernel
+    send_tagged(&b, "10.50.0.9", 9000, 15, 7); // tagged: rule 1 does not match; kept
+    send(&b, "10.50.0.8", 9000, 25); // rule 2 in the kernel
+    send_tagged(&b, "10.50.0.8", 9000, 12, 7); // tagged: dropped by the engine, not the kernel
+    send(&b, "10.50.0.3", 5000, 10); // kept
+    let text = cap.stop();
+
+    let mut want = BTreeMap::new();
+    want.insert(("7".into(), "10.50.0.9".into(), "9000".into()), 15);
+    want.insert((String::new(), "10.50.0.3".into(), "5000".into()), 10);
+    assert_eq!(tagged_frames(&out), want, "{text}");
+    assert!(
+        text.contains(
+            "dropped in the kernel by 2 rules (socket filter of version 1: 1 exact, 1 wildcard; \
+             ids 1, 2): 45"
+        ),
+        "{text}"
+    );
+    // The engine saw the 37 packets the filter (in user space) kept, and dropped the 12
+    // tagged ones of rule 2.
+    assert!(
+        text.contains("rules: 12 dropped after the filter"),
+        "{text}"
+    );
+    assert!(text.contains(": 37 in, 25 passed, 12 dropped"), "{text}");
+}
