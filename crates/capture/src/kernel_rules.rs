@@ -21,7 +21,10 @@
 //! `protochain`) stays in user space, and then `USER` here is `ret #snaplen`: the drop test
 //! still runs in the kernel. When the drop rules' own program has backward jumps (a `bpf` term
 //! with `protochain`) or the whole program is longer than the kernel takes (4096
-//! instructions: fewer rules are tried, in proportion, until it fits), fewer or no rules go.
+//! instructions: fewer rules are tried, in proportion, until it fits; or larger, once
+//! translated, than the socket option memory, `net.core.optmem_max`: each program is tried on
+//! a socket that receives nothing first, and half the rules tried again), fewer or no rules
+//! go.
 //!
 //! # Counting what the kernel dropped
 //!
@@ -162,8 +165,15 @@ pub(crate) struct Programs {
 }
 
 /// Builds the programs of the engine's current version: the programs (none when no rule
-/// goes to the kernel) and the status (its `dropped` and `swaps` left at 0).
-pub(crate) fn build(engine: &Engine, base: &Base) -> (Option<Programs>, KernelRules) {
+/// goes to the kernel) and the status (its `dropped` and `swaps` left at 0). With `probe` (a
+/// socket that receives nothing), each program is first attached there: the kernel also
+/// refuses programs whose translation is larger than its socket option memory
+/// (`net.core.optmem_max`), and then fewer rules are tried.
+pub(crate) fn build(
+    engine: &Engine,
+    base: &Base,
+    probe: Option<&PacketSocket>,
+) -> (Option<Programs>, KernelRules) {
     let version = engine.version();
     let set = engine.rule_set();
     let mut limit = KERNEL_RULE_LIMIT;
@@ -232,6 +242,19 @@ pub(crate) fn build(engine: &Engine, base: &Base) -> (Option<Programs>, KernelRu
             Insn::stmt(op::BPF_RET | op::BPF_K, 0),
         ];
         cprog.extend_from_slice(count.instructions());
+        if let Some(Err(e)) = probe.map(|s| {
+            s.attach_filter(&prog)
+                .and_then(|()| s.attach_filter(&cprog))
+        }) {
+            let n = kd.covered.len();
+            if n <= 1 {
+                st.note = Some(format!("the kernel refused the filter: {e}"));
+                st.left_out += n;
+                return (None, st);
+            }
+            limit = n / 2;
+            continue;
+        }
         st.rules = kd.covered;
         st.exact = kd.exact;
         st.wild = kd.wild;
@@ -411,6 +434,10 @@ pub(crate) fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 fn watch(engine: &Engine, base: &Base, state: &Mutex<State>, stop: &AtomicBool) {
     let mut built = lock(state).status.version;
+    let probe = lock(state)
+        .interfaces
+        .first()
+        .and_then(|i| PacketSocket::open(i).ok());
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(WATCH_PERIOD);
         let v = engine.version();
@@ -418,7 +445,7 @@ fn watch(engine: &Engine, base: &Base, state: &Mutex<State>, stop: &AtomicBool) 
             continue;
         }
         let t0 = Instant::now();
-        let (programs, st) = build(engine, base);
+        let (programs, st) = build(engine, base, probe.as_ref());
         let mut s = lock(state);
         if s.stopped {
             return;
@@ -489,7 +516,7 @@ mod tests {
     fn the_rings_take_what_the_counter_does_not() {
         let e = engine("id 1 host 10.0.0.9 -> drop\nid 2 dport 53 -> pass\n");
         let b = base("udp");
-        let (p, st) = build(&e, &b);
+        let (p, st) = build(&e, &b, None);
         let p = p.expect("rule 1 fits");
         assert_eq!((st.rules.clone(), st.exact, st.wild), (vec![1], 0, 1));
         assert_eq!((st.version, st.left_out, st.insns), (1, 0, p.ring.len()));
@@ -534,7 +561,7 @@ mod tests {
         // take about 4000 instructions.
         let ports: Vec<String> = (1..=20).map(|p| format!("port {p}")).collect();
         let b = base(&format!("udp and not ({})", ports.join(" or ")));
-        let (p, st) = build(&engine(&text), &b);
+        let (p, st) = build(&engine(&text), &b, None);
         let p = p.expect("some rules fit");
         assert!(p.ring.len() <= MAX_INSNS && st.insns == p.ring.len());
         assert!(
@@ -551,7 +578,7 @@ mod tests {
 
     #[test]
     fn nothing_goes_when_no_rule_fits() {
-        let (p, st) = build(&engine("id 4 payload \"x\" -> drop\n"), &base(""));
+        let (p, st) = build(&engine("id 4 payload \"x\" -> drop\n"), &base(""), None);
         assert!(p.is_none() && st.rules.is_empty());
         assert_eq!(st.left_out, 1);
         assert_eq!(

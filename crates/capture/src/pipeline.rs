@@ -180,7 +180,9 @@ impl Pipeline {
                     link: *link,
                     snaplen: cfg.snaplen,
                 };
-                let (programs, status) = kernel_rules::build(&r.engine, &base);
+                // A socket that receives nothing, to try the program on before any ring.
+                let probe = crate::PacketSocket::open(iface)?;
+                let (programs, status) = kernel_rules::build(&r.engine, &base, Some(&probe));
                 kernel = Some((base, programs, status));
             }
             let program = match &kernel {
