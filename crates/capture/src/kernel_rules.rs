@@ -577,6 +577,33 @@ mod tests {
     }
 
     #[test]
+    fn what_the_probe_keeps_the_kernel_takes() {
+        // 100 exact rules: about 4000 instructions, more than the default socket option
+        // memory holds once translated (needs CAP_NET_RAW, as every capture test).
+        let text: String = (0..100)
+            .map(|i| format!("exact udp 10.1.0.{i}:1000 10.2.0.1:53 -> drop\n"))
+            .collect();
+        let probe = match PacketSocket::open("lo") {
+            Ok(s) => s,
+            Err(e) if std::env::var("WEIR_REQUIRE_PEERS").as_deref() != Ok("1") => {
+                eprintln!("skipped: no AF_PACKET socket ({e}); run as root");
+                return;
+            }
+            Err(e) => panic!("no AF_PACKET socket: {e}"),
+        };
+        let (p, st) = build(&engine(&text), &base(""), Some(&probe));
+        let p = p.expect("some rules fit");
+        assert_eq!(st.rules.len() + st.left_out, 100);
+        // What it chose attaches on a fresh socket, next to the match-all filter it replaces.
+        let fresh = PacketSocket::open("lo").unwrap();
+        fresh
+            .attach_filter(base("").program.instructions())
+            .unwrap();
+        fresh.attach_filter(&p.ring).unwrap();
+        fresh.attach_filter(&p.count).unwrap();
+    }
+
+    #[test]
     fn nothing_goes_when_no_rule_fits() {
         let (p, st) = build(&engine("id 4 payload \"x\" -> drop\n"), &base(""), None);
         assert!(p.is_none() && st.rules.is_empty());
