@@ -10,7 +10,8 @@
 //!
 //! [`Pipeline`] is the live pipeline built on them: rings → capture threads ([`feed`]) → one
 //! shared packet buffer ([`weir_buffer`]) that its consumers read, with every stage's counters
-//! ([`Totals`]). [`Import`] fills such a buffer from capture files instead.
+//! ([`Totals`]). [`Import`] fills such a buffer from capture files instead. With rules, the
+//! drop rules a socket filter can run are rejected in the kernel as well ([`kernel_rules`]).
 //!
 //! Every `unsafe` block of weir's capture path lives in `socket.rs` and `ring.rs`, each with a
 //! `// SAFETY:` comment.
@@ -19,6 +20,7 @@
 mod error;
 pub mod feed;
 mod import;
+pub mod kernel_rules;
 pub mod netstats;
 mod pipeline;
 mod ring;
@@ -27,6 +29,7 @@ mod socket;
 pub use error::CaptureError;
 pub use feed::{tag_comment, FeedTotals, TAG_PREFIX};
 pub use import::Import;
+pub use kernel_rules::KernelRules;
 pub use pipeline::{Counters, Pipeline, PipelineConfig, Rules, Totals};
 pub use ring::{Block, LivePacket, RingConfig, RxRing, TimestampSource};
 pub use socket::{

@@ -9,7 +9,7 @@
 //! one [`Totals`], through a [`Counters`] handle other threads can keep.
 
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use weir_buffer::{PacketBuffer, PageKind, Prefault};
@@ -19,6 +19,7 @@ use weir_packet::LinkType;
 use weir_pcap::Interface;
 
 use crate::feed::{self, Feed, FeedCounters, FeedTotals};
+use crate::kernel_rules::{self, Base, KernelRules, Watcher};
 use crate::netstats::PreRing;
 use crate::{link_type, CaptureError, FanoutMode, RingConfig, RxRing, TimestampSource};
 
@@ -52,6 +53,9 @@ pub struct PipelineConfig {
     pub best_effort_readers: usize,
     /// The rule engine, applied after the filter by every capture thread (its own evaluator).
     pub rules: Option<Rules>,
+    /// With rules: also reject the drop rules that fit a socket filter in the kernel (see
+    /// [`kernel_rules`](crate::kernel_rules)), kept up to date as the rules change.
+    pub kernel_rules: bool,
 }
 
 /// The rule engine of a pipeline, and what to do with tags.
@@ -92,6 +96,7 @@ impl PipelineConfig {
             readers: 1,
             best_effort_readers: 0,
             rules: None,
+            kernel_rules: true,
         }
     }
 }
@@ -108,6 +113,7 @@ pub struct Pipeline {
     counters: Counters,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<Result<(), CaptureError>>>,
+    watcher: Option<Watcher>,
 }
 
 impl Pipeline {
@@ -149,6 +155,7 @@ impl Pipeline {
         let first_group = GROUPS_TAKEN.fetch_add(cfg.interfaces.len() as u16, Ordering::Relaxed);
         let mut rings = Vec::with_capacity(rings_total);
         let mut timestamps = Vec::with_capacity(cfg.interfaces.len());
+        let mut kernel = None;
         for (n, (iface, link)) in cfg.interfaces.iter().zip(&links).enumerate() {
             let filter = Filter::compile(&cfg.filter, *link, cfg.snaplen).map_err(|source| {
                 CaptureError::Expression {
@@ -163,14 +170,33 @@ impl Pipeline {
             } else {
                 filter
             };
+            // The rules' share of the kernel filter: built once (the interfaces share a link
+            // type when there are rules), before any ring is bound.
+            if let (Some(r), true, None) = (&cfg.rules, cfg.kernel_rules, &kernel) {
+                let base = Base {
+                    expr: (user_filter.is_none() && !kernel_filter.is_match_all())
+                        .then(|| cfg.filter.clone()),
+                    program: kernel_filter.clone(),
+                    link: *link,
+                    snaplen: cfg.snaplen,
+                };
+                // A socket that receives nothing, to try the program on before any ring.
+                let probe = crate::PacketSocket::open(iface)?;
+                let (programs, status) = kernel_rules::build(&r.engine, &base, Some(&probe));
+                kernel = Some((base, programs, status));
+            }
+            let program = match &kernel {
+                Some((_, Some(p), _)) => &p.ring[..],
+                _ => kernel_filter.instructions(),
+            };
             let group = ((std::process::id() as u16) ^ 0x5a5a)
                 .wrapping_add(first_group)
                 .wrapping_add(n as u16);
             for _ in 0..cfg.threads {
-                let ring = RxRing::open(
+                let ring = RxRing::open_program(
                     iface,
                     cfg.ring,
-                    Some(&kernel_filter),
+                    Some(program),
                     cfg.promiscuous,
                     (cfg.threads > 1).then_some((group, cfg.fanout)),
                     cfg.hw_timestamps,
@@ -192,6 +218,23 @@ impl Pipeline {
                     .map_or(TimestampSource::Software, |r| r.0.timestamp_source()),
             );
         }
+        let watcher = match (kernel, &cfg.rules) {
+            (Some((base, programs, status)), Some(r)) => {
+                let socks = rings
+                    .iter()
+                    .map(|r| r.0.socket_clone())
+                    .collect::<Result<Vec<_>, _>>()?;
+                Some(Watcher::start(
+                    r.engine.clone(),
+                    base,
+                    socks,
+                    cfg.interfaces.clone(),
+                    programs.as_ref(),
+                    status,
+                )?)
+            }
+            _ => None,
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut feeds = Vec::with_capacity(rings.len());
@@ -224,9 +267,14 @@ impl Pipeline {
             buffer,
             interfaces,
             timestamps,
-            counters: Counters { feeds, baseline },
+            counters: Counters {
+                feeds,
+                baseline,
+                kernel: watcher.as_ref().map(Watcher::state),
+            },
             stop,
             threads,
+            watcher,
         })
     }
 
@@ -263,6 +311,11 @@ impl Pipeline {
     /// Stops the capture threads (each drains its ring into the buffer first) and waits for
     /// them; after this nothing more enters the buffer. Returns the first thread's error.
     pub fn stop(&mut self) -> Result<(), CaptureError> {
+        // No filter is replaced from here on (the capture threads' own last filter refuses
+        // everything while they drain).
+        if let Some(w) = self.watcher.as_mut() {
+            w.stop();
+        }
         self.stop.store(true, Ordering::Relaxed);
         let mut first = Ok(());
         for t in self.threads.drain(..) {
@@ -270,6 +323,9 @@ impl Pipeline {
             if first.is_ok() {
                 first = r;
             }
+        }
+        if let Some(w) = self.watcher.as_mut() {
+            w.finish();
         }
         first
     }
@@ -289,6 +345,7 @@ impl Drop for Pipeline {
 pub struct Counters {
     feeds: Vec<Arc<FeedCounters>>,
     baseline: Arc<Vec<(String, PreRing)>>,
+    kernel: Option<Arc<Mutex<kernel_rules::State>>>,
 }
 
 impl Counters {
@@ -312,12 +369,16 @@ impl Counters {
             if_rx_missed: pre.rx_missed,
             if_rx_fifo: pre.rx_fifo,
             softnet_dropped: pre.softnet,
+            kernel_rules: self
+                .kernel
+                .as_ref()
+                .map(|k| kernel_rules::lock(k).snapshot()),
         }
     }
 }
 
 /// Every stage's counters, summed over threads and interfaces.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Totals {
     /// The capture threads' counters (kernel, ring, filter, buffer), summed.
     #[serde(flatten)]
@@ -334,6 +395,11 @@ pub struct Totals {
     /// Packets the kernel dropped because a CPU's backlog queue was full
     /// (`/proc/net/softnet_stat`, all CPUs; machine-wide, not only the captured interfaces).
     pub softnet_dropped: u64,
+    /// The drop rules in the kernel socket filter and the packets it rejected for them (with
+    /// rules and kernel rules on; see [`kernel_rules`](crate::kernel_rules)). Those packets
+    /// reached no ring: they are in none of the other counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_rules: Option<KernelRules>,
 }
 
 impl Totals {
@@ -342,9 +408,10 @@ impl Totals {
         self.if_rx_dropped + self.if_rx_missed + self.if_rx_fifo
     }
 
-    /// The drops before the rings in words, for status lines and summaries.
+    /// The drops before the rings in words, for status lines and summaries; with kernel
+    /// rules, what the rules' socket filter rejected ([`KernelRules::text`]).
     pub fn before_ring_text(&self) -> String {
-        format!(
+        let mut s = format!(
             "interface {} (rx_dropped {}, missed {}, fifo {}), backlog (softnet, all \
              interfaces) {}",
             self.interface_drops(),
@@ -352,6 +419,11 @@ impl Totals {
             self.if_rx_missed,
             self.if_rx_fifo,
             self.softnet_dropped
-        )
+        );
+        if let Some(k) = &self.kernel_rules {
+            s += "; ";
+            s += &k.text();
+        }
+        s
     }
 }

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use weir_filter::Filter;
+use weir_filter::{Filter, Insn};
 
 use crate::error::CaptureError;
 use crate::socket::{FanoutMode, KernelStats, PacketSocket, RingMap};
@@ -87,6 +87,27 @@ impl RxRing {
         fanout: Option<(u16, FanoutMode)>,
         hw_timestamps: bool,
     ) -> Result<RxRing, CaptureError> {
+        RxRing::open_program(
+            iface,
+            cfg,
+            filter.map(Filter::instructions),
+            promiscuous,
+            fanout,
+            hw_timestamps,
+        )
+    }
+
+    /// [`open`](Self::open) with a kernel program given as instructions (one weir built, such
+    /// as the rules' program of [`kernel_rules`](crate::kernel_rules), which uses the kernel's
+    /// ancillary loads that libpcap's validator does not know).
+    pub fn open_program(
+        iface: &str,
+        cfg: RingConfig,
+        program: Option<&[Insn]>,
+        promiscuous: bool,
+        fanout: Option<(u16, FanoutMode)>,
+        hw_timestamps: bool,
+    ) -> Result<RxRing, CaptureError> {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u32;
         if !cfg.block_size.is_power_of_two() || cfg.block_size < page || cfg.block_count == 0 {
@@ -104,8 +125,8 @@ impl RxRing {
             &version,
             "PACKET_VERSION(TPACKET_V3)",
         )?;
-        if let Some(f) = filter {
-            sock.attach_filter(f.instructions())?;
+        if let Some(p) = program {
+            sock.attach_filter(p)?;
         }
         let ts_source = if hw_timestamps && sock.request_hw_timestamps() {
             TimestampSource::Hardware
@@ -205,6 +226,12 @@ impl RxRing {
     /// that [`drain`](crate::feed) can read what is left and the counters stop moving.
     pub fn stop_intake(&self) -> Result<(), CaptureError> {
         self.sock.refuse_all()
+    }
+
+    /// A second descriptor of this ring's socket, on which another thread may replace the
+    /// kernel filter (`SO_ATTACH_FILTER` swaps it atomically) while this ring is read.
+    pub fn socket_clone(&self) -> Result<PacketSocket, CaptureError> {
+        self.sock.try_clone()
     }
 
     /// Milliseconds after which the kernel hands over a partly filled block.

@@ -154,6 +154,22 @@ impl PacketSocket {
         self.fd.as_raw_fd()
     }
 
+    /// A second descriptor of the same socket (`F_DUPFD_CLOEXEC`): another thread can replace
+    /// its filter while the ring's owner reads it, and the socket lives until both are closed.
+    pub fn try_clone(&self) -> Result<PacketSocket, CaptureError> {
+        // SAFETY: plain system call on a descriptor we own; the result is checked.
+        let fd = unsafe { libc::fcntl(self.raw(), libc::F_DUPFD_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(CaptureError::os(&self.iface, "fcntl(F_DUPFD_CLOEXEC)"));
+        }
+        Ok(PacketSocket {
+            // SAFETY: `fd` was just returned by fcntl() and is owned by nobody else.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            iface: self.iface.clone(),
+            ifindex: self.ifindex,
+        })
+    }
+
     /// The interface's name.
     pub fn interface(&self) -> &str {
         &self.iface

@@ -95,6 +95,9 @@ pub(crate) struct RulesArgs {
     /// (created with mode 0660, removed on exit); needs `--rules`.
     #[arg(long, value_name = "PATH", requires = "rules")]
     pub control: Option<PathBuf>,
+    /// Keep every rule in user space: no drop rule goes into the kernel socket filter.
+    #[arg(long, requires = "rules")]
+    pub no_kernel_rules: bool,
 }
 
 impl RulesArgs {
@@ -461,6 +464,7 @@ impl LiveArgs {
             readers,
             best_effort_readers: best_effort,
             rules: None,
+            kernel_rules: true,
         })
     }
 }

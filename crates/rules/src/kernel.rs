@@ -25,10 +25,14 @@
 //! than the engine, never more (tested on the corpus against the engine).
 //!
 //! Limits: the expression reads the packet as libpcap lays it out (the VLAN tag in the frame).
-//! On an interface whose NIC strips VLAN tags into metadata, a tagged packet looks untagged to
-//! the socket filter: there, exact rules (which match untagged packets only) must stay out of
-//! the kernel. The kernel runs the filter on the whole packet, the engine on the captured bytes:
-//! the two agree when the snap length keeps the headers.
+//! Linux moves the outer VLAN tag of every received frame into metadata before packet sockets
+//! see it (and NICs strip it too), so a tagged packet looks untagged to the socket filter:
+//! exact rules (which match untagged packets only) would then drop tagged packets the engine
+//! keeps. The capture path (weir-capture's `kernel_rules`) therefore runs the expression only
+//! on packets without a tag in metadata (the kernel's `vlan_tci` ancillary load), and a tag
+//! left in the frame fails the expression's `ip`/`ip6` test. The kernel runs the filter on the
+//! whole packet, the engine on the captured bytes: the two agree when the snap length keeps
+//! the headers ([`kernel_drops_snap`]).
 
 use crate::fields::{PacketFields, NO_VLAN};
 use crate::rule::{ExactKey, Match, Prefix, Rule, RuleId, RuleSet, Verdict, WildMatch};
@@ -344,6 +348,33 @@ const MAX_KEEPING_EXACT: usize = 10_000;
 /// BPF program holds 4096 instructions; an exact rule takes about 30), as one libpcap
 /// expression. See the [module documentation](self) for which rules qualify.
 pub fn kernel_drops(set: &RuleSet, limit: usize) -> KernelDrops {
+    kernel_drops_snap(set, limit, WHOLE_PACKET)
+}
+
+/// The shortest snap length with which the engine sees every header the expression reads:
+/// Ethernet (14) + the longest IPv4 header (60) + the longest TCP header (60).
+pub const MIN_KERNEL_SNAPLEN: u32 = 134;
+
+/// The snap length that keeps whole packets (libpcap's and weir's largest).
+pub const WHOLE_PACKET: u32 = 262_144;
+
+/// [`kernel_drops`] for a capture whose engine sees the first `snaplen` bytes of each packet
+/// while the kernel filter reads the whole packet: below [`MIN_KERNEL_SNAPLEN`] no rule goes
+/// to the kernel (the engine may not see the headers the expression tests), and below
+/// [`WHOLE_PACKET`] no rule with a `bpf` term does (the term may read past the snap length,
+/// where the engine's copy fails and the kernel's matches).
+pub fn kernel_drops_snap(set: &RuleSet, limit: usize, snaplen: u32) -> KernelDrops {
+    if snaplen < MIN_KERNEL_SNAPLEN {
+        let mut out = KernelDrops::default();
+        for r in &set.rules {
+            if drops(&r.action) {
+                out.skipped
+                    .push((r.id, "the snap length cuts the headers the filter reads"));
+            }
+        }
+        return out;
+    }
+    let whole = snaplen >= WHOLE_PACKET;
     let mut out = KernelDrops::default();
     let mut terms = Vec::new();
     let any_learn = set.rules.iter().any(|r| r.action.learn.is_some());
@@ -404,6 +435,8 @@ pub fn kernel_drops(set: &RuleSet, limit: usize) -> KernelDrops {
                 && may_overlap(qm, m)
         }) {
             Some("an earlier rule may keep packets it matches")
+        } else if m.bpf.is_some() && !whole {
+            Some("a bpf term may read past the snap length")
         } else if out.covered.len() >= limit {
             Some("over the limit")
         } else {
@@ -459,5 +492,28 @@ mod test {
         assert!(kernel_drops(&set, 1)
             .skipped
             .contains(&(8, "over the limit")));
+    }
+
+    #[test]
+    fn the_snap_length_decides_too() {
+        let set = RuleSet::parse(
+            "exact tcp 10.0.0.9:5000 10.0.0.1:873 -> drop\n\
+             proto udp src 10.0.0.0/24 bpf \"udp[8] = 1\" -> drop\n\
+             proto tcp src 10.0.1.0/24 -> drop\n",
+        )
+        .unwrap();
+        assert_eq!(
+            kernel_drops_snap(&set, 100, WHOLE_PACKET).covered,
+            vec![1, 2, 3]
+        );
+        let cut = kernel_drops_snap(&set, 100, 1500);
+        assert_eq!(cut.covered, vec![1, 3]);
+        assert_eq!(
+            cut.skipped,
+            vec![(2, "a bpf term may read past the snap length")]
+        );
+        let short = kernel_drops_snap(&set, 100, MIN_KERNEL_SNAPLEN - 1);
+        assert!(short.expr.is_none() && short.covered.is_empty());
+        assert_eq!(short.skipped.len(), 3);
     }
 }

@@ -90,7 +90,9 @@ pub use crate::fields::{
     fields, fields_from_decoded, fields_from_frame, PacketFields, NO_OFFSET, NO_VLAN,
 };
 pub use crate::file::{FileError, RulesFile};
-pub use crate::kernel::{kernel_drops, KernelDrops};
+pub use crate::kernel::{
+    kernel_drops, kernel_drops_snap, KernelDrops, MIN_KERNEL_SNAPLEN, WHOLE_PACKET,
+};
 pub use crate::parse::ParseError;
 pub use crate::rule::{
     Action, Base, ByteMatch, ExactKey, Match, Options, PortRange, Prefix, Rule, RuleId, RuleSet,

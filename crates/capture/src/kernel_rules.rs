@@ -1,0 +1,617 @@
+//! The rules' share of the kernel socket filter: the drop rules a classic BPF program can run
+//! ([`weir_rules::kernel_drops_snap`]) are rejected in the kernel, so their packets are never
+//! copied into a ring, woken for, decoded or decided in user space.
+//!
+//! # The programs
+//!
+//! Every ring of a pipeline with rules gets
+//!
+//! ```text
+//!     ld  vlan_tag_present          (the kernel's ancillary load SKF_AD_VLAN_TAG_PRESENT)
+//!     jeq #0, next, user            (a tag in metadata: the user filter alone)
+//!     ja  rules
+//! user:  USER                       (the user's filter, or `ret #snaplen`)
+//! rules: USER and not (DROPS)       (libpcap-compiled; `not (DROPS)` without a user filter)
+//! ```
+//!
+//! Linux moves the outer VLAN tag of every received frame into metadata before a packet socket
+//! sees it, so a tagged frame looks untagged to the filter; the engine (which puts the tag back)
+//! matches exact rules on untagged packets only. Tagged packets therefore skip the drop test
+//! and are decided in user space. A user filter the kernel refuses (backward jumps:
+//! `protochain`) stays in user space, and then `USER` here is `ret #snaplen`: the drop test
+//! still runs in the kernel. When the drop rules' own program has backward jumps (a `bpf` term
+//! with `protochain`) or the whole program is longer than the kernel takes (4096
+//! instructions: fewer rules are tried, in proportion, until it fits; or larger, once
+//! translated, than the socket option memory, `net.core.optmem_max`: each program is tried on
+//! a socket that receives nothing first, and half the rules tried again), fewer or no rules
+//! go.
+//!
+//! # Counting what the kernel dropped
+//!
+//! The kernel counts nothing per filter, and the ring's PACKET_STATISTICS only see packets the
+//! filter accepted. Each interface therefore gets one more AF_PACKET socket, without a ring,
+//! whose filter is the complement's match, `[no tag] USER and (DROPS)`, and whose receive
+//! buffer is the smallest the kernel allows: after the first packet or two everything it
+//! accepts is dropped at once (no copy), and its PACKET_STATISTICS count (accepted + dropped)
+//! is exactly the number of packets the rings' filter rejected because of the rules. It costs
+//! one more filter run per packet in the kernel. The count is exact except for packets that
+//! arrive in the microseconds between replacing the rings' filter and this socket's during a
+//! swap, and those arriving while the rings drain at stop (which the rings no longer take).
+//!
+//! # Live changes
+//!
+//! A watcher thread of the pipeline reads the engine's version every [`WATCH_PERIOD`] (one
+//! atomic load; nothing on the packet path), and on a new version builds the programs again
+//! and attaches them with `SO_ATTACH_FILTER`, which replaces a socket's filter atomically:
+//! every packet meets either the old program or the new one. Packets the kernel already
+//! queued to a ring are decided by the engine as they are read, under whatever version is
+//! current then; the kernel filter only ever rejects packets that some version of the rules
+//! (the one it was built from) drops. A drop rule removed stays in the kernel until the next
+//! attach, at most one period plus the build time later (see `swap_us`); a drop rule added is
+//! dropped by the engine at once and by the kernel from the next attach.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use weir_filter::{op, Filter, Insn};
+use weir_packet::LinkType;
+use weir_rules::{Engine, RuleId};
+
+use crate::socket::PacketSocket;
+use crate::CaptureError;
+
+/// How often the watcher looks at the engine's version.
+pub const WATCH_PERIOD: Duration = Duration::from_millis(50);
+
+/// At most this many drop rules go to the kernel (fewer when their program would not fit).
+pub const KERNEL_RULE_LIMIT: usize = 100;
+
+/// The longest classic BPF program Linux accepts (`BPF_MAXINSNS`).
+pub const MAX_INSNS: usize = 4096;
+
+/// `SKF_AD_OFF + SKF_AD_VLAN_TAG_PRESENT`: the ancillary load that reads 1 when the packet
+/// carries a VLAN tag in metadata.
+const VLAN_TAG_PRESENT: u32 = 0xffff_f000 + 48;
+
+/// What the rules' socket filter holds and what it dropped, for summaries and `--stats-json`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct KernelRules {
+    /// Ids of the drop rules in the kernel filter now (exact rules first).
+    pub rules: Vec<RuleId>,
+    /// Exact rules among them.
+    pub exact: usize,
+    /// Wildcard rules among them.
+    pub wild: usize,
+    /// Packets the filter rejected because of the rules (see the module documentation for
+    /// how exact this is); they reached no ring and are in no other counter of the capture.
+    pub dropped: u64,
+    /// The engine version the filter was built from.
+    pub version: u64,
+    /// Times the filter was replaced after the first (new rule versions).
+    pub swaps: u64,
+    /// Longest time from noticing a new version to the new filter attached on every socket,
+    /// in microseconds.
+    pub swap_us: u64,
+    /// Instructions of the rings' program.
+    pub insns: usize,
+    /// Drop rules left to user space (they do not fit a socket filter, or over the limit).
+    pub left_out: usize,
+    /// Why no rule (or fewer) went to the kernel, when something refused.
+    pub note: Option<String>,
+}
+
+impl KernelRules {
+    /// The summary's words, e.g. `dropped in the kernel by 2 rules (socket filter of version
+    /// 1: 1 exact, 1 wildcard; ids 1, 8): 900`.
+    pub fn text(&self) -> String {
+        let mut ids: Vec<String> = self.rules.iter().take(20).map(|i| i.to_string()).collect();
+        if self.rules.len() > 20 {
+            ids.push(format!("… {} more", self.rules.len() - 20));
+        }
+        let mut s = if self.rules.is_empty() {
+            format!(
+                "dropped in the kernel by 0 rules (socket filter of version {}: no drop rule \
+                 fits): {}",
+                self.version, self.dropped
+            )
+        } else {
+            format!(
+                "dropped in the kernel by {} rules (socket filter of version {}: {} exact, {} \
+                 wildcard; ids {}): {}",
+                self.rules.len(),
+                self.version,
+                self.exact,
+                self.wild,
+                ids.join(", "),
+                self.dropped
+            )
+        };
+        if self.left_out > 0 {
+            s += &format!(", {} drop rules left to user space", self.left_out);
+        }
+        if self.swaps > 0 {
+            s += &format!(", filter replaced {} times", self.swaps);
+        }
+        if let Some(n) = &self.note {
+            s += &format!(" ({n})");
+        }
+        s
+    }
+}
+
+/// What the rings' filter is besides the rules: the user's expression when the kernel runs
+/// it, else nothing (no expression, or one that runs in user space).
+#[derive(Clone, Debug)]
+pub(crate) struct Base {
+    /// The user's expression, when the kernel runs it.
+    pub expr: Option<String>,
+    /// The rings' program without rules (the user filter, or `ret #snaplen`).
+    pub program: Filter,
+    /// The interfaces' link type.
+    pub link: LinkType,
+    /// The snap length.
+    pub snaplen: u32,
+}
+
+/// The programs of one rule-set version.
+#[derive(Debug)]
+pub(crate) struct Programs {
+    /// The rings' program.
+    pub ring: Vec<Insn>,
+    /// The counting socket's program.
+    pub count: Vec<Insn>,
+}
+
+/// Builds the programs of the engine's current version: the programs (none when no rule
+/// goes to the kernel) and the status (its `dropped` and `swaps` left at 0). With `probe` (a
+/// socket that receives nothing), each program is first attached there: the kernel also
+/// refuses programs whose translation is larger than its socket option memory
+/// (`net.core.optmem_max`), and then fewer rules are tried.
+pub(crate) fn build(
+    engine: &Engine,
+    base: &Base,
+    probe: Option<&PacketSocket>,
+) -> (Option<Programs>, KernelRules) {
+    let version = engine.version();
+    let set = engine.rule_set();
+    let mut limit = KERNEL_RULE_LIMIT;
+    loop {
+        let kd = weir_rules::kernel_drops_snap(&set, limit, base.snaplen);
+        let mut st = KernelRules {
+            version,
+            left_out: kd.skipped.len(),
+            ..KernelRules::default()
+        };
+        let Some(drops) = kd.expr else {
+            if let Some((_, why)) = kd.skipped.first() {
+                st.note = Some(format!("the first drop rule left out: {why}"));
+            }
+            return (None, st);
+        };
+        let (ring_expr, count_expr) = match &base.expr {
+            Some(u) => (
+                format!("({u}) and not ({drops})"),
+                format!("({u}) and ({drops})"),
+            ),
+            None => (format!("not ({drops})"), format!("({drops})")),
+        };
+        let compiled = Filter::compile(&ring_expr, base.link, base.snaplen)
+            .and_then(|r| Filter::compile(&count_expr, base.link, base.snaplen).map(|c| (r, c)));
+        let (ring, count) = match compiled {
+            Ok(rc) => rc,
+            Err(e) => {
+                st.note = Some(format!("libpcap refused the drop rules' expression: {e}"));
+                st.left_out += kd.covered.len();
+                return (None, st);
+            }
+        };
+        if ring.has_backward_jumps() || count.has_backward_jumps() {
+            st.note = Some("the drop rules need a program the kernel refuses (protochain)".into());
+            st.left_out += kd.covered.len();
+            return (None, st);
+        }
+        let user = base.program.instructions();
+        let ring_len = 3 + user.len() + ring.instructions().len();
+        if ring_len > MAX_INSNS {
+            if kd.covered.len() <= 1 {
+                st.note = Some(format!(
+                    "one rule's program is longer than the kernel takes ({ring_len} instructions)"
+                ));
+                st.left_out += kd.covered.len();
+                return (None, st);
+            }
+            // Fewer rules, in proportion to the room left (usually one more try).
+            let room = MAX_INSNS.saturating_sub(3 + user.len());
+            let n = kd.covered.len();
+            limit = (n * room / ring.instructions().len()).clamp(1, n - 1);
+            continue;
+        }
+        let mut prog = vec![
+            Insn::stmt(op::BPF_LD | op::BPF_W | op::BPF_ABS, VLAN_TAG_PRESENT),
+            // No tag: to the `ja`, which skips the user-only program; a tag: to that program.
+            Insn::jump(op::BPF_JMP | op::BPF_JEQ | op::BPF_K, 0, 0, 1),
+            Insn::stmt(op::BPF_JMP | op::BPF_JA, user.len() as u32),
+        ];
+        prog.extend_from_slice(user);
+        prog.extend_from_slice(ring.instructions());
+        let mut cprog = vec![
+            Insn::stmt(op::BPF_LD | op::BPF_W | op::BPF_ABS, VLAN_TAG_PRESENT),
+            Insn::jump(op::BPF_JMP | op::BPF_JEQ | op::BPF_K, 0, 1, 0),
+            Insn::stmt(op::BPF_RET | op::BPF_K, 0),
+        ];
+        cprog.extend_from_slice(count.instructions());
+        if let Some(Err(e)) = probe.map(|s| {
+            s.attach_filter(&prog)
+                .and_then(|()| s.attach_filter(&cprog))
+        }) {
+            let n = kd.covered.len();
+            if n <= 1 {
+                st.note = Some(format!("the kernel refused the filter: {e}"));
+                st.left_out += n;
+                return (None, st);
+            }
+            limit = n / 2;
+            continue;
+        }
+        st.rules = kd.covered;
+        st.exact = kd.exact;
+        st.wild = kd.wild;
+        st.insns = prog.len();
+        return (
+            Some(Programs {
+                ring: prog,
+                count: cprog,
+            }),
+            st,
+        );
+    }
+}
+
+/// The sockets the watcher swaps filters on, and the status; shared with [`Counters`]
+/// (crate::Counters), which reads the counting sockets when asked for totals.
+#[derive(Debug)]
+pub(crate) struct State {
+    /// Second descriptors of every ring's socket.
+    rings: Vec<PacketSocket>,
+    /// One counting socket per interface, once a program exists.
+    counters: Vec<PacketSocket>,
+    interfaces: Vec<String>,
+    status: KernelRules,
+    /// After stop: nothing is read or attached any more.
+    stopped: bool,
+}
+
+impl State {
+    /// Folds the counting sockets' counters (reset by each read) into the status.
+    fn fold(&mut self) {
+        if self.stopped {
+            return;
+        }
+        for c in &self.counters {
+            if let Ok(s) = c.read_stats() {
+                self.status.dropped += s.packets;
+            }
+        }
+    }
+
+    /// The status now.
+    pub(crate) fn snapshot(&mut self) -> KernelRules {
+        self.fold();
+        self.status.clone()
+    }
+
+    /// Attaches `programs` (or, without, `base` alone and a counting filter that accepts
+    /// nothing) to every socket.
+    fn attach(&mut self, programs: Option<&Programs>, base: &Base) -> Result<(), CaptureError> {
+        let ring = programs.map_or(base.program.instructions(), |p| &p.ring[..]);
+        for s in &self.rings {
+            s.attach_filter(ring)?;
+        }
+        self.fold();
+        match programs {
+            Some(p) => {
+                if self.counters.is_empty() {
+                    for iface in &self.interfaces {
+                        self.counters.push(counting_socket(iface, &p.count)?);
+                    }
+                } else {
+                    for c in &self.counters {
+                        c.attach_filter(&p.count)?;
+                    }
+                }
+            }
+            None => {
+                for c in &self.counters {
+                    c.refuse_all()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends counting: the counting sockets refuse everything, their last counts are folded.
+    fn finish(&mut self) {
+        for c in &self.counters {
+            let _ = c.refuse_all();
+        }
+        self.fold();
+        self.stopped = true;
+    }
+}
+
+/// A socket without a ring that counts the packets `program` accepts on `iface`: its receive
+/// buffer is the kernel's smallest, so all but the first packet or two are dropped at once,
+/// and PACKET_STATISTICS counts them all (accepted = queued + dropped).
+fn counting_socket(iface: &str, program: &[Insn]) -> Result<PacketSocket, CaptureError> {
+    let s = PacketSocket::open(iface)?;
+    s.attach_filter(program)?;
+    let one: libc::c_int = 1;
+    s.set(libc::SOL_SOCKET, libc::SO_RCVBUF, &one, "SO_RCVBUF")?;
+    s.bind(libc::ETH_P_ALL as u16)?;
+    Ok(s)
+}
+
+/// The watcher of a pipeline with kernel rules: its thread and the shared state.
+pub(crate) struct Watcher {
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watcher {
+    /// Starts watching `engine` with the rings' sockets `rings` (their program was built
+    /// from `first`'s version with `programs`), counting on `interfaces`.
+    pub(crate) fn start(
+        engine: Engine,
+        base: Base,
+        rings: Vec<PacketSocket>,
+        interfaces: Vec<String>,
+        programs: Option<&Programs>,
+        first: KernelRules,
+    ) -> Result<Watcher, CaptureError> {
+        let mut state = State {
+            rings: Vec::new(),
+            counters: Vec::new(),
+            interfaces,
+            status: first,
+            stopped: false,
+        };
+        if let Some(p) = programs {
+            for iface in &state.interfaces {
+                state.counters.push(counting_socket(iface, &p.count)?);
+            }
+        }
+        state.rings = rings;
+        let state = Arc::new(Mutex::new(state));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (state, stop) = (state.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("kernel-rules".into())
+                .spawn(move || watch(&engine, &base, &state, &stop))
+                .map_err(|e| CaptureError::BadRing(format!("cannot start a thread: {e}")))?
+        };
+        Ok(Watcher {
+            state,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The shared state (for the pipeline's counters).
+    pub(crate) fn state(&self) -> Arc<Mutex<State>> {
+        self.state.clone()
+    }
+
+    /// Stops the watcher thread: no filter is attached after this returns.
+    pub(crate) fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Ends counting (after the rings stopped).
+    pub(crate) fn finish(&mut self) {
+        self.stop();
+        lock(&self.state).finish();
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The state, even if a thread panicked while holding it (its fields stay consistent: each
+/// is written whole).
+pub(crate) fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn watch(engine: &Engine, base: &Base, state: &Mutex<State>, stop: &AtomicBool) {
+    let mut built = lock(state).status.version;
+    let probe = lock(state)
+        .interfaces
+        .first()
+        .and_then(|i| PacketSocket::open(i).ok());
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(WATCH_PERIOD);
+        let v = engine.version();
+        if v == built || stop.load(Ordering::Relaxed) {
+            continue;
+        }
+        let t0 = Instant::now();
+        let (programs, st) = build(engine, base, probe.as_ref());
+        let mut s = lock(state);
+        if s.stopped {
+            return;
+        }
+        let r = s.attach(programs.as_ref(), base);
+        let us = t0.elapsed().as_micros() as u64;
+        let dropped = s.status.dropped;
+        let swaps = s.status.swaps + 1;
+        let swap_us = s.status.swap_us.max(us);
+        s.status = KernelRules {
+            dropped,
+            swaps,
+            swap_us,
+            ..st
+        };
+        if let Err(e) = r {
+            // The rings keep whichever program they had; the engine decides every packet
+            // that reaches it, so nothing is decided wrongly, only less is saved.
+            s.status.note = Some(format!("cannot attach the new filter: {e}"));
+        }
+        built = s.status.version;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_rules::RuleSet;
+
+    fn engine(text: &str) -> Engine {
+        Engine::new(RuleSet::parse(text).unwrap(), LinkType::ETHERNET, 262_144).unwrap()
+    }
+
+    fn base(expr: &str) -> Base {
+        Base {
+            expr: (!expr.is_empty()).then(|| expr.to_string()),
+            program: if expr.is_empty() {
+                Filter::match_all(262_144)
+            } else {
+                Filter::compile(expr, LinkType::ETHERNET, 262_144).unwrap()
+            },
+            link: LinkType::ETHERNET,
+            snaplen: 262_144,
+        }
+    }
+
+    /// Ethernet + IPv4 + UDP or TCP (proto 17 or 6), no payload.
+    fn frame(proto: u8, src: [u8; 4], dport: u16) -> Vec<u8> {
+        let l4 = if proto == 6 { 20 } else { 8 };
+        let mut f = vec![0u8; 34 + l4];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let total = (20 + l4) as u16;
+        f[14..24].copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto]);
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        f[26..30].copy_from_slice(&src);
+        f[30..34].copy_from_slice(&[10, 0, 0, 1]);
+        f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        if proto == 6 {
+            f[46] = 0x50;
+        } else {
+            f[38..40].copy_from_slice(&8u16.to_be_bytes());
+        }
+        f
+    }
+
+    #[test]
+    fn the_rings_take_what_the_counter_does_not() {
+        let e = engine("id 1 host 10.0.0.9 -> drop\nid 2 dport 53 -> pass\n");
+        let b = base("udp");
+        let (p, st) = build(&e, &b, None);
+        let p = p.expect("rule 1 fits");
+        assert_eq!((st.rules.clone(), st.exact, st.wild), (vec![1], 0, 1));
+        assert_eq!((st.version, st.left_out, st.insns), (1, 0, p.ring.len()));
+        // The VLAN guard, then the user filter alone (tagged packets), then the rules' part.
+        let guard = Insn::stmt(op::BPF_LD | op::BPF_W | op::BPF_ABS, VLAN_TAG_PRESENT);
+        assert_eq!((p.ring[0], p.count[0]), (guard, guard));
+        let user = b.program.instructions();
+        assert_eq!(p.ring[2].k as usize, user.len());
+        assert_eq!(&p.ring[3..3 + user.len()], user);
+        assert_eq!(p.count[2], Insn::stmt(op::BPF_RET | op::BPF_K, 0));
+        let ring = Filter::from_instructions(&p.ring[3 + user.len()..]).unwrap();
+        let count = Filter::from_instructions(&p.count[3..]).unwrap();
+        let m = |f: &Filter, pkt: &[u8]| f.matches(pkt, pkt.len() as u32);
+        // (packet, the rings take it, the counter counts it)
+        let cases = [
+            (frame(17, [10, 0, 0, 9], 9000), false, true), // rule 1: the kernel drops it
+            (frame(17, [10, 0, 0, 9], 53), false, true),   // rule 1 comes first
+            (frame(17, [10, 0, 0, 7], 9000), true, false), // no drop rule
+            (frame(6, [10, 0, 0, 9], 9000), false, false), // not udp: the user filter's
+        ];
+        for (i, (pkt, rings, counted)) in cases.iter().enumerate() {
+            assert_eq!(
+                (m(&ring, pkt), m(&count, pkt)),
+                (*rings, *counted),
+                "case {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn too_many_rules_are_cut_until_the_program_fits() {
+        let text: String = (0..300)
+            .map(|i| {
+                format!(
+                    "exact udp 10.1.{}.{}:1000 10.2.0.1:53 -> drop\n",
+                    i / 200,
+                    i % 200
+                )
+            })
+            .collect();
+        // A user filter of some length, copied twice into the program: 100 exact rules alone
+        // take about 4000 instructions.
+        let ports: Vec<String> = (1..=20).map(|p| format!("port {p}")).collect();
+        let b = base(&format!("udp and not ({})", ports.join(" or ")));
+        let (p, st) = build(&engine(&text), &b, None);
+        let p = p.expect("some rules fit");
+        assert!(p.ring.len() <= MAX_INSNS && st.insns == p.ring.len());
+        assert!(
+            !st.rules.is_empty() && st.rules.len() < KERNEL_RULE_LIMIT,
+            "{} rules, {} insns",
+            st.rules.len(),
+            st.insns
+        );
+        assert_eq!(st.exact, st.rules.len());
+        assert_eq!(st.left_out, 300 - st.rules.len());
+        let user = b.program.instructions().len();
+        assert!(Filter::from_instructions(&p.ring[3 + user..]).is_ok());
+    }
+
+    #[test]
+    fn what_the_probe_keeps_the_kernel_takes() {
+        // 100 exact rules: about 4000 instructions, more than the default socket option
+        // memory holds once translated (needs CAP_NET_RAW, as every capture test).
+        let text: String = (0..100)
+            .map(|i| format!("exact udp 10.1.0.{i}:1000 10.2.0.1:53 -> drop\n"))
+            .collect();
+        let probe = match PacketSocket::open("lo") {
+            Ok(s) => s,
+            Err(e) if std::env::var("WEIR_REQUIRE_PEERS").as_deref() != Ok("1") => {
+                eprintln!("skipped: no AF_PACKET socket ({e}); run as root");
+                return;
+            }
+            Err(e) => panic!("no AF_PACKET socket: {e}"),
+        };
+        let (p, st) = build(&engine(&text), &base(""), Some(&probe));
+        let p = p.expect("some rules fit");
+        assert_eq!(st.rules.len() + st.left_out, 100);
+        // What it chose attaches on a fresh socket, next to the match-all filter it replaces.
+        let fresh = PacketSocket::open("lo").unwrap();
+        fresh
+            .attach_filter(base("").program.instructions())
+            .unwrap();
+        fresh.attach_filter(&p.ring).unwrap();
+        fresh.attach_filter(&p.count).unwrap();
+    }
+
+    #[test]
+    fn nothing_goes_when_no_rule_fits() {
+        let (p, st) = build(&engine("id 4 payload \"x\" -> drop\n"), &base(""), None);
+        assert!(p.is_none() && st.rules.is_empty());
+        assert_eq!(st.left_out, 1);
+        assert_eq!(
+            st.note.as_deref(),
+            Some("the first drop rule left out: payload patterns")
+        );
+        assert!(st.text().starts_with("dropped in the kernel by 0 rules"));
+    }
+}

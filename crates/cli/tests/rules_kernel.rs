@@ -1,0 +1,421 @@
+//! The drop rules in the kernel socket filter (weir-capture's `kernel_rules`), on veth pairs in
+//! network namespaces made by the test; `weir gen` sends from inside the namespace to a MAC
+//! address no one has (captured in promiscuous mode, going nowhere else).
+//!
+//! * `weir capture --rules` with a file dropping one conversation (an exact rule) and one host
+//!   (a wildcard rule) and slicing a port: the dropped packets never reach user space (the
+//!   capture threads' `received` and the kernel's `received` exclude them, the engine's
+//!   counters for those rules stay at 0), the file holds exactly the expected packets (tshark),
+//!   and the summary names the two rules in the kernel and counts their packets, which
+//!   reconcile with what was sent.
+//! * `weir record --rules --control`: a drop rule added through `weir rules add` replaces the
+//!   kernel filter (the stats JSON shows the new version and the rule's id); from then on its
+//!   packets reach no ring and are counted as dropped in the kernel; a rule deleted lets its
+//!   packets through again; the store holds exactly the kept packets (tshark, capinfos).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::netns::VethBench;
+use common::{run, segments, tshark_fields, weir};
+use serde_json::Value;
+
+/// A MAC address nobody on the pair has.
+const NOWHERE: &str = "02:00:00:00:00:99";
+
+fn peer_if(b: &VethBench) -> String {
+    b.host_if.replacen("wa", "wb", 1)
+}
+
+/// `weir gen` inside the namespace to [`NOWHERE`], 10.50.1.1, `n` packets from `src` to UDP
+/// port `dport` (one flow: source port 40000), and waits; checks it sent everything.
+fn send(b: &VethBench, src: &str, dport: u16, n: u32) {
+    let out = run(Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &b.ns,
+            env!("CARGO_BIN_EXE_weir"),
+            "gen",
+            "-i",
+        ])
+        .arg(peer_if(b))
+        .args(["--dst-mac", NOWHERE, "--dst", "10.50.1.1", "--src", src])
+        .args(["--dport", &dport.to_string(), "-c", &n.to_string()])
+        .args(["--size", "120", "--pps", "2000"])
+        .stdout(Stdio::null()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "gen: {err}");
+    assert!(err.contains(" 0 send errors"), "gen: {err}");
+}
+
+/// A weir command running in the background, stderr in a file; killed if the test ends first.
+struct Bg {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Bg {
+    fn start(mut cmd: Command, log: &Path, banner: &str) -> Bg {
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut bg = Bg {
+            child,
+            log: log.to_path_buf(),
+        };
+        let t = Instant::now();
+        while !bg.text().contains(banner) {
+            assert!(t.elapsed() < Duration::from_secs(30), "{}", bg.text());
+            if let Some(s) = bg.child.try_wait().unwrap() {
+                panic!("exited ({s}) before its banner: {}", bg.text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bg
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGINT (after the last packets had time to reach the rings); checks the exit.
+    fn stop(mut self) -> String {
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = self.child.id().to_string();
+        assert!(run(Command::new("kill").args(["-INT", &pid]))
+            .status
+            .success());
+        let t = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                let text = self.text();
+                assert!(s.success(), "{s}: {text}");
+                return text;
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// (source, destination port, captured length) of every frame of `files`, with counts.
+fn frames(files: &[std::path::PathBuf]) -> BTreeMap<(String, String, u64), u64> {
+    let mut m = BTreeMap::new();
+    for f in files {
+        for r in tshark_fields(f, &["ip.src", "udp.dstport", "frame.cap_len"]) {
+            *m.entry((r[0].clone(), r[1].clone(), r[2].parse().unwrap()))
+                .or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+fn key(src: &str, dport: u16, cap: u64) -> (String, String, u64) {
+    (src.to_string(), dport.to_string(), cap)
+}
+
+/// The number after `what` in `text` (`"received 12"` → 12 for `what = "received "`).
+fn number_after(text: &str, what: &str) -> u64 {
+    let at = text
+        .find(what)
+        .unwrap_or_else(|| panic!("no {what:?} in {text}"));
+    text[at + what.len()..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after {what:?} in {text}"))
+}
+
+#[test]
+fn capture_drops_exact_and_wildcard_rules_in_the_kernel() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, rules, log) = (
+        tmp.path().join("cap.pcap"),
+        tmp.path().join("rules.txt"),
+        tmp.path().join("log"),
+    );
+    // gen's single flow has source port 40000.
+    std::fs::write(
+        &rules,
+        "id 1 exact udp 10.50.0.9:40000 10.50.1.1:9000 -> drop\n\
+         id 2 host 10.50.0.8 -> drop\n\
+         id 3 dport 7000 -> slice 64\n",
+    )
+    .unwrap();
+    let mut cmd = weir();
+    cmd.args(["capture", "-i", &b.host_if, "--threads", "2", "-w"])
+        .arg(&out)
+        .arg("--rules")
+        .arg(&rules)
+        .arg("ip and udp");
+    let cap = Bg::start(cmd, &log, "capturing on");
+    send(&b, "10.50.0.9", 9000, 50); // rule 1, exact: dropped in the kernel
+    send(&b, "10.50.0.8", 9000, 60); // rule 2, wildcard: dropped in the kernel
+    send(&b, "10.50.0.9", 9001, 20); // another conversation of the same host: kept
+    send(&b, "10.50.0.1", 7000, 30); // rule 3: sliced to 64 bytes
+    send(&b, "10.50.0.3", 5000, 40); // no rule: kept
+    let text = cap.stop();
+
+    let mut want = BTreeMap::new();
+    want.insert(key("10.50.0.9", 9001, 120), 20);
+    want.insert(key("10.50.0.1", 7000, 64), 30);
+    want.insert(key("10.50.0.3", 5000, 120), 40);
+    assert_eq!(frames(&[out]), want, "{text}");
+
+    assert!(
+        text.contains(
+            "dropped in the kernel by 2 rules (socket filter of version 1: 1 exact, 1 wildcard; \
+             ids 1, 2): 110"
+        ),
+        "{text}"
+    );
+    // The 110 packets reached no ring: the kernel queued and the threads read the other 90.
+    assert_eq!(number_after(&text, "kernel: "), 90, "{text}");
+    assert_eq!(number_after(&text, "capture: "), 90, "{text}");
+    assert_eq!(number_after(&text, "filtered out; buffer: "), 0, "{text}");
+    // The engine saw 90 packets and dropped none of them.
+    assert!(text.contains("rules: 0 dropped after the filter"), "{text}");
+    assert!(text.contains(": 90 in, 60 passed, 0 dropped"), "{text}");
+}
+
+/// The stats JSON of a running record, once it is there and parses.
+fn stats(path: &Path) -> Value {
+    let t = Instant::now();
+    loop {
+        if let Some(v) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+        {
+            return v;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no stats JSON");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until the stats JSON shows the kernel filter of `version`, and returns it.
+fn kernel_at(path: &Path, version: u64) -> Value {
+    let t = Instant::now();
+    loop {
+        let k = stats(path)["capture"]["kernel_rules"].clone();
+        if k["version"].as_u64() == Some(version) {
+            return k;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the kernel filter never reached version {version}: {k}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn control(sock: &Path, args: &[&str]) -> Value {
+    let out = run(weir()
+        .arg("rules")
+        .args(args)
+        .arg("--socket")
+        .arg(sock)
+        .arg("--json"));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "rules {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("rules {args:?}: {e}: {text}"))
+}
+
+#[test]
+fn record_replaces_the_kernel_filter_when_rules_change() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, rules, log, sock, sj) = (
+        tmp.path().join("store"),
+        tmp.path().join("rules.txt"),
+        tmp.path().join("log"),
+        tmp.path().join("ctl.sock"),
+        tmp.path().join("stats.json"),
+    );
+    std::fs::write(&rules, "id 1 host 10.50.0.9 -> drop\n").unwrap();
+    let mut cmd = weir();
+    cmd.args(["record", "-i", &b.host_if, "-o"])
+        .arg(&dir)
+        .args(["--buffer-mib", "64", "--rules"])
+        .arg(&rules)
+        .arg("--control")
+        .arg(&sock)
+        .arg("--stats-json")
+        .arg(&sj)
+        .arg("ip and udp");
+    let rec = Bg::start(cmd, &log, "recording on");
+    let k = kernel_at(&sj, 1);
+    assert_eq!(k["rules"], serde_json::json!([1]), "{k}");
+    send(&b, "10.50.0.9", 9000, 10); // rule 1: kernel
+    send(&b, "10.50.0.1", 7000, 10); // kept
+
+    // A drop rule for port 7000 through the control socket: the kernel filter is replaced.
+    let added = control(&sock, &["add", "id 5 dport 7000 -> drop"]);
+    assert_eq!(added["version"].as_u64(), Some(2), "{added}");
+    let k = kernel_at(&sj, 2);
+    assert_eq!(k["rules"], serde_json::json!([1, 5]), "{k}");
+    assert_eq!((u(&k["swaps"]), u(&k["wild"])), (1, 2), "{k}");
+    send(&b, "10.50.0.1", 7000, 25); // rule 5 now: kernel
+    send(&b, "10.50.0.3", 5000, 5); // kept
+
+    // Rule 1 deleted: its host's packets reach user space (and the store) again.
+    let deleted = control(&sock, &["del", "1"]);
+    assert_eq!(deleted["version"].as_u64(), Some(3), "{deleted}");
+    let k = kernel_at(&sj, 3);
+    assert_eq!(k["rules"], serde_json::json!([5]), "{k}");
+    send(&b, "10.50.0.9", 9000, 7);
+
+    let text = rec.stop();
+    let s = stats(&sj);
+    let c = &s["capture"];
+    let k = &c["kernel_rules"];
+    // 10 (rule 1) + 25 (rule 5) in the kernel; everything else read from the rings.
+    assert_eq!(u(&k["dropped"]), 35, "{s}");
+    assert_eq!(u(&k["swaps"]), 2, "{s}");
+    assert_eq!(u(&c["received"]), 10 + 5 + 7, "{s}");
+    assert_eq!(
+        u(&c["kernel_packets"]),
+        u(&c["received"]) + u(&c["kernel_drops"]),
+        "{s}"
+    );
+    // The engine never saw a packet of rule 5: the kernel took them all.
+    let r5 = s["rules"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == 5)
+        .unwrap_or_else(|| panic!("{s}"))
+        .clone();
+    assert_eq!(u(&r5["packets"]), 0, "{s}");
+    let mut want = BTreeMap::new();
+    want.insert(key("10.50.0.1", 7000, 120), 10);
+    want.insert(key("10.50.0.3", 5000, 120), 5);
+    want.insert(key("10.50.0.9", 9000, 120), 7);
+    assert_eq!(frames(&segments(&dir)), want, "{text}");
+    assert!(
+        text.contains(
+            "dropped in the kernel by 1 rules (socket filter of version 3: 0 exact, 1 wildcard; \
+             ids 5): 35"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("filter replaced 2 times"), "{text}");
+}
+
+/// `weir gen` like [`send`], with an 802.1Q tag.
+fn send_tagged(b: &VethBench, src: &str, dport: u16, n: u32, vlan: u16) {
+    let out = run(Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &b.ns,
+            env!("CARGO_BIN_EXE_weir"),
+            "gen",
+            "-i",
+        ])
+        .arg(peer_if(b))
+        .args(["--dst-mac", NOWHERE, "--dst", "10.50.1.1", "--src", src])
+        .args(["--dport", &dport.to_string(), "-c", &n.to_string()])
+        .args([
+            "--size",
+            "120",
+            "--pps",
+            "2000",
+            "--vlan",
+            &vlan.to_string(),
+        ])
+        .stdout(Stdio::null()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "gen: {err}");
+    assert!(err.contains(" 0 send errors"), "gen: {err}");
+}
+
+/// (VLAN id, source, destination port) of every frame of `file`, with counts.
+fn tagged_frames(file: &Path) -> BTreeMap<(String, String, String), u64> {
+    let mut m = BTreeMap::new();
+    for r in tshark_fields(file, &["vlan.id", "ip.src", "udp.dstport"]) {
+        *m.entry((r[0].clone(), r[1].clone(), r[2].clone()))
+            .or_insert(0) += 1;
+    }
+    m
+}
+
+#[test]
+fn tagged_packets_and_user_space_filters_are_left_to_the_engine() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, rules, log) = (
+        tmp.path().join("cap.pcap"),
+        tmp.path().join("rules.txt"),
+        tmp.path().join("log"),
+    );
+    // The exact rule matches untagged packets only; the wildcard rule any VLAN. Linux hands the
+    // socket filter tagged frames with the tag in metadata: the kernel must not drop them.
+    std::fs::write(
+        &rules,
+        "id 1 exact udp 10.50.0.9:40000 10.50.1.1:9000 -> drop\n\
+         id 2 host 10.50.0.8 -> drop\n",
+    )
+    .unwrap();
+    // `protochain` jumps backwards: the kernel refuses the expression, it runs in user space
+    // (on the frame with its tag put back, hence the `vlan` half), and the kernel still runs
+    // the drop rules (`not (DROPS)` alone).
+    let mut cmd = weir();
+    cmd.args(["capture", "-i", &b.host_if, "-w"])
+        .arg(&out)
+        .arg("--rules")
+        .arg(&rules)
+        .arg("ip protochain 17 or (vlan 7 and ip protochain 17)");
+    let cap = Bg::start(cmd, &log, "capturing on");
+    send(&b, "10.50.0.9", 9000, 20); // rule 1 in the kernel
+    send_tagged(&b, "10.50.0.9", 9000, 15, 7); // tagged: rule 1 does not match; kept
+    send(&b, "10.50.0.8", 9000, 25); // rule 2 in the kernel
+    send_tagged(&b, "10.50.0.8", 9000, 12, 7); // tagged: dropped by the engine, not the kernel
+    send(&b, "10.50.0.3", 5000, 10); // kept
+    let text = cap.stop();
+
+    let mut want = BTreeMap::new();
+    want.insert(("7".into(), "10.50.0.9".into(), "9000".into()), 15);
+    want.insert((String::new(), "10.50.0.3".into(), "5000".into()), 10);
+    assert_eq!(tagged_frames(&out), want, "{text}");
+    assert!(
+        text.contains(
+            "dropped in the kernel by 2 rules (socket filter of version 1: 1 exact, 1 wildcard; \
+             ids 1, 2): 45"
+        ),
+        "{text}"
+    );
+    // The engine saw the 37 packets the filter (in user space) kept, and dropped the 12
+    // tagged ones of rule 2.
+    assert!(
+        text.contains("rules: 12 dropped after the filter"),
+        "{text}"
+    );
+    assert!(text.contains(": 37 in, 25 passed, 12 dropped"), "{text}");
+}
