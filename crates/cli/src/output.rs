@@ -382,20 +382,27 @@ pub(crate) fn start_live_quietly(
     best_effort: usize,
     default_buffer_mib: usize,
 ) -> Result<weir_capture::Pipeline> {
-    start_live_quietly_with_rules(live, expr, readers, best_effort, default_buffer_mib, None)
+    start_live_quietly_with_rules(
+        live,
+        expr,
+        (readers, best_effort, default_buffer_mib),
+        None,
+        true,
+    )
 }
 
-/// [`start_live_quietly`] with the rule engine in every capture thread.
+/// [`start_live_quietly`] with the rule engine in every capture thread, its drop rules also in
+/// the kernel's socket filter when `kernel_rules` (`--no-kernel-rules` turns that off).
 pub(crate) fn start_live_quietly_with_rules(
     live: &crate::args::LiveArgs,
     expr: &str,
-    readers: usize,
-    best_effort: usize,
-    default_buffer_mib: usize,
+    (readers, best_effort, default_buffer_mib): (usize, usize, usize),
     rules: Option<weir_capture::Rules>,
+    kernel_rules: bool,
 ) -> Result<weir_capture::Pipeline> {
     let mut config = live.pipeline(expr, readers, best_effort, default_buffer_mib)?;
     config.rules = rules;
+    config.kernel_rules = kernel_rules;
     Ok(weir_capture::Pipeline::start(&config)?)
 }
 

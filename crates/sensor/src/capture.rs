@@ -242,12 +242,13 @@ impl Capture {
         )?;
         self.pipeline.stop().map_err(SensorError::from)?;
         let totals = self.pipeline.counters().totals();
+        let rules = self.rules.as_ref().map(|r| r.summary(&totals.feed));
         Ok(CaptureReport {
             written: pumped.written,
             elapsed_s: started.elapsed().as_secs_f64(),
             totals,
             buffer: self.pipeline.buffer().stats(),
-            rules: self.rules.as_ref().map(|r| r.summary(&totals.feed)),
+            rules,
             reader_gone: pumped.reader_gone,
         })
     }

@@ -370,6 +370,7 @@ pub fn run(
         )?;
     }
     let segs = &recorder.store().manifest.segments;
+    let rules = rules.as_ref().map(|r| r.summary(&totals.feed));
     Ok(RecordReport {
         elapsed_s: started.elapsed().as_secs_f64(),
         segments: segs.len(),
@@ -378,7 +379,7 @@ pub fn run(
         totals,
         buffer: buffer.stats(),
         imported: matches!(cfg.source, SourceConfig::Files { .. }),
-        rules: rules.as_ref().map(|r| r.summary(&totals.feed)),
+        rules,
         flows,
         capture_error: source_result.err(),
     })

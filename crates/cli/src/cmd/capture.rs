@@ -54,7 +54,10 @@ impl Args {
 /// Runs `weir capture`.
 pub(crate) fn run(args: Args) -> Result<Status> {
     let cfg = CaptureConfig {
-        live: args.live.pipeline(&args.expr.joined(), 1, 0, 64)?,
+        live: weir_capture::PipelineConfig {
+            kernel_rules: !args.rules.no_kernel_rules,
+            ..args.live.pipeline(&args.expr.joined(), 1, 0, 64)?
+        },
         count: args.count,
         duration: args.live.duration.map(Duration::from_secs_f64),
         rules: args.rules.config(),

@@ -292,7 +292,13 @@ fn run_live(args: &Args, cfg: &Config, sinks: Fanout, stats: Option<StatsFile>) 
         // without rules, the pipeline it always was
         None => output::start_live(&args.live, &expr, 1, 0, "metering flows", 64)?,
         Some(r) => {
-            let live = output::start_live_quietly_with_rules(&args.live, &expr, 1, 0, 64, Some(r))?;
+            let live = output::start_live_quietly_with_rules(
+                &args.live,
+                &expr,
+                (1, 0, 64),
+                Some(r),
+                !args.rules.no_kernel_rules,
+            )?;
             output::announce_live(&args.live, &live, "metering flows");
             live
         }

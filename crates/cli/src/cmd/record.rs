@@ -166,7 +166,10 @@ impl Args {
     /// The job these options describe.
     fn config(&self) -> Result<RecordConfig> {
         let source = if self.inputs.files.is_empty() {
-            SourceConfig::Live(self.live.pipeline(&self.expr.joined(), 1, 0, 512)?)
+            SourceConfig::Live(weir_capture::PipelineConfig {
+                kernel_rules: !self.rules.no_kernel_rules,
+                ..self.live.pipeline(&self.expr.joined(), 1, 0, 512)?
+            })
         } else {
             SourceConfig::Files {
                 files: self.inputs.files.clone(),
