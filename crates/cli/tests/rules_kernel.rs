@@ -419,3 +419,33 @@ fn tagged_packets_and_user_space_filters_are_left_to_the_engine() {
     );
     assert!(text.contains(": 37 in, 25 passed, 12 dropped"), "{text}");
 }
+
+#[test]
+fn no_kernel_rules_keeps_every_rule_in_user_space() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, rules, log) = (
+        tmp.path().join("cap.pcap"),
+        tmp.path().join("rules.txt"),
+        tmp.path().join("log"),
+    );
+    std::fs::write(&rules, "id 2 host 10.50.0.8 -> drop\n").unwrap();
+    let mut cmd = weir();
+    cmd.args(["capture", "-i", &b.host_if, "-w"])
+        .arg(&out)
+        .arg("--rules")
+        .arg(&rules)
+        .arg("--no-kernel-rules")
+        .arg("ip and udp");
+    let cap = Bg::start(cmd, &log, "capturing on");
+    send(&b, "10.50.0.8", 9000, 60); // rule 2: dropped, by the engine this time
+    send(&b, "10.50.0.3", 5000, 40); // no rule: kept
+    let text = cap.stop();
+    let mut want = BTreeMap::new();
+    want.insert(key("10.50.0.3", 5000, 120), 40);
+    assert_eq!(frames(&[out]), want, "{text}");
+    assert!(!text.contains("dropped in the kernel by"), "{text}");
+    // Every packet reached the ring and the engine, which dropped rule 2's.
+    assert_eq!(number_after(&text, "kernel: "), 100, "{text}");
+    assert!(text.contains("rules: 60 dropped after the filter"), "{text}");
+}
