@@ -447,5 +447,8 @@ fn no_kernel_rules_keeps_every_rule_in_user_space() {
     assert!(!text.contains("dropped in the kernel by"), "{text}");
     // Every packet reached the ring and the engine, which dropped rule 2's.
     assert_eq!(number_after(&text, "kernel: "), 100, "{text}");
-    assert!(text.contains("rules: 60 dropped after the filter"), "{text}");
+    assert!(
+        text.contains("rules: 60 dropped after the filter"),
+        "{text}"
+    );
 }
