@@ -142,6 +142,7 @@ pub struct Config {
     best_effort: usize,
     max_writers: usize,
     max_caplen: usize,
+    max_comment: usize,
     huge_pages: bool,
     prefault: mem::Prefault,
 }
@@ -157,6 +158,7 @@ impl Config {
             best_effort: 0,
             max_writers: 8,
             max_caplen: 262_144,
+            max_comment: pcapng::MAX_COMMENT,
             huge_pages: true,
             prefault: mem::Prefault::Now,
         }
@@ -186,6 +188,14 @@ impl Config {
     /// Longest packet a writer may push; longer ones are refused and counted.
     pub fn max_caplen(mut self, n: usize) -> Config {
         self.max_caplen = n;
+        self
+    }
+
+    /// Longest packet comment a writer may store (the rules' tags), at most and by default
+    /// [`MAX_COMMENT`](pcapng::MAX_COMMENT); longer ones are cut. It counts in the headroom, so
+    /// a buffer whose packets never carry comments may set 0.
+    pub fn max_comment(mut self, n: usize) -> Config {
+        self.max_comment = n.min(pcapng::MAX_COMMENT);
         self
     }
 
@@ -227,7 +237,7 @@ impl Config {
         if self.max_caplen > (u32::MAX as usize) - 64 {
             return bad(format!("max_caplen {} is too large", self.max_caplen));
         }
-        let max_record = pcapng::epb_len(self.max_caplen, pcapng::MAX_COMMENT) as u64;
+        let max_record = pcapng::epb_len(self.max_caplen, self.max_comment) as u64;
         let headroom = max_record * self.max_writers as u64;
         if headroom + max_record > self.size as u64 {
             return bad(format!(
@@ -273,6 +283,7 @@ impl Config {
                 size: self.size as u64,
                 mask: self.size as u64 - 1,
                 max_caplen: self.max_caplen,
+                max_comment: self.max_comment,
                 headroom,
                 has_best_effort: self.best_effort > 0,
                 reserved: Padded(AtomicU64::new(0)),
@@ -336,6 +347,8 @@ pub(crate) struct Inner {
     pub(crate) size: u64,
     pub(crate) mask: u64,
     pub(crate) max_caplen: usize,
+    /// Longest comment a record may carry (counted in `headroom`).
+    pub(crate) max_comment: usize,
     /// Space kept free so concurrent reservations past a check never reach unreleased bytes.
     pub(crate) headroom: u64,
     pub(crate) has_best_effort: bool,

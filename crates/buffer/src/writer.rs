@@ -81,7 +81,7 @@ impl Writer {
     }
 
     /// Like [`push`](Self::push), with `comment` stored as the EPB's `opt_comment` (see
-    /// [`pcapng`](crate::pcapng); cut to [`MAX_COMMENT`](crate::pcapng::MAX_COMMENT) bytes, empty:
+    /// [`pcapng`](crate::pcapng); cut to the buffer's `max_comment` (at most [`MAX_COMMENT`](crate::pcapng::MAX_COMMENT)) bytes, empty:
     /// none).
     pub fn push_commented(
         &mut self,
@@ -95,7 +95,8 @@ impl Writer {
             bump(&self.slot().dropped_oversize);
             return Err(Dropped::TooLong);
         }
-        let comment = &comment[..comment.len().min(pcapng::MAX_COMMENT)];
+        // never longer than the headroom allows for
+        let comment = &comment[..comment.len().min(self.buf.inner.max_comment)];
         let len = pcapng::epb_len(data.len(), comment.len()) as u64;
         loop {
             let Some(a) = self.reserve(len) else {

@@ -15,6 +15,7 @@ fn tiny(readers: usize, best_effort: usize) -> PacketBuffer {
         .best_effort_readers(best_effort)
         .max_writers(2)
         .max_caplen(8)
+        .max_comment(0)
         .huge_pages(false)
         .prefault(false)
         .build()
