@@ -85,7 +85,6 @@ impl Output {
 /// The rule engine's options (`crates/rules/RULES.md`), shared by every packet path: `read`,
 /// `capture`, `record` and `flows`, live and from files.
 #[derive(clap::Args, Debug, Clone, Default)]
-#[allow(dead_code)] // the commands take these options up one by one (issue 16)
 pub(crate) struct RulesArgs {
     /// Rule file (one rule per line, see crates/rules/RULES.md): what to keep, slice, sample,
     /// cut off per flow and tag, after the filter expression. Reloaded on SIGHUP.

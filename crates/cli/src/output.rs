@@ -427,20 +427,17 @@ pub(crate) fn announce_live(
 pub(crate) use weir_sensor::live::live_summary;
 
 /// A rule file read and parsed; errors name the file, the line and the column.
-#[allow(dead_code)] // for the commands that take rules next (read, flows)
 pub(crate) fn load_rules(path: &Path) -> Result<weir_rules::RuleSet> {
     Ok(weir_sensor::rules::load(path)?)
 }
 
 /// The rules of a live command (`--rules FILE`): [`weir_sensor::rules::LiveRules`], reloaded
 /// on SIGHUP, its lines printed.
-#[allow(dead_code)] // for the commands that take rules next (read, flows)
 pub(crate) struct LiveRules {
     rules: weir_sensor::rules::LiveRules,
     reload: &'static AtomicBool,
 }
 
-#[allow(dead_code)] // for the commands that take rules next (read, flows)
 impl LiveRules {
     /// Takes over `engine` (compiled from `path`) and installs the SIGHUP handler. Says once
     /// when the rules tag packets but the output cannot store tags.
@@ -486,7 +483,6 @@ impl LiveRules {
 
 /// Serves `--control PATH` for `engine` while the returned server lives (dropping it stops the
 /// thread and removes the socket); `None` when no socket was asked for.
-#[allow(dead_code)] // for the commands that take rules next (read, flows)
 pub(crate) fn serve_control(
     args: &crate::args::RulesArgs,
     engine: Option<&weir_rules::Engine>,
@@ -500,7 +496,6 @@ pub(crate) fn serve_control(
 }
 
 /// The engine for live capture on `live`'s interfaces ([`weir_sensor::rules::live_engine`]).
-#[allow(dead_code)] // for the commands that take rules next (read, flows)
 pub(crate) fn live_engine(
     live: &crate::args::LiveArgs,
     set: Option<weir_rules::RuleSet>,
@@ -515,18 +510,4 @@ pub(crate) fn live_engine(
         set,
         path,
     )?))
-}
-
-/// A rule-set compile error (a `bpf` term libpcap refused, a duplicate id...) names the file.
-#[allow(dead_code)] // for the commands that take rules next (read, flows)
-pub(crate) fn rules_error(e: anyhow::Error, path: Option<&Path>) -> anyhow::Error {
-    let about_rules = e.downcast_ref::<weir_rules::BuildError>().is_some()
-        || matches!(
-            e.downcast_ref::<weir_capture::CaptureError>(),
-            Some(weir_capture::CaptureError::Rules(_))
-        );
-    match path {
-        Some(p) if about_rules => anyhow::anyhow!("{}: {e}", p.display()),
-        _ => e,
-    }
 }
