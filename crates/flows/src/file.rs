@@ -2,15 +2,16 @@
 //! another from the caller's reading loop, restarting the meter's clock when an input starts
 //! before it ([`Meter::new_input`]) and counting the packets read; [`meter_parallel`] meters one
 //! large classic pcap file on every core instead, the reading threads running the shards
-//! themselves ([`Plan::run_lanes`], the meter's `RangeFeed`), with exactly the records of the
-//! sequential path.
+//! themselves (each shard a lane of [`Plan::run_lanes`], which owns it and lends it to one
+//! thread at a time: the meter's `FileShards`), with exactly the records of the sequential
+//! path.
 
 use weir_decode::LinkType;
 use weir_pcap::parallel::Plan;
 use weir_pcap::{Packet, ReadError};
 
 use crate::live::Metered;
-use crate::meter::{Config, Meter, RangeFeed, RecordSink, RANGE_BYTES};
+use crate::meter::{Config, FileShards, Meter, RecordSink, RANGE_BYTES};
 use crate::record::Tag;
 use crate::route::Router;
 
@@ -90,10 +91,9 @@ pub struct ParallelRun<S: RecordSink> {
 /// Meters the file of `plan` (one classic pcap file split into ranges, from
 /// `Plan::new(path, RANGE_BYTES, ...)`) on every core: each thread reads a range, keeps the
 /// packets `keep` accepts (the filter), prepares and routes them, then meters each shard's
-/// batch itself when that shard is free and the batch is next in file order (`RangeFeed`),
-/// so the records are exactly those of [`FileMeter`] on the same packets. The meter is
-/// driven by these threads (`Meter::driven`) with `cfg`'s shards; it is finished before this
-/// returns.
+/// batch itself when that shard is free and the batch is next in file order (each of `cfg`'s
+/// shards a lane of [`Plan::run_lanes`]), so the records are exactly those of [`FileMeter`] on
+/// the same packets. The meter is finished before this returns.
 pub fn meter_parallel<S, K>(
     cfg: &Config,
     sink: S,
@@ -104,25 +104,22 @@ where
     S: RecordSink,
     K: Fn(&Packet<'_>) -> bool + Sync,
 {
-    let mut meter = Meter::driven(cfg, sink);
-    let outcome = {
-        let feed = meter
-            .range_feed(RANGE_BYTES)
-            .expect("a driven meter's shards run on the caller's threads");
-        plan.lookahead(LOOKAHEAD).run_lanes(
-            (FALLBACK_BATCH, feed.shards()),
-            keep,
-            (
-                || feed.new_range(),
-                |r: &mut Router, p: &Packet<'_>| feed.push(r, p.link, p.meta.ts_ns, p.data),
-            ),
-            (RangeFeed::split, |s, batch| feed.run(s, batch)),
-        )?
-    };
+    let (file, shards) = FileShards::new(cfg, sink, RANGE_BYTES);
+    let (outcome, shards) = plan.lookahead(LOOKAHEAD).run_lanes(
+        (FALLBACK_BATCH, shards),
+        keep,
+        (
+            || file.new_range(),
+            |r: &mut Router, p: &Packet<'_>| file.push(r, p.link, p.meta.ts_ns, p.data),
+        ),
+        (FileShards::<S>::split, |shard, batch| {
+            file.run(shard, batch)
+        }),
+    )?;
     Ok(ParallelRun {
         metered: Metered {
             packets: outcome.packets,
-            meter: meter.finish(),
+            meter: file.finish(shards),
         },
         damage: outcome.damage,
     })

@@ -9,22 +9,25 @@
 //! ```
 //!
 //! The shards are what `--workers` counts: parts of the table, each metered in packet order by
-//! one thread at a time. Which threads run them is this module's choice, one of three:
+//! one thread at a time, and plain values owned by whoever runs them (no lock around a shard).
+//! Which threads run them is this module's choice, one of three:
 //! * **inline** (one shard, [`Meter::new`]): everything on the caller's thread, records
 //!   straight into the sink;
-//! * **threaded** (N shards, [`Meter::new`]): one worker thread per shard fed by bounded
-//!   crossbeam channels of whole batches (a channel operation costs a fraction of a nanosecond
-//!   per packet; a full channel blocks the reader, so offline nothing is ever dropped);
-//! * **driven** (1 or N shards, `Meter::driven`, for [`meter_parallel`](crate::meter_parallel)
-//!   only): no worker threads; the reading threads run the shards themselves through `Shards`,
-//!   each shard behind a mutex taken once per
-//!   batch. Reading a file on every core, a thread that has prepared a range meters its batches
-//!   while they are still in its cache, and no core sits idle waiting for a worker.
+//! * **threaded** (N shards, [`Meter::new`]): one worker thread per shard, owning it, fed by
+//!   bounded crossbeam channels of whole batches (a channel operation costs a fraction of a
+//!   nanosecond per packet; a full channel blocks the reader, so offline nothing is ever
+//!   dropped);
+//! * **lanes of the file reader** (1 or N shards, `FileShards`, for
+//!   [`meter_parallel`](crate::meter_parallel) only): no worker threads; each shard is a lane
+//!   of the scheduler that reads the file on every core (`weir_pcap::parallel::Plan::run_lanes`),
+//!   which owns the shard and lends it as `&mut` to one reading thread at a time. A thread that
+//!   has prepared a range meters its batches while they are still in its cache, and no core
+//!   sits idle waiting for a worker.
 //!
 //! The reader stage is the caller's thread, one packet at a time ([`Meter::packet`],
 //! [`Meter::packet_prepared`]), or several threads that each prepare and route a whole range of
-//! a file ([`Meter::router`]) and hand it over in file order ([`Meter::feed`]) or run it
-//! (`Shards::run`). Packets go to shards by their addresses ([`KeyHasher::route`]), so both
+//! a file ([`Meter::router`]) and hand it over in file order ([`Meter::feed`]) or run it as a
+//! lane (`FileShards::run`). Packets go to shards by their addresses ([`KeyHasher::route`]), so both
 //! directions of a flow and every fragment of a datagram meet in one shard and each shard keeps
 //! its own fragment table: everything stateful is per shard, no lock is taken per packet.
 //!
@@ -42,7 +45,6 @@
 //! first packet: the records are those of metering each input alone, for any shard count. An
 //! input that starts at or after the clock simply continues the run (flows may span it).
 
-use std::sync::Mutex;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -241,8 +243,6 @@ enum Stage<S: RecordSink> {
     Inline(Box<Inline<S>>),
     /// One worker thread per shard.
     Threaded(Threaded<S>),
-    /// Shards run by the caller's threads ([`Meter::driven_shards`]).
-    Driven(Driven<S>),
 }
 
 struct Inline<S: RecordSink> {
@@ -306,7 +306,7 @@ impl Emit for ToExporter<'_> {
     }
 }
 
-/// The exporter thread, shared by the threaded and driven stages.
+/// The exporter thread, shared by the threaded stage and [`FileShards`].
 struct Exporter<S: RecordSink> {
     tx: Sender<Exported>,
     thread: JoinHandle<ToSink<S>>,
@@ -402,88 +402,42 @@ fn worker(mut shard: Shard, rx: Receiver<Work>, recycle: Pool, exp: Sender<Expor
     shard
 }
 
-struct Driven<S: RecordSink> {
-    shards: Vec<Mutex<Shard>>,
-    /// For packets handed over one at a time.
-    router: Router,
-    exporter: Exporter<S>,
-}
-
-impl<S: RecordSink> Driven<S> {
-    fn shards<'a>(&'a self, pool: &'a Pool) -> Shards<'a> {
-        Shards {
-            shards: &self.shards,
-            pool,
-            exporter: &self.exporter.tx,
-        }
-    }
-
-    fn run_all(&mut self, pool: &Pool) {
-        for s in 0..self.shards.len() {
-            if self.router.batch_len(s) > 0 {
-                let batch = self.router.take_one(s);
-                self.shards(pool).run(s, batch);
-            }
-        }
-    }
-
-    /// Every shard, locked in turn.
-    fn each(&self, mut f: impl FnMut(&mut Shard)) {
-        for shard in &self.shards {
-            f(&mut shard.lock().unwrap_or_else(|e| e.into_inner()));
-        }
-    }
-}
-
-/// The shards of a meter made by [`Meter::driven`], for the caller's own threads to run: a
-/// thread that has prepared and routed a range of packets ([`Meter::router`]) meters each
-/// shard's batch itself, while it is still in its cache, when that shard is free and the
-/// batch is next in packet order. `Sync`: share it between the threads.
-pub(crate) struct Shards<'a> {
-    shards: &'a [Mutex<Shard>],
-    pool: &'a Pool,
-    exporter: &'a Sender<Exported>,
-}
-
-impl Shards<'_> {
-    /// Shards.
-    pub(crate) fn len(&self) -> usize {
-        self.shards.len()
-    }
-
-    /// Meters `batch`, the packets of one range routed to shard `shard` by a router of this
-    /// meter. Each shard's batches must come in packet order (one after the other: the shard
-    /// is locked meanwhile, so a second thread would wait); different shards run in parallel.
-    pub(crate) fn run(&self, shard: usize, batch: Vec<Prepared>) {
-        {
-            let mut s = self.shards[shard].lock().unwrap_or_else(|e| e.into_inner());
-            s.run(&batch, &mut ToExporter(self.exporter));
-        }
-        self.pool.put(batch);
-    }
-}
-
-/// Bytes of a file per range when a file is read on several threads for a driven meter: 8 MiB
+/// Bytes of a file per range when a file is read on several threads ([`FileShards`]): 8 MiB
 /// ranges hold ≈ 27 k packets of the bench trace, whose prepared packets (1.7 MB) stay in the
 /// reading core's 2 MiB L2 cache until they are metered (`bench/flows_vs_peers.py`).
 pub const RANGE_BYTES: u64 = 8 << 20;
 
-/// What the threads reading one file in ranges need to meter it with a driven meter
-/// ([`Meter::range_feed`]): each thread prepares and routes a range's packets into a
-/// [`Router`] of its own ([`new_range`](Self::new_range), [`push`](Self::push)), splits it into
-/// one batch per shard ([`split`](Self::split)), and each shard's batches are then
-/// [`run`](Self::run) in file order, one thread at a time per shard, by whichever thread finds
-/// the shard free. `Sync`: share it between the threads.
-pub(crate) struct RangeFeed<'a> {
+/// A meter whose shards are lanes of the scheduler that reads a file on every core
+/// (`weir_pcap::parallel::Plan::run_lanes`, for [`meter_parallel`](crate::meter_parallel)):
+/// the shard states ([`new`](Self::new) hands them out) are owned by that scheduler and lent,
+/// as `&mut`, to one reading thread at a time, which meters its batch ([`run`](Self::run))
+/// while the batch is still in its cache. Everything else is here: each thread prepares and
+/// routes a range's packets into a [`Router`] of its own ([`new_range`](Self::new_range),
+/// [`push`](Self::push)) and splits it into one batch per shard ([`split`](Self::split));
+/// [`finish`](Self::finish) takes the shards back. `Sync`: share it between the threads.
+pub(crate) struct FileShards<S: RecordSink> {
     preparer: Preparer,
     template: Router,
-    shards: Shards<'a>,
+    pool: Pool,
+    exporter: Exporter<S>,
 }
 
-impl RangeFeed<'_> {
-    /// Shards, the batches each range is split into.
-    pub(crate) fn shards(&self) -> usize {
-        self.shards.len()
+impl<S: RecordSink> FileShards<S> {
+    /// `cfg.workers` shards for ranges of about `range_bytes`, sending records to `sink`
+    /// through the exporter thread (with one shard, too).
+    pub(crate) fn new(cfg: &Config, sink: S, range_bytes: u64) -> (FileShards<S>, Vec<Shard>) {
+        let parts = Parts::new(cfg);
+        let workers = parts.workers;
+        let shards = (0..workers).map(|_| parts.shard(cfg)).collect();
+        // room for a range of 64-byte records in every shard's batch: no regrowing
+        let template = parts.router(range_bytes as usize / 64);
+        let file = FileShards {
+            preparer: parts.preparer,
+            template,
+            pool: parts.pool,
+            exporter: Exporter::spawn(sink, QUEUE * workers),
+        };
+        (file, shards)
     }
 
     /// An empty router for one range (its batches have room for a whole range).
@@ -502,9 +456,81 @@ impl RangeFeed<'_> {
         range.into_routed().into_batches()
     }
 
-    /// Meters `batch`, shard `shard`'s part of a range ([`Shards::run`]).
-    pub(crate) fn run(&self, shard: usize, batch: Vec<Prepared>) {
-        self.shards.run(shard, batch);
+    /// Meters `batch`, `shard`'s part of a range. Each shard's batches must come in packet
+    /// order; different shards run in parallel.
+    pub(crate) fn run(&self, shard: &mut Shard, batch: Vec<Prepared>) {
+        shard.run(&batch, &mut ToExporter(&self.exporter.tx));
+        self.pool.put(batch);
+    }
+
+    /// Expires what is due at the latest time any shard saw, ends every other flow
+    /// ([`EndReason::ForcedEnd`]), stops the exporter and returns the counters and the sink
+    /// ([`Meter::finish`]).
+    pub(crate) fn finish(self, mut shards: Vec<Shard>) -> Finished<S> {
+        let clock = shards.iter().map(|s| s.table.now()).max().unwrap_or(0);
+        let tx = self.exporter.tx;
+        // every shard sweeps at the same final time, so the result does not depend on sharding
+        for s in &mut shards {
+            s.tick(clock, &mut ToExporter(&tx));
+        }
+        let mut stats = MeterStats {
+            workers: shards.len(),
+            ..MeterStats::default()
+        };
+        for mut shard in shards {
+            shard.flush(&mut ToExporter(&tx));
+            stats.add_shard(&shard);
+        }
+        drop(tx);
+        Exporter::finish(self.exporter.thread, &mut stats)
+    }
+}
+
+/// What every meter is made of: the stateless step, the shards' settings, the batch pool.
+struct Parts {
+    hasher: KeyHasher,
+    preparer: Preparer,
+    table: TableConfig,
+    workers: usize,
+    pool: Pool,
+}
+
+impl Parts {
+    fn new(cfg: &Config) -> Parts {
+        let hasher = match cfg.seed {
+            Some(s) => KeyHasher::with_seed(s),
+            None => KeyHasher::random(),
+        };
+        Parts {
+            preparer: Preparer::new(hasher.clone(), cfg.tos_key),
+            hasher,
+            table: table_config(cfg),
+            workers: cfg.workers.max(1),
+            pool: Pool::default(),
+        }
+    }
+
+    /// One shard's state machine.
+    fn shard(&self, cfg: &Config) -> Shard {
+        Shard::new(
+            FlowTable::new(self.table.clone(), self.hasher.clone()),
+            FragTable::new(
+                cfg.frag_capacity.div_ceil(self.workers),
+                cfg.frag_timeout_ns,
+            ),
+            self.hasher.clone(),
+            self.workers == 1,
+        )
+    }
+
+    /// A router to every shard whose new batch vectors have room for `reserve` packets.
+    fn router(&self, reserve: usize) -> Router {
+        Router::new(
+            self.hasher.clone(),
+            self.workers,
+            self.pool.clone(),
+            reserve,
+        )
     }
 }
 
@@ -512,43 +538,11 @@ impl<S: RecordSink> Meter<S> {
     /// A meter sending records to `sink`: with `cfg.workers > 1` it starts one worker thread per
     /// shard and the exporter thread; with one shard everything runs on the caller's thread.
     pub fn new(cfg: &Config, sink: S) -> Meter<S> {
-        Meter::build(cfg, sink, false)
-    }
-
-    /// A meter whose `cfg.workers` shards are run by the caller's threads
-    /// ([`driven_shards`](Self::driven_shards)), not by threads of their own; it starts the
-    /// exporter thread (with one shard, too).
-    pub(crate) fn driven(cfg: &Config, sink: S) -> Meter<S> {
-        Meter::build(cfg, sink, true)
-    }
-
-    fn build(cfg: &Config, sink: S, driven: bool) -> Meter<S> {
-        let hasher = match cfg.seed {
-            Some(s) => KeyHasher::with_seed(s),
-            None => KeyHasher::random(),
-        };
-        let preparer = Preparer::new(hasher.clone(), cfg.tos_key);
-        let tcfg = table_config(cfg);
-        let workers = cfg.workers.max(1);
-        let shard = || {
-            Shard::new(
-                FlowTable::new(tcfg.clone(), hasher.clone()),
-                FragTable::new(cfg.frag_capacity.div_ceil(workers), cfg.frag_timeout_ns),
-                hasher.clone(),
-                workers == 1,
-            )
-        };
-        let pool = Pool::default();
-        let router = || Router::new(hasher.clone(), workers, pool.clone(), BATCH);
-        let stage = if driven {
-            Stage::Driven(Driven {
-                shards: (0..workers).map(|_| Mutex::new(shard())).collect(),
-                router: router(),
-                exporter: Exporter::spawn(sink, QUEUE * workers),
-            })
-        } else if workers == 1 {
+        let parts = Parts::new(cfg);
+        let workers = parts.workers;
+        let stage = if workers == 1 {
             Stage::Inline(Box::new(Inline {
-                shard: shard(),
+                shard: parts.shard(cfg),
                 sink: ToSink {
                     sink,
                     error: None,
@@ -563,7 +557,7 @@ impl<S: RecordSink> Meter<S> {
             let mut handles = Vec::new();
             for k in 0..workers {
                 let (tx, rx) = bounded(QUEUE);
-                let (sh, rtx, etx) = (shard(), pool.clone(), exporter.tx.clone());
+                let (sh, rtx, etx) = (parts.shard(cfg), parts.pool.clone(), exporter.tx.clone());
                 handles.push(
                     std::thread::Builder::new()
                         .name(format!("weir-flows-{k}"))
@@ -574,15 +568,15 @@ impl<S: RecordSink> Meter<S> {
             }
             Stage::Threaded(Threaded {
                 txs,
-                router: router(),
+                router: parts.router(BATCH),
                 workers: handles,
                 exporter,
             })
         };
         Meter {
-            preparer,
+            preparer: parts.preparer,
             stage,
-            pool,
+            pool: parts.pool,
             clock: 0,
         }
     }
@@ -599,7 +593,6 @@ impl<S: RecordSink> Meter<S> {
         match &self.stage {
             Stage::Inline(_) => 1,
             Stage::Threaded(t) => t.txs.len(),
-            Stage::Driven(d) => d.shards.len(),
         }
     }
 
@@ -612,33 +605,6 @@ impl<S: RecordSink> Meter<S> {
             self.pool.clone(),
             0,
         )
-    }
-
-    /// The shards, for the caller's threads to run (a meter made by [`driven`](Self::driven);
-    /// `None` otherwise). Packets handed over by [`packet`](Self::packet) or
-    /// [`feed`](Self::feed) come before those run through the shards, so call those only before
-    /// or after.
-    pub(crate) fn driven_shards(&mut self) -> Option<Shards<'_>> {
-        match &mut self.stage {
-            Stage::Driven(d) => {
-                d.run_all(&self.pool);
-                Some(d.shards(&self.pool))
-            }
-            _ => None,
-        }
-    }
-
-    /// The feed for threads that read a file in ranges of about `range_bytes` (a meter made by
-    /// [`driven`](Self::driven); `None` otherwise): see [`RangeFeed`].
-    pub(crate) fn range_feed(&mut self, range_bytes: u64) -> Option<RangeFeed<'_>> {
-        let preparer = self.preparer.clone();
-        // room for a range of 64-byte records in every shard's batch: no regrowing
-        let template = self.router().reserving(range_bytes as usize / 64);
-        Some(RangeFeed {
-            preparer,
-            template,
-            shards: self.driven_shards()?,
-        })
     }
 
     /// Meters one frame of link type `link` captured at `ts_ns`: [`Preparer::prepare`] then
@@ -687,12 +653,6 @@ impl<S: RecordSink> Meter<S> {
                     t.send(s);
                 }
             }
-            Stage::Driven(d) => {
-                let (s, ticked) = d.router.push_tagged(tag, *p);
-                if ticked || d.router.batch_len(s) >= BATCH {
-                    d.run_all(&self.pool);
-                }
-            }
         }
     }
 
@@ -719,13 +679,6 @@ impl<S: RecordSink> Meter<S> {
                     }
                 }
             }
-            Stage::Driven(d) => {
-                d.run_all(&self.pool);
-                let shards = d.shards(&self.pool);
-                for (s, batch) in routed.batches.into_iter().enumerate() {
-                    shards.run(s, batch);
-                }
-            }
         }
     }
 
@@ -734,7 +687,7 @@ impl<S: RecordSink> Meter<S> {
     /// clock at `start_ns` (see the module documentation); otherwise nothing happens. Call it
     /// before the input's first packet.
     pub fn new_input(&mut self, start_ns: u64) {
-        let end = self.latest();
+        let end = self.clock;
         if start_ns >= end {
             return;
         }
@@ -750,24 +703,8 @@ impl<S: RecordSink> Meter<S> {
                     });
                 }
             }
-            Stage::Driven(d) => {
-                d.run_all(&self.pool);
-                d.router.restart();
-                let tx = &d.exporter.tx;
-                d.each(|s| s.restart(end, start_ns, &mut ToExporter(tx)));
-            }
         }
         self.clock = start_ns;
-    }
-
-    /// The latest packet or tick time seen, also through `Shards::run`.
-    fn latest(&self) -> u64 {
-        let mut clock = self.clock;
-        if let Stage::Driven(d) = &self.stage {
-            // batches run through the shards moved their clocks, not this one
-            d.each(|s| clock = clock.max(s.table.now()));
-        }
-        clock
     }
 
     /// Advances the packet clock without a packet (live capture on a quiet link), expiring what
@@ -780,18 +717,12 @@ impl<S: RecordSink> Meter<S> {
                 t.router.mark(now_ns);
                 t.send_all();
             }
-            Stage::Driven(d) => {
-                d.run_all(&self.pool);
-                let tx = &d.exporter.tx;
-                d.each(|s| s.tick(now_ns, &mut ToExporter(tx)));
-            }
         }
     }
 
     /// Expires what is due at the last packet's time, ends every other flow
     /// ([`EndReason::ForcedEnd`]), stops the threads and returns the counters and the sink.
     pub fn finish(mut self) -> Finished<S> {
-        self.clock = self.latest();
         // every shard sweeps at the same final time, so the result does not depend on sharding
         self.tick(self.clock);
         let mut stats = MeterStats {
@@ -812,16 +743,6 @@ impl<S: RecordSink> Meter<S> {
                 }
                 drop(t.exporter.tx);
                 Exporter::finish(t.exporter.thread, &mut stats)
-            }
-            Stage::Driven(d) => {
-                let tx = d.exporter.tx;
-                for shard in d.shards {
-                    let mut shard = shard.into_inner().unwrap_or_else(|e| e.into_inner());
-                    shard.flush(&mut ToExporter(&tx));
-                    stats.add_shard(&shard);
-                }
-                drop(tx);
-                Exporter::finish(d.exporter.thread, &mut stats)
             }
         }
     }

@@ -3,7 +3,7 @@
 //! ([`FlowTable`]), and the rules of when its flows are expired and its records handed on.
 //! Time is passed in (packet times, clock marks, [`Shard::tick`]); nothing here reads a clock
 //! or knows which thread runs it: the caller's thread (one shard), a worker thread of its own,
-//! or whichever reading thread holds it next (`Shards`).
+//! or whichever reading thread the file reader's scheduler lends it to next (`FileShards`).
 //!
 //! Packets reach a shard by [`KeyHasher::route`], which looks at addresses only, so every
 //! fragment of a datagram, and the flow it belongs to, meet in the same shard: the fragment

@@ -542,7 +542,7 @@ fn normalised(mut recs: Vec<FlowRecord>) -> Vec<String> {
 }
 
 /// Two inputs, the second starting before the first ends (`-r later -r earlier`): with
-/// `Meter::new_input` before each, every shard count, threaded or driven, gives the records of
+/// `Meter::new_input` before each, every shard count, inline or threaded, gives the records of
 /// metering each input alone (the first one's flows end at its end, the second starts afresh).
 #[test]
 fn an_input_that_starts_earlier_restarts_every_shard() {
@@ -559,16 +559,12 @@ fn an_input_that_starts_earlier_restarts_every_shard() {
     let (b_recs, b) = run(&c, &earlier);
     want.extend(b_recs);
     let want = normalised(want);
-    for (workers, driven) in [(1, false), (2, false), (3, false), (1, true), (2, true)] {
+    for workers in [1, 2, 3] {
         let cw = Config {
             workers,
             ..c.clone()
         };
-        let mut m = if driven {
-            Meter::driven(&cw, Vec::new())
-        } else {
-            Meter::new(&cw, Vec::new())
-        };
+        let mut m = Meter::new(&cw, Vec::new());
         for input in [&later, &earlier] {
             m.new_input(input[0].0);
             for (t, p) in input {
@@ -579,7 +575,7 @@ fn an_input_that_starts_earlier_restarts_every_shard() {
         let got = normalised(done.sink);
         assert!(
             got == want,
-            "{workers} shards, driven: {driven}: {} records, {} wanted",
+            "{workers} shards: {} records, {} wanted",
             got.len(),
             want.len()
         );
@@ -789,12 +785,13 @@ fn routed_ranges_equal_packet() {
     }
 }
 
-/// A driven meter (`Meter::driven`): ranges prepared and routed on several threads, then each
-/// shard's batches run in range order on a thread of their own through `Meter::driven_shards`, all
-/// shards at once: the same counters and records as `packet` on one worker, in the same order
-/// with one shard.
+/// The shards of a file read on every core (`FileShards`, what `Plan::run_lanes` runs as its
+/// lanes): ranges prepared and routed on several threads, then each shard's batches run in
+/// range order on a thread of their own that owns the shard (`&mut`, no lock), all shards at
+/// once: the same counters and records as `packet` on one worker, in the same order with one
+/// shard.
 #[test]
-fn driven_shards_equal_packet() {
+fn file_shards_equal_packet() {
     let traffic = traffic_with_fragments(20_000);
     let frames: Vec<(u64, Vec<u8>)> = traffic.iter().map(|(t, p)| (*t, p.frame())).collect();
     let c = Config {
@@ -803,19 +800,19 @@ fn driven_shards_equal_packet() {
     };
     let (whole_recs, whole_stats) = run(&c, &traffic);
     for workers in [1, 2, 3] {
-        let driven = Config {
+        let lanes = Config {
             workers,
             ..c.clone()
         };
-        let mut m = Meter::driven(&driven, Vec::new());
+        let (file, mut shards) = crate::meter::FileShards::new(&lanes, Vec::new(), 1009 * 64);
+        assert_eq!(shards.len(), workers);
         let ranges: Vec<&[(u64, Vec<u8>)]> = frames.chunks(1009).collect();
-        let (preparer, template) = (m.preparer().clone(), m.router());
         let done = on_threads(ranges.len(), 3, |i| {
-            let mut r = template.empty_like();
+            let mut r = file.new_range();
             for (t, f) in ranges[i] {
-                r.push(preparer.prepare(LinkType::ETHERNET, *t, f));
+                file.push(&mut r, LinkType::ETHERNET, *t, f);
             }
-            r.into_routed().into_batches()
+            crate::meter::FileShards::<Vec<FlowRecord>>::split(r)
         });
         let mut per_shard: Vec<Vec<Vec<crate::Prepared>>> = vec![Vec::new(); workers];
         for batches in done {
@@ -824,15 +821,13 @@ fn driven_shards_equal_packet() {
                 per_shard[s].push(b);
             }
         }
-        let shards = m.driven_shards().expect("a driven meter has shards");
-        assert_eq!(shards.len(), workers);
         std::thread::scope(|scope| {
-            for (s, batches) in per_shard.into_iter().enumerate() {
-                let shards = &shards;
-                scope.spawn(move || batches.into_iter().for_each(|b| shards.run(s, b)));
+            for (shard, batches) in shards.iter_mut().zip(per_shard) {
+                let file = &file;
+                scope.spawn(move || batches.into_iter().for_each(|b| file.run(shard, b)));
             }
         });
-        let split = m.finish();
+        let split = file.finish(shards);
         let mut st = split.stats.clone();
         st.peak_flows = whole_stats.peak_flows;
         st.capacity = whole_stats.capacity;

@@ -10,7 +10,9 @@
 //!   that returns [`ControlFlow::Break`] to stop early (`weir read -c N`);
 //! - [`Plan::run_lanes`]: in several independent lanes (a flow meter's shards), each range's
 //!   batch split into one part per lane, and each lane's parts run in file order by whichever
-//!   reading thread finds the lane free, so the threads that read also consume.
+//!   reading thread finds the lane free, so the threads that read also consume. The scheduler
+//!   owns each lane's state (the caller hands it in and gets it back) and lends it to one
+//!   thread at a time as `&mut`: the lane's state needs no lock of its own.
 //!
 //! The reading threads run at most a look-ahead of ranges ahead of the slowest consumer, so
 //! memory is bounded by the range size, not the file size.
@@ -148,45 +150,49 @@ impl Plan {
             }
             ControlFlow::Continue(())
         };
-        self.run(
-            (1, 1),
+        let (outcome, _) = self.run(
+            (1, vec![()]),
             keep,
             (Vec::new, |items: &mut Vec<T>, p: &Packet<'_>| {
                 items.push(map(p))
             }),
             &|items| vec![items],
-            Consumer::<fn(usize, Vec<T>), _>::Here(each),
-        )
+            Consumer::<fn(&mut (), Vec<T>), _>::Here(each),
+        )?;
+        Ok(outcome)
     }
 
-    /// Reads the file on every core like [`Plan::for_each`], but consumes in `lanes`
-    /// independent lanes instead of one: each thread collects a range's kept packets into a `B`
-    /// made by `new` (`add` adds one packet), `split`s it into one part per lane, and each
-    /// lane's parts are `run` in file order by whichever reading thread finds the lane free (a
-    /// part is usually run by the thread that just made it, while it is in that core's cache),
-    /// two lanes at once on two threads.
+    /// Reads the file on every core like [`Plan::for_each`], but consumes in independent
+    /// lanes instead of one, one per state in `lanes` (a flow meter's shards): each thread
+    /// collects a range's kept packets into a `B` made by `new` (`add` adds one packet),
+    /// `split`s it into one part per lane, and each lane's parts are `run` with the lane's
+    /// state, in file order, by whichever reading thread finds the lane free (a part is usually
+    /// run by the thread that just made it, while it is in that core's cache), two lanes at once
+    /// on two threads. A lane's state is held by the scheduler and lent as `&mut` to the one
+    /// thread running the lane; the states are handed back with the outcome, in lane order.
     ///
     /// A lane's part runs only once every earlier range has been read and ended cleanly at its
     /// end. After a range that stopped early, the later ranges' parts are dropped unrun and the
     /// rest of the file is read on this thread, in batches of `fallback` kept packets, each
-    /// split and run lane by lane.
-    pub fn run_lanes<B, Part, K, N, A, S, R>(
+    /// split and run lane by lane. `split` must give one part per lane.
+    pub fn run_lanes<L, B, Part, K, N, A, S, R>(
         self,
-        (fallback, lanes): (usize, usize),
+        (fallback, lanes): (usize, Vec<L>),
         keep: K,
         (new, add): (N, A),
         (split, run): (S, R),
-    ) -> Result<Outcome, ReadError>
+    ) -> Result<(Outcome, Vec<L>), ReadError>
     where
+        L: Send,
         Part: Send,
         K: Fn(&Packet<'_>) -> bool + Sync,
         N: Fn() -> B + Sync,
         A: Fn(&mut B, &Packet<'_>) + Sync,
         S: Fn(B) -> Vec<Part> + Sync,
-        R: Fn(usize, Part) + Sync,
+        R: Fn(&mut L, Part) + Sync,
     {
         self.run(
-            (fallback, lanes.max(1)),
+            (fallback, lanes),
             keep,
             (new, add),
             &split,
@@ -195,21 +201,22 @@ impl Plan {
     }
 
     /// The one engine behind [`Plan::for_each`] and [`Plan::run_lanes`].
-    fn run<B, Part, X, K, N, A, S, R, C>(
+    fn run<L, B, Part, X, K, N, A, S, R, C>(
         self,
-        (fallback, lanes): (usize, usize),
+        (fallback, lanes): (usize, Vec<L>),
         keep: K,
         (new, add): (N, A),
         split: &S,
         mut consumer: Consumer<'_, R, C>,
-    ) -> Result<Outcome<X>, ReadError>
+    ) -> Result<(Outcome<X>, Vec<L>), ReadError>
     where
+        L: Send,
         Part: Send,
         K: Fn(&Packet<'_>) -> bool + Sync,
         N: Fn() -> B + Sync,
         A: Fn(&mut B, &Packet<'_>) + Sync,
         S: Fn(B) -> Vec<Part> + Sync,
-        R: Fn(usize, Part) + Sync,
+        R: Fn(&mut L, Part) + Sync,
         C: FnMut(Part, &mut FileReader) -> ControlFlow<X>,
     {
         let Plan {
@@ -244,19 +251,27 @@ impl Plan {
                 Consumer::Readers(_) => None,
             }
         });
-        let ends = sh.ends.into_inner().expect("lock");
+        let Shared { lanes, ends, .. } = sh;
+        let ends = ends.into_inner().expect("lock");
+        let mut states = Vec::with_capacity(lanes.len());
+        for q in lanes {
+            let q = q.into_inner().expect("lock");
+            debug_assert!(
+                stopped.is_some() || q.next == ends.usable,
+                "every usable part ran"
+            );
+            // a thread gives a lane's state back before it leaves (or the scope panicked)
+            states.push(q.state.expect("every lane's state handed back"));
+        }
         let mut packets = ends.packets;
         if stopped.is_some() {
-            return Ok(Outcome {
+            let outcome = Outcome {
                 reader,
                 packets,
                 damage: None,
                 stopped,
-            });
-        }
-        for q in &sh.lanes {
-            let q = q.lock().expect("lock");
-            debug_assert_eq!(q.next, ends.usable, "every usable part ran");
+            };
+            return Ok((outcome, states));
         }
         let (damage, stopped) = match ends.damage {
             // A range stopped early: continue from there with the whole-file reader, which
@@ -266,7 +281,7 @@ impl Plan {
                     for (s, part) in split(batch).into_iter().enumerate() {
                         match &mut consumer {
                             Consumer::Here(consume) => consume(part, reader)?,
-                            Consumer::Readers(run) => run(s, part),
+                            Consumer::Readers(run) => run(&mut states[s], part),
                         }
                     }
                     ControlFlow::Continue(())
@@ -278,12 +293,13 @@ impl Plan {
             }
             other => (other, None),
         };
-        Ok(Outcome {
+        let outcome = Outcome {
             reader,
             packets,
             damage,
             stopped,
-        })
+        };
+        Ok((outcome, states))
     }
 }
 
@@ -327,13 +343,13 @@ enum Consumer<'a, R, C> {
     Readers(&'a R),
 }
 
-/// One lane's queue: the parts read but not yet run, by range index.
-struct Queue<Part> {
+/// One lane's queue: the parts read but not yet run, by range index, and the lane's state.
+struct Queue<L, Part> {
     pending: BTreeMap<usize, Part>,
     /// The range whose part this lane runs next.
     next: usize,
-    /// A thread is running one of this lane's parts.
-    busy: bool,
+    /// The lane's state while no thread runs the lane (`None`: a thread has it).
+    state: Option<L>,
 }
 
 /// How the ranges ended, in file order.
@@ -349,10 +365,10 @@ struct Ends {
 }
 
 /// Everything the threads share.
-struct Shared<Part> {
+struct Shared<L, Part> {
     next_range: AtomicUsize,
     ranges: Vec<Mutex<Option<FileReader>>>,
-    lanes: Vec<Mutex<Queue<Part>>>,
+    lanes: Vec<Mutex<Queue<L, Part>>>,
     /// Per lane, a copy of `Queue::next` for the look-ahead wait (read without the lane lock).
     ran: Vec<AtomicUsize>,
     /// `Ends::usable`, read under a lane's lock (see [`Shared::drive`]).
@@ -365,18 +381,19 @@ struct Shared<Part> {
     moved_on: Condvar,
 }
 
-impl<Part> Shared<Part> {
-    fn new(ranges: Vec<FileReader>, lanes: usize) -> Shared<Part> {
-        let n = ranges.len();
+impl<L, Part> Shared<L, Part> {
+    fn new(ranges: Vec<FileReader>, states: Vec<L>) -> Shared<L, Part> {
+        let (n, lanes) = (ranges.len(), states.len());
         Shared {
             next_range: AtomicUsize::new(0),
             ranges: ranges.into_iter().map(|r| Mutex::new(Some(r))).collect(),
-            lanes: (0..lanes)
-                .map(|_| {
+            lanes: states
+                .into_iter()
+                .map(|state| {
                     Mutex::new(Queue {
                         pending: BTreeMap::new(),
                         next: 0,
-                        busy: false,
+                        state: Some(state),
                     })
                 })
                 .collect(),
@@ -400,24 +417,28 @@ impl<Part> Shared<Part> {
     /// No part is forgotten: whoever adds a part or raises `usable` calls this afterwards and
     /// takes the lane's lock, and the running thread re-reads both under that lock after each
     /// part, so one of the two sees the change.
-    fn drive(&self, s: usize, run: &impl Fn(usize, Part)) {
+    fn drive(&self, s: usize, run: &impl Fn(&mut L, Part)) {
         loop {
-            let part = {
+            let (mut state, part) = {
                 let mut q = self.lanes[s].lock().expect("lock");
-                if q.busy || q.next >= self.usable.load(Ordering::Acquire) {
+                if q.next >= self.usable.load(Ordering::Acquire) {
                     return;
                 }
-                let next = q.next;
-                let Some(part) = q.pending.remove(&next) else {
+                // `None`: another thread runs the lane
+                let Some(state) = q.state.take() else {
                     return;
                 };
-                q.busy = true;
-                part
+                let next = q.next;
+                let Some(part) = q.pending.remove(&next) else {
+                    q.state = Some(state);
+                    return;
+                };
+                (state, part)
             };
-            run(s, part);
+            run(&mut state, part);
             {
                 let mut q = self.lanes[s].lock().expect("lock");
-                q.busy = false;
+                q.state = Some(state);
                 self.moved_on_to(s, &mut q);
             }
             self.notify();
@@ -461,7 +482,7 @@ impl<Part> Shared<Part> {
     }
 
     /// Lane `s` has run its next part.
-    fn moved_on_to(&self, s: usize, q: &mut MutexGuard<'_, Queue<Part>>) {
+    fn moved_on_to(&self, s: usize, q: &mut MutexGuard<'_, Queue<L, Part>>) {
         q.next += 1;
         self.ran[s].store(q.next, Ordering::Release);
     }
@@ -514,18 +535,18 @@ impl<Part> Shared<Part> {
 }
 
 /// Halts the reading threads when the calling thread leaves the scope, however it leaves.
-struct HaltOnDrop<'a, Part>(&'a Shared<Part>);
+struct HaltOnDrop<'a, L, Part>(&'a Shared<L, Part>);
 
-impl<Part> Drop for HaltOnDrop<'_, Part> {
+impl<L, Part> Drop for HaltOnDrop<'_, L, Part> {
     fn drop(&mut self) {
         self.0.halt();
     }
 }
 
 /// Halts the other threads if this reading thread panics (so none waits forever).
-struct HaltOnPanic<'a, Part>(&'a Shared<Part>);
+struct HaltOnPanic<'a, L, Part>(&'a Shared<L, Part>);
 
-impl<Part> Drop for HaltOnPanic<'_, Part> {
+impl<L, Part> Drop for HaltOnPanic<'_, L, Part> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.0.halt();
@@ -535,8 +556,8 @@ impl<Part> Drop for HaltOnPanic<'_, Part> {
 
 /// One reading thread: takes the next range, waits to stay within the look-ahead, reads it,
 /// queues its parts and, when the reading threads `run` the lanes, runs the lanes that are free.
-fn reading_thread<B, Part, K, N, A, S, R>(
-    sh: &Shared<Part>,
+fn reading_thread<L, B, Part, K, N, A, S, R>(
+    sh: &Shared<L, Part>,
     lookahead: usize,
     collect: &Collect<'_, K, N, A>,
     split: &S,
@@ -546,7 +567,7 @@ fn reading_thread<B, Part, K, N, A, S, R>(
     N: Fn() -> B,
     A: Fn(&mut B, &Packet<'_>),
     S: Fn(B) -> Vec<Part>,
-    R: Fn(usize, Part),
+    R: Fn(&mut L, Part),
 {
     let _halt = HaltOnPanic(sh);
     loop {
@@ -671,14 +692,15 @@ mod tests {
     }
 
     /// Runs `bytes` through [`Plan::run_lanes`] with `lanes` lanes (packet `i` goes to lane
-    /// `i % lanes`); returns each lane's packets in the order they ran, and the outcome.
+    /// `i % lanes`), each lane's state its number and the packets it ran; returns each lane's
+    /// packets in the order they ran, and the outcome.
     fn lanes_of(bytes: &[u8], lanes: usize) -> (Vec<Vec<u32>>, Outcome) {
         let (_dir, plan) = plan_of(bytes);
-        let ran: Vec<Mutex<Vec<u32>>> = (0..lanes).map(|_| Mutex::new(Vec::new())).collect();
         let running: Vec<AtomicBool> = (0..lanes).map(|_| AtomicBool::new(false)).collect();
-        let outcome = plan
+        let states = (0..lanes).map(|s| (s, Vec::new())).collect();
+        let (outcome, states) = plan
             .run_lanes(
-                (100, lanes),
+                (100, states),
                 |_| true,
                 (Vec::new, |b: &mut Vec<u32>, p: &Packet<'_>| b.push(seq(p))),
                 (
@@ -689,18 +711,25 @@ mod tests {
                         }
                         parts
                     },
-                    |s: usize, part: Vec<u32>| {
+                    |(s, ran): &mut (usize, Vec<u32>), part: Vec<u32>| {
                         assert!(
-                            !running[s].swap(true, Ordering::SeqCst),
+                            !running[*s].swap(true, Ordering::SeqCst),
                             "lane {s} run twice at once"
                         );
-                        ran[s].lock().unwrap().extend(part);
-                        running[s].store(false, Ordering::SeqCst);
+                        ran.extend(part);
+                        running[*s].store(false, Ordering::SeqCst);
                     },
                 ),
             )
             .unwrap();
-        let ran = ran.into_iter().map(|m| m.into_inner().unwrap()).collect();
+        let ran = states
+            .into_iter()
+            .enumerate()
+            .map(|(k, (s, ran))| {
+                assert_eq!(k, s, "the states come back in lane order");
+                ran
+            })
+            .collect();
         (ran, outcome)
     }
 
