@@ -8,7 +8,10 @@ NetFlow export) to a scratch directory. weir runs with 1 and 2 workers. softflow
 expires flows when its table (-m) is full, so it is given weir's table size (-m 1000000) to do
 the same metering work without eviction churn.
 
-usage: bench/flows_vs_peers.py [--runs N] [--packets N]
+usage: bench/flows_vs_peers.py [--runs N] [--packets N] [--weir NAME=BIN ...]
+
+With --weir (repeatable), those weir binaries run instead of this tree's (not built then), all
+interleaved with the peers in the same run (an A/B of two builds on a loaded machine).
 """
 
 import argparse
@@ -26,13 +29,18 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=5)
 ap.add_argument("--packets", type=int, default=3_000_000)
 ap.add_argument("--port", type=int, default=9, help="UDP port nobody listens on")
+ap.add_argument("--weir", action="append", default=[], metavar="NAME=BIN",
+                help="a weir binary to run (repeatable, interleaved; default: this tree's, built)")
 args = ap.parse_args()
 
 root = runner.repo_root()
 out = os.path.join(root, "bench", "out")
 os.makedirs(out, exist_ok=True)
-subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
-weir = os.path.join(root, "target", "release", "weir")
+if args.weir:
+    weirs = [(f" ({n})", b) for n, b in (w.split("=", 1) for w in args.weir)]
+else:
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
+    weirs = [("", os.path.join(root, "target", "release", "weir"))]
 trace = os.path.join(out, f"trace-{args.packets}.pcap")
 if not os.path.exists(trace):
     subprocess.run([os.path.join(root, "target", "release", "mktrace"), "--packets", str(args.packets), "-w", trace], check=True)
@@ -45,11 +53,19 @@ for tool in ("softflowd", "nfpcapd"):
 collector = f"127.0.0.1:{args.port}"
 nfdir = tempfile.mkdtemp(prefix="weir-bench-nfpcapd-")
 stats = os.path.join(out, "flows-weir-stats.json")
-wcmd = [weir, "flows", "-r", trace, "--export", f"udp://{collector}", "--format", "v9",
-        "--idle-timeout", "30", "--active-timeout", "120"]
-cmds = [
-    ("weir flows (1 worker)", wcmd + ["--workers", "1"]),
-    ("weir flows (2 workers)", wcmd + ["--workers", "2"]),
+def wcmd(weir):
+    return [weir, "flows", "-r", trace, "--export", f"udp://{collector}", "--format", "v9",
+            "--idle-timeout", "30", "--active-timeout", "120"]
+
+
+names = []
+cmds = []
+for tag, weir in weirs:
+    for w in (1, 2):
+        name = f"weir flows ({w} worker{'s' if w > 1 else ''}){tag}"
+        names.append(name)
+        cmds.append((name, wcmd(weir) + ["--workers", str(w)]))
+cmds += [
     ("softflowd -r", ["softflowd", "-r", trace, "-v", "9", "-n", collector, "-m", "1000000",
                       "-t", "general=30s", "-t", "maxlife=120s"]),
     ("nfpcapd -r", ["nfpcapd", "-r", trace, "-l", nfdir, "-e", "120,30"]),
@@ -60,7 +76,7 @@ finally:
     shutil.rmtree(nfdir, ignore_errors=True)
 
 # one more weir run for the counters (packets, flows, memory per flow)
-subprocess.run(wcmd + ["--stats", stats], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+subprocess.run(wcmd(weirs[-1][1]) + ["--stats", stats], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 with open(stats) as f:
     st = json.load(f)
 packets = st["packets_read"]
@@ -69,7 +85,7 @@ runner.report(f"flows: {os.path.basename(trace)}, {packets} packets, median of {
               med, "softflowd -r", packets)
 print(f"\nweir: {st['flows']} flows, {st['records']} records, peak {st['peak_flows']} active, "
       f"{st['bytes_per_flow']:.1f} bytes per flow")
-for name in ("weir flows (1 worker)", "weir flows (2 workers)"):
+for name in names:
     for peer in ("softflowd -r", "nfpcapd -r"):
         print(f"{name} vs {peer}: {med[peer][0] / med[name][0]:.2f}x wall, "
               f"{med[peer][1] / med[name][1]:.2f}x cpu")

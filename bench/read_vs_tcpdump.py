@@ -3,7 +3,10 @@
 and write the matches, page cache warm, median of N interleaved runs; then check that both wrote
 the same packets (weir --micro output is byte-compared with tcpdump's).
 
-usage: bench/read_vs_tcpdump.py [--runs N] [--packets N] [--expr EXPR]
+usage: bench/read_vs_tcpdump.py [--runs N] [--packets N] [--expr EXPR] [--weir NAME=BIN ...]
+
+With --weir (repeatable), those weir binaries run instead of this tree's (not built then), all
+interleaved in the same run (an A/B of two builds on a loaded machine).
 """
 
 import argparse
@@ -19,13 +22,18 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=7)
 ap.add_argument("--packets", type=int, default=3_000_000)
 ap.add_argument("--expr", default="tcp port 80")
+ap.add_argument("--weir", action="append", default=[], metavar="NAME=BIN",
+                help="a weir binary to run (repeatable, interleaved; default: this tree's, built)")
 args = ap.parse_args()
 
 root = runner.repo_root()
 out = os.path.join(root, "bench", "out")
 os.makedirs(out, exist_ok=True)
-subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
-weir = os.path.join(root, "target", "release", "weir")
+if args.weir:
+    weirs = [(f"weir read -w ({n})", b) for n, b in (w.split("=", 1) for w in args.weir)]
+else:
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
+    weirs = [("weir read -w", os.path.join(root, "target", "release", "weir"))]
 trace = os.path.join(out, f"trace-{args.packets}.pcap")
 if not os.path.exists(trace):
     subprocess.run([os.path.join(root, "target", "release", "mktrace"), "--packets", str(args.packets), "-w", trace], check=True)
@@ -36,15 +44,17 @@ runner.warm(trace)  # page cache warm, as after reading the file from disk
 w_out, t_out, w_micro = (os.path.join(out, n) for n in ("read-weir.pcap", "read-tcpdump.pcap", "read-weir-micro.pcap"))
 cmds = [
     ("tcpdump -r -w", ["tcpdump", "-r", trace, "-w", t_out, args.expr]),
-    ("weir read -w", [weir, "read", "-r", trace, "-w", w_out, args.expr]),
-]
+] + [(name, [weir, "read", "-r", trace, "-w", w_out, args.expr]) for name, weir in weirs]
 med = runner.compare(cmds, runs=args.runs)
 runner.report(f"filter '{args.expr}' on {packets} packets ({size / 1e9:.2f} GB), median of {args.runs}", med, "tcpdump -r -w", packets)
 
-subprocess.run([weir, "read", "--micro", "-r", trace, "-w", w_micro, args.expr], check=True)
-same = filecmp.cmp(w_micro, t_out, shallow=False)
 matched = int(subprocess.run(["capinfos", "-T", "-r", "-c", t_out], capture_output=True, text=True, check=True).stdout.split("\t")[1])
-print(f"\noutput: {matched} packets; weir --micro output byte-identical to tcpdump's: {same}")
-ratio = med["tcpdump -r -w"][0] / med["weir read -w"][0]
-print(f"ratio (tcpdump wall / weir wall): {ratio:.2f}x")
-sys.exit(0 if same else 1)
+all_same = True
+for name, weir in weirs:
+    subprocess.run([weir, "read", "--micro", "-r", trace, "-w", w_micro, args.expr], check=True)
+    same = filecmp.cmp(w_micro, t_out, shallow=False)
+    all_same &= same
+    print(f"\n{name}: output {matched} packets; --micro output byte-identical to tcpdump's: {same}")
+    ratio = med["tcpdump -r -w"][0] / med[name][0]
+    print(f"ratio (tcpdump wall / {name} wall): {ratio:.2f}x")
+sys.exit(0 if all_same else 1)
