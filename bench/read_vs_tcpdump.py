@@ -22,7 +22,14 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=7)
 ap.add_argument("--packets", type=int, default=3_000_000)
 ap.add_argument("--expr", default="tcp port 80")
-ap.add_argument("--weir", action="append", default=[], metavar="NAME=BIN",
+def weir_bin(v):
+    name, sep, path = v.partition("=")
+    if not sep or not name or not os.access(path, os.X_OK):
+        raise argparse.ArgumentTypeError(f"{v!r}: want NAME=BIN, BIN an executable weir")
+    return name, path
+
+
+ap.add_argument("--weir", action="append", default=[], metavar="NAME=BIN", type=weir_bin,
                 help="a weir binary to run (repeatable, interleaved; default: this tree's, built)")
 args = ap.parse_args()
 
@@ -30,7 +37,7 @@ root = runner.repo_root()
 out = os.path.join(root, "bench", "out")
 os.makedirs(out, exist_ok=True)
 if args.weir:
-    weirs = [(f"weir read -w ({n})", b) for n, b in (w.split("=", 1) for w in args.weir)]
+    weirs = [(f"weir read -w ({n})", b) for n, b in args.weir]
 else:
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
     weirs = [("weir read -w", os.path.join(root, "target", "release", "weir"))]
