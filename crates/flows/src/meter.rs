@@ -402,7 +402,7 @@ fn worker(mut shard: Shard, rx: Receiver<Work>, recycle: Pool, exp: Sender<Expor
     shard
 }
 
-/// Bytes of a file per range when a file is read on several threads ([`FileShards`]): 8 MiB
+/// Bytes of a file per range when a file is read on several threads (`meter_parallel`): 8 MiB
 /// ranges hold ≈ 27 k packets of the bench trace, whose prepared packets (1.7 MB) stay in the
 /// reading core's 2 MiB L2 cache until they are metered (`bench/flows_vs_peers.py`).
 pub const RANGE_BYTES: u64 = 8 << 20;
