@@ -178,7 +178,7 @@ fn capture_as_nobody(caps: &str, extra: &[&str]) {
     let (status, log) = w.finish(None);
     assert!(status.success(), "{status}: {log}");
     assert_eq!(
-        seqs(&[out.clone()]),
+        seqs(std::slice::from_ref(&out)),
         (0..n).collect::<Vec<_>>(),
         "every packet sent, in order: {log}"
     );
@@ -278,4 +278,5 @@ fn without_capabilities_the_message_names_cap_net_raw() {
         assert!(!err.contains("panicked"));
     }
     assert!(!cap.exists(), "no output file is left behind");
+    assert!(!store.exists(), "no store directory is left behind");
 }
