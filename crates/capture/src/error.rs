@@ -17,6 +17,19 @@ pub enum CaptureError {
         /// The OS error.
         source: io::Error,
     },
+    /// A system call was refused for want of a capability (`EPERM`/`EACCES` where the kernel
+    /// checks one): the message names the capability, so a non-root user knows what to grant.
+    #[error("{doing} on {iface} needs {capability} (or root): {source}")]
+    Permission {
+        /// The interface.
+        iface: String,
+        /// What was being done ("opening a packet socket"...).
+        doing: &'static str,
+        /// The capability the kernel checks ("CAP_NET_RAW"...).
+        capability: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
     /// No such interface.
     #[error("no such interface: {0}")]
     NoInterface(String),
@@ -97,11 +110,100 @@ pub enum CaptureError {
 }
 
 impl CaptureError {
+    /// The error of the system call `what` that just failed (errno read now); a refusal the
+    /// kernel makes for want of a capability becomes [`CaptureError::Permission`].
     pub(crate) fn os(iface: &str, what: &'static str) -> CaptureError {
-        CaptureError::Os {
-            iface: iface.to_string(),
-            what,
-            source: io::Error::last_os_error(),
+        CaptureError::from_io(iface, what, io::Error::last_os_error())
+    }
+
+    /// [`os`](Self::os) with the error given.
+    pub(crate) fn from_io(iface: &str, what: &'static str, source: io::Error) -> CaptureError {
+        let refused = matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES));
+        match needs_capability(what) {
+            Some((doing, capability)) if refused => CaptureError::Permission {
+                iface: iface.to_string(),
+                doing,
+                capability,
+                source,
+            },
+            _ => CaptureError::Os {
+                iface: iface.to_string(),
+                what,
+                source,
+            },
         }
+    }
+}
+
+/// The capability the kernel checks for a system call of this crate, and what the call does in
+/// words. Only the checks the kernel makes: creating an AF_PACKET socket needs CAP_NET_RAW in the
+/// socket's network namespace (`packet_create`); promiscuous membership, fanout, the ring and
+/// its mapping need nothing more (a ring over RLIMIT_MEMLOCK without CAP_IPC_LOCK is mapped
+/// unlocked instead, see [`PacketSocket::map_ring`](crate::socket::PacketSocket::map_ring)), and
+/// hardware timestamps (CAP_NET_ADMIN) fall back to software ones.
+fn needs_capability(what: &str) -> Option<(&'static str, &'static str)> {
+    match what {
+        "socket(AF_PACKET)" => Some(("opening a packet socket", "CAP_NET_RAW")),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_packet_socket_names_the_capability() {
+        for errno in [libc::EPERM, libc::EACCES] {
+            let e = CaptureError::from_io(
+                "veth0",
+                "socket(AF_PACKET)",
+                io::Error::from_raw_os_error(errno),
+            );
+            assert!(matches!(
+                e,
+                CaptureError::Permission {
+                    capability: "CAP_NET_RAW",
+                    ..
+                }
+            ));
+        }
+        let e = CaptureError::from_io(
+            "veth0",
+            "socket(AF_PACKET)",
+            io::Error::from_raw_os_error(libc::EPERM),
+        );
+        assert_eq!(
+            e.to_string(),
+            "opening a packet socket on veth0 needs CAP_NET_RAW (or root): \
+             Operation not permitted (os error 1)"
+        );
+    }
+
+    #[test]
+    fn other_failures_stay_plain() {
+        // Another errno of the same call, and EPERM of a call the kernel checks no capability
+        // for, keep the call's name and the OS error.
+        let e = CaptureError::from_io(
+            "veth0",
+            "socket(AF_PACKET)",
+            io::Error::from_raw_os_error(libc::EMFILE),
+        );
+        assert!(matches!(
+            e,
+            CaptureError::Os {
+                what: "socket(AF_PACKET)",
+                ..
+            }
+        ));
+        let e = CaptureError::from_io(
+            "veth0",
+            "PACKET_FANOUT",
+            io::Error::from_raw_os_error(libc::EPERM),
+        );
+        assert_eq!(
+            e.to_string(),
+            "veth0: PACKET_FANOUT: Operation not permitted (os error 1)"
+        );
     }
 }
