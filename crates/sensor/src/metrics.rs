@@ -13,6 +13,8 @@
 //! `weir_..._total` counters, base units in names (`_bytes`, `_seconds`), `_ratio` for 0..1,
 //! and the standard `process_cpu_seconds_total` / `process_resident_memory_bytes`.
 
+#[cfg(test)]
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -134,7 +136,8 @@ impl Board {
                         .as_ref()
                         .map(Counters::per_interface)
                         .unwrap_or_default();
-                    series(&mut e, live, &totals, &per, &live.buffer.stats(), None);
+                    let b = live.buffer.stats();
+                    series(&mut e, live, &totals, &per, &b, None, false);
                 }
                 Job::Done(d) => series(
                     &mut e,
@@ -143,6 +146,7 @@ impl Board {
                     &d.per_interface,
                     &d.buffer,
                     d.flows.as_ref(),
+                    true,
                 ),
             }
         }
@@ -187,7 +191,7 @@ fn per_iface(
     }
 }
 
-/// Every series of a job.
+/// Every series of a job (`done`: it ended, `totals` are final; an import's come only then).
 fn series(
     e: &mut Exposition,
     live: &Live,
@@ -195,6 +199,7 @@ fn series(
     per: &[(String, Totals)],
     b: &weir_buffer::Stats,
     flows: Option<&FlowsEnd>,
+    done: bool,
 ) {
     // Before the rings and at the rings, per interface (live capture only).
     per_iface(
@@ -260,6 +265,9 @@ fn series(
         &import
     };
     let stage_fam = |e: &mut Exposition, name: &str, help: &str, f: &dyn Fn(&Totals) -> u64| {
+        if stage.is_empty() {
+            return;
+        }
         let mut fam = e.family(name, Kind::Counter, help);
         for (iface, t) in stage {
             fam.sample(&[("interface", iface)], f(t));
@@ -616,6 +624,141 @@ fn flows_end(e: &mut Exposition, f: &FlowsEnd) {
         let mut fam = e.family(name, Kind::Counter, help);
         for (sink, s) in &f.exports {
             fam.sample(&[("sink", sink)], get(s));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::SourceConfig;
+    use crate::record::{self, FlowsConfig, RecordConfig};
+    use crate::Controls;
+    use weir_packet::{LinkType, PacketMeta};
+    use weir_pcap::{FileFormat, Interface, PacketWriter, Precision};
+    use weir_store::{Format, Sizes};
+
+    /// An Ethernet/IPv4/UDP frame from 10.0.0.1:`sport` to 10.0.0.2:53, 10 bytes of payload.
+    fn frame(sport: u16) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        f.extend_from_slice(&[
+            0x45, 0, 0, 38, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ]);
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&[0, 53, 0, 18, 0, 0]);
+        f.extend_from_slice(&[0xab; 10]);
+        f
+    }
+
+    /// A record job importing 12 packets of 3 flows, with the flow meter: before the job the
+    /// board shows the process only; after it, the import's, the writer's and the meter's
+    /// counters at the values the report has (each family once, HELP and TYPE first).
+    #[test]
+    fn a_finished_import_shows_its_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.pcap");
+        let mut w = PacketWriter::new(
+            std::fs::File::create(&input).unwrap(),
+            FileFormat::Pcap(Precision::Nano),
+            &[Interface::new(LinkType::ETHERNET, 65535)],
+        )
+        .unwrap();
+        for i in 0..12u64 {
+            let data = frame(1000 + (i % 3) as u16);
+            let meta = PacketMeta {
+                ts_ns: 1_700_000_000_000_000_000 + i * 1_000_000,
+                orig_len: data.len() as u32,
+                interface: 0,
+            };
+            w.write(&meta, &data).unwrap();
+        }
+        w.finish().unwrap();
+        let cfg = RecordConfig {
+            source: SourceConfig::Files {
+                files: vec![input],
+                buffer_bytes: 4 << 20,
+            },
+            dir: dir.path().join("store"),
+            format: Format::Pcapng,
+            sizes: Sizes {
+                segment_mib: 1,
+                write_mib: 1,
+                max_mib: None,
+                index_chunk_kib: None,
+            },
+            max_age_ns: None,
+            duration: None,
+            stats_json: None,
+            flows: Some(FlowsConfig {
+                meter: weir_flows::Config::default(),
+                outputs: weir_export::Outputs::default(),
+            }),
+            rules: None,
+        };
+        let board = Board::new();
+        let before = board.render();
+        assert!(
+            before.contains("\nprocess_resident_memory_bytes "),
+            "{before}"
+        );
+        assert!(!before.contains("weir_"), "{before}");
+        let controls = Controls {
+            metrics: Some(board.clone()),
+            ..Controls::default()
+        };
+        let report = record::run(&cfg, &controls, &mut |_| {}).unwrap();
+        assert_eq!(report.summary.packets, 12);
+        let text = board.render();
+        let s: BTreeMap<&str, &str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' '))
+            .collect();
+        let want = [
+            ("weir_capture_read_packets_total{interface=\"files\"}", "12"),
+            (
+                "weir_capture_pushed_bytes_total{interface=\"files\"}",
+                "624",
+            ),
+            ("weir_writer_packets_total", "12"),
+            ("weir_writer_packet_bytes_total", "624"), // 12 × (14 + 20 + 8 + 10)
+            ("weir_writer_dropped_packets_total", "0"),
+            ("weir_store_segments_started_total", "1"),
+            ("weir_buffer_dropped_packets_total{reason=\"full\"}", "0"),
+            ("weir_flows_packets_total", "12"),
+            ("weir_flows_created_total", "3"),
+            ("weir_flows_peak", "3"),
+            ("weir_flows_ended_total{reason=\"forced\"}", "3"),
+            ("weir_flows_records_total", "3"),
+            (
+                "weir_buffer_reader_skipped_bytes_total{reader=\"flows\"}",
+                "0",
+            ),
+        ];
+        for (k, v) in want {
+            assert_eq!(s.get(k), Some(&v), "{k} in\n{text}");
+        }
+        let sink = format!("{}", cfg.dir.join("flows.json").display());
+        assert_eq!(
+            s.get(format!("weir_export_records_total{{sink=\"json {sink}\"}}").as_str()),
+            Some(&"3"),
+            "{text}"
+        );
+        assert_eq!(
+            s["weir_store_written_bytes_total"],
+            report.summary.disk_bytes.to_string()
+        );
+        // No live-capture series for an import; each family's header once, before its samples.
+        assert!(!text.contains("weir_kernel_"), "{text}");
+        let mut seen = std::collections::BTreeSet::new();
+        let mut current = "";
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("# TYPE ") {
+                current = rest.split(' ').next().unwrap();
+                assert!(seen.insert(current.to_string()), "{current} twice");
+            } else if !l.starts_with('#') {
+                assert!(l.starts_with(current), "{l} outside its family");
+            }
         }
     }
 }
