@@ -257,12 +257,12 @@ fn series(
         );
     }
 
-    // The capture stage: per interface live, the file import's totals otherwise.
+    // The capture stage: per interface live, the file import's totals once it ended.
     let import = [("files".to_string(), totals.clone())];
-    let stage: &[(String, Totals)] = if live.counters.is_some() {
-        per
-    } else {
-        &import
+    let stage: &[(String, Totals)] = match (live.counters.is_some(), done) {
+        (true, _) => per,
+        (false, true) => &import,
+        (false, false) => &[],
     };
     let stage_fam = |e: &mut Exposition, name: &str, help: &str, f: &dyn Fn(&Totals) -> u64| {
         if stage.is_empty() {
