@@ -439,3 +439,53 @@ fn bad_addresses_fail_before_capture() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("weirnosuch0"), "{err}");
 }
+
+/// `kill -9` while scrapes were served: a new weir takes the same port at once (the old
+/// connections' TIME_WAIT does not block it), and its scrape works.
+#[test]
+fn the_port_is_free_again_after_kill_9() {
+    let b = VethBench::new();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c.pcapng");
+    let args = |addr: &str| {
+        [
+            "capture",
+            "-i",
+            &b.host_if,
+            "-w",
+            out.to_str().unwrap(),
+            "--metrics",
+            addr,
+            "udp port 5555",
+        ]
+        .map(str::to_owned)
+    };
+    let first_args = args("127.0.0.1:0");
+    let first_args: Vec<&str> = first_args.iter().map(String::as_str).collect();
+    let first = Running::start(&first_args, &dir.path().join("1.log"), "capturing on");
+    let addr = served(&first.text());
+    for _ in 0..3 {
+        scrape(&addr);
+    }
+    let (status, _) = first.signal("-KILL");
+    assert!(!status.success());
+    let again_args = args(&addr);
+    let again_args: Vec<&str> = again_args.iter().map(String::as_str).collect();
+    let again = Running::start(&again_args, &dir.path().join("2.log"), "capturing on");
+    assert_eq!(served(&again.text()), addr);
+    b.send_udp(5555, 5, 0);
+    let kernel = format!(
+        "weir_kernel_received_packets_total{{interface=\"{}\"}}",
+        b.host_if
+    );
+    settle(&addr, |s| {
+        s.get("weir_writer_packets_total") == Some(&5.0) && s.get(&kernel) == Some(&5.0)
+    });
+    let (status, err) = again.signal("-INT");
+    assert!(status.success(), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains(" packets written in "))
+        .unwrap_or_else(|| panic!("no summary: {err}"));
+    assert_eq!(number_after(line, "weir: "), 5, "{err}");
+}
