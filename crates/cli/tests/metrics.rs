@@ -182,6 +182,9 @@ fn promtool_checks_live_scrapes() {
         s.get("weir_writer_packets_total") == Some(&200.0)
             && s.get("weir_flows_packets_total") == Some(&200.0)
             && s.get("weir_kernel_rules_dropped_packets_total") == Some(&50.0)
+            // one flow (one socket to port 5555), in the table as of the meter's last tick
+            && s.get("weir_flows_active") == Some(&1.0)
+            && s.get("weir_flows_created_total") == Some(&1.0)
     });
     promtool_check(&text);
     assert_eq!(s[&read], 200.0, "{text}");

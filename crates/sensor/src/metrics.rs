@@ -77,6 +77,8 @@ struct Done {
 #[derive(Default)]
 pub struct Board {
     job: Mutex<Option<Job>>,
+    /// The flow meter's table as of its last tick: flows held, counters so far.
+    flows_table: Mutex<Option<(u64, weir_flows::MeterStats)>>,
 }
 
 impl std::fmt::Debug for Board {
@@ -98,6 +100,11 @@ impl Board {
     /// The job's live counters, from now on.
     pub fn attach(&self, live: Live) {
         *self.lock() = Some(Job::Running(live));
+    }
+
+    /// The flow meter's table now (flows held, its counters so far), while the job runs.
+    pub fn flows_table(&self, table: Option<(u64, weir_flows::MeterStats)>) {
+        *self.flows_table.lock().unwrap_or_else(|e| e.into_inner()) = table;
     }
 
     /// The job ended: its counters stay at `totals` (the source's final totals, for an import
@@ -138,6 +145,14 @@ impl Board {
                         .unwrap_or_default();
                     let b = live.buffer.stats();
                     series(&mut e, live, &totals, &per, &b, None, false);
+                    let table = self
+                        .flows_table
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone();
+                    if let (Some(_), Some((active, m))) = (&live.flows_packets, table) {
+                        flows_table(&mut e, active, &m);
+                    }
                 }
                 Job::Done(d) => series(
                     &mut e,
@@ -558,9 +573,26 @@ fn rules(e: &mut Exposition, engine: &Engine) {
     }
 }
 
-/// The flow meter's end: its table and each output's totals.
+/// The flow meter's end: its table (empty now) and each output's totals.
 fn flows_end(e: &mut Exposition, f: &FlowsEnd) {
-    let m = &f.meter;
+    flows_table(e, 0, &f.meter);
+    e.single(
+        "weir_flows_records_total",
+        Kind::Counter,
+        "Flow records handed to the outputs.",
+        f.meter.records,
+    );
+    exports(e, f);
+}
+
+/// The flow table: flows held now, and the table's counters.
+fn flows_table(e: &mut Exposition, active: u64, m: &weir_flows::MeterStats) {
+    e.single(
+        "weir_flows_active",
+        Kind::Gauge,
+        "Flows in the flow table now (as of the meter's last tick, at most a second ago).",
+        active,
+    );
     e.single(
         "weir_flows_created_total",
         Kind::Counter,
@@ -588,12 +620,10 @@ fn flows_end(e: &mut Exposition, f: &FlowsEnd) {
     .sample(&[("reason", "active")], m.active_ended)
     .sample(&[("reason", "tcp")], m.tcp_ended)
     .sample(&[("reason", "forced")], m.forced_ended);
-    e.single(
-        "weir_flows_records_total",
-        Kind::Counter,
-        "Flow records handed to the outputs.",
-        m.records,
-    );
+}
+
+/// Each output's totals.
+fn exports(e: &mut Exposition, f: &FlowsEnd) {
     if f.exports.is_empty() {
         return;
     }
@@ -728,6 +758,7 @@ mod tests {
             ("weir_flows_packets_total", "12"),
             ("weir_flows_created_total", "3"),
             ("weir_flows_peak", "3"),
+            ("weir_flows_active", "0"),
             ("weir_flows_ended_total{reason=\"forced\"}", "3"),
             ("weir_flows_records_total", "3"),
             (

@@ -334,6 +334,9 @@ pub fn run(
         std::thread::sleep(TICK);
         if let (Some(m), Some(p)) = (&meter, &flows_packets) {
             p.store(m.packets(), Ordering::Relaxed);
+            if let Some(board) = &controls.metrics {
+                board.flows_table(m.table());
+            }
         }
         if let Some(r) = rules.as_mut() {
             r.poll(controls.reload, events);
