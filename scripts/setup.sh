@@ -11,6 +11,7 @@ PACKAGES=(
   iperf3 stress-ng                         # lab scenarios: bulk TCP traffic, CPU stress
   fonts-dejavu-core                        # the font weir latency's charts are drawn with
   python3 time hyperfine                   # benchmark runners
+  prometheus                               # peers: promtool and a real server scraping --metrics
 )
 
 missing=()

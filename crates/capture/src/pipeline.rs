@@ -377,6 +377,35 @@ impl Counters {
     }
 }
 
+impl Counters {
+    /// Each interface's counters, in interface-id order: its capture threads' sums and its
+    /// own drops before the ring since capture started (`softnet_dropped` is the machine's,
+    /// the same for each; `kernel_rules` is only in [`totals`](Self::totals)).
+    pub fn per_interface(&self) -> Vec<(String, Totals)> {
+        let per = self.feeds.len() / self.baseline.len().max(1);
+        self.baseline
+            .iter()
+            .zip(self.feeds.chunks(per.max(1)))
+            .map(|((iface, start), feeds)| {
+                let d = PreRing::read(iface).since(start);
+                let mut feed = FeedTotals::default();
+                for c in feeds {
+                    feed += c.load();
+                }
+                let t = Totals {
+                    feed,
+                    if_rx_dropped: d.rx_dropped,
+                    if_rx_missed: d.rx_missed,
+                    if_rx_fifo: d.rx_fifo,
+                    softnet_dropped: d.softnet,
+                    kernel_rules: None,
+                };
+                (iface.clone(), t)
+            })
+            .collect()
+    }
+}
+
 /// Every stage's counters, summed over threads and interfaces.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Totals {

@@ -12,6 +12,7 @@ mod cmd;
 mod flow_output;
 mod input;
 mod lines;
+mod metrics;
 mod output;
 mod progress;
 mod time;

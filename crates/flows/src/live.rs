@@ -47,6 +47,7 @@ pub fn comment_tag(comment: &[u8]) -> Option<Tag> {
 pub struct LiveMeter<S: RecordSink> {
     stop: Arc<AtomicBool>,
     packets: Arc<AtomicU64>,
+    table: Arc<std::sync::Mutex<Option<(u64, crate::MeterStats)>>>,
     thread: JoinHandle<Finished<S>>,
 }
 
@@ -71,7 +72,8 @@ impl<S: RecordSink> LiveMeter<S> {
     ) -> LiveMeter<S> {
         let stop = Arc::new(AtomicBool::new(false));
         let packets = Arc::new(AtomicU64::new(0));
-        let (st, pk) = (stop.clone(), packets.clone());
+        let table = Arc::new(std::sync::Mutex::new(None));
+        let (st, pk, tb) = (stop.clone(), packets.clone(), table.clone());
         let thread = std::thread::spawn(move || {
             let mut n = 0u64;
             let mut last_tick = Instant::now();
@@ -96,6 +98,8 @@ impl<S: RecordSink> LiveMeter<S> {
                 if last_tick.elapsed() >= TICK {
                     meter.tick(now_ns());
                     last_tick = Instant::now();
+                    let now = meter.table_now();
+                    *tb.lock().unwrap_or_else(|e| e.into_inner()) = now;
                 }
                 if !got {
                     if st.load(Ordering::Acquire) && reader.next_batch().is_none() {
@@ -109,6 +113,7 @@ impl<S: RecordSink> LiveMeter<S> {
         LiveMeter {
             stop,
             packets,
+            table,
             thread,
         }
     }
@@ -116,6 +121,12 @@ impl<S: RecordSink> LiveMeter<S> {
     /// Records metered so far.
     pub fn packets(&self) -> u64 {
         self.packets.load(Ordering::Relaxed)
+    }
+
+    /// The flow table as of the last tick (a fraction of a second ago): flows held and the
+    /// meter's counters so far ([`Meter::table_now`]; `None` with worker threads).
+    pub fn table(&self) -> Option<(u64, crate::MeterStats)> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Once capture has stopped: meters what is left in the buffer, ends every flow and

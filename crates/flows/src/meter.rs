@@ -720,6 +720,24 @@ impl<S: RecordSink> Meter<S> {
         }
     }
 
+    /// The flow table now, for live statistics: flows held and the counters so far (records
+    /// and sink counts excepted), when the shards are the caller's (one shard inline, or driven
+    /// shards); `None` with worker threads, whose shards are theirs until the end.
+    pub fn table_now(&self) -> Option<(u64, MeterStats)> {
+        let mut stats = MeterStats::default();
+        let mut active = 0u64;
+        let mut add = |shard: &Shard| {
+            active += u64::from(shard.table.active());
+            stats.add_shard(shard);
+        };
+        match &self.stage {
+            Stage::Inline(s) => add(&s.shard),
+            Stage::Threaded(_) => return None,
+            Stage::Driven(d) => d.each(|s| add(s)),
+        }
+        Some((active, stats))
+    }
+
     /// Expires what is due at the last packet's time, ends every other flow
     /// ([`EndReason::ForcedEnd`]), stops the threads and returns the counters and the sink.
     pub fn finish(mut self) -> Finished<S> {

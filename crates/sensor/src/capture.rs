@@ -8,7 +8,8 @@
 //! capture stops, everything already in the buffer is written.
 
 use std::io::Write;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir_buffer::{Reader, Record};
@@ -18,7 +19,7 @@ use weir_pcap::{FileFormat, Interface, PacketWriter, WriteError};
 
 use crate::live::{announcement, Source};
 use crate::rules::{self, LiveRules};
-use crate::{Controls, Event, SensorError};
+use crate::{metrics, Controls, Event, SensorError};
 
 /// How often an idle capture flushes what it wrote and asks its sink whether its reader is
 /// still there.
@@ -213,6 +214,23 @@ impl Capture {
             .buffer()
             .reader(0)
             .map_err(SensorError::from)?;
+        let written = Arc::new(AtomicU64::new(0));
+        if let Some(board) = &controls.metrics {
+            board.attach(metrics::Live {
+                counters: Some(self.pipeline.counters()),
+                buffer: self.pipeline.buffer().clone(),
+                readers: vec!["capture"],
+                recorder: None,
+                store: None,
+                written: Some(written.clone()),
+                rules: self.rules.as_ref().map(|r| r.engine().clone()),
+                flows_packets: None,
+            });
+        }
+        let mut sink = Counted {
+            sink,
+            written: &written,
+        };
         let started = Instant::now();
         let deadline = self.duration.map(|d| started + d);
         let pipeline = &mut self.pipeline;
@@ -235,13 +253,16 @@ impl Capture {
         let pumped = pump(
             &mut reader,
             &interfaces,
-            sink,
+            &mut sink,
             self.count.unwrap_or(u64::MAX),
             &mut stop_capture,
             &mut || poll_rules(events),
         )?;
         self.pipeline.stop().map_err(SensorError::from)?;
         let totals = self.pipeline.counters().totals();
+        if let Some(board) = &controls.metrics {
+            board.finish(&totals, None);
+        }
         let rules = self.rules.as_ref().map(|r| r.summary(&totals.feed));
         Ok(CaptureReport {
             written: pumped.written,
@@ -251,6 +272,31 @@ impl Capture {
             rules,
             reader_gone: pumped.reader_gone,
         })
+    }
+}
+
+/// A sink that counts what it is handed, for the metrics (one writer: load and store).
+struct Counted<'a, S> {
+    sink: &'a mut S,
+    written: &'a AtomicU64,
+}
+
+impl<S: PacketSink> PacketSink for Counted<'_, S> {
+    type Error = S::Error;
+
+    fn packet(&mut self, interfaces: &[Interface], record: &Record<'_>) -> Result<(), S::Error> {
+        self.sink.packet(interfaces, record)?;
+        let w = self.written;
+        w.store(w.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), S::Error> {
+        self.sink.flush()
+    }
+
+    fn closed(&self) -> bool {
+        self.sink.closed()
     }
 }
 

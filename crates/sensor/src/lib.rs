@@ -16,6 +16,7 @@
 pub mod capture;
 mod error;
 pub mod live;
+pub mod metrics;
 pub mod record;
 pub mod rules;
 
@@ -43,6 +44,8 @@ pub struct Controls {
     /// Set to reload the rule file (cleared by the job when it has); static, so that a signal
     /// handler can set it.
     pub reload: &'static AtomicBool,
+    /// Where the job publishes its counters for a Prometheus scrape ([`metrics::Board`]).
+    pub metrics: Option<Arc<metrics::Board>>,
 }
 
 /// The reload flag of [`Controls::default`]: nobody sets it.
@@ -53,6 +56,7 @@ impl Default for Controls {
         Controls {
             stop: Arc::default(),
             reload: &NO_RELOAD,
+            metrics: None,
         }
     }
 }

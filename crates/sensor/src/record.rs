@@ -29,7 +29,7 @@ use weir_store::{Format, Options, Recorder, RecorderStats, Sizes, Store};
 
 use crate::live::{announcement, open_first, Source, SourceConfig};
 use crate::rules::{self, LiveRules, RulesConfig};
-use crate::{Controls, Event, SensorError};
+use crate::{metrics, Controls, Event, SensorError};
 
 /// How often the job looks at its flags.
 const TICK: Duration = Duration::from_millis(100);
@@ -313,11 +313,31 @@ pub fn run(
         None => None,
     };
 
+    let flows_packets = meter.as_ref().map(|_| Arc::new(AtomicU64::new(0)));
+    if let Some(board) = &controls.metrics {
+        board.attach(metrics::Live {
+            counters: counters.clone(),
+            buffer: buffer.clone(),
+            readers: ["recorder", "flows"][..1 + best_effort].to_vec(),
+            recorder: Some(rstats.clone()),
+            store: Some(cfg.dir.clone()),
+            written: None,
+            rules: rules.as_ref().map(|r| r.engine().clone()),
+            flows_packets: flows_packets.clone(),
+        });
+    }
+
     let started = Instant::now();
     let deadline = cfg.duration.map(|d| started + d);
     let mut last = (Instant::now(), Totals::default(), 0u64);
     loop {
         std::thread::sleep(TICK);
+        if let (Some(m), Some(p)) = (&meter, &flows_packets) {
+            p.store(m.packets(), Ordering::Relaxed);
+            if let Some(board) = &controls.metrics {
+                board.flows_table(m.table());
+            }
+        }
         if let Some(r) = rules.as_mut() {
             r.poll(controls.reload, events);
         }
@@ -368,6 +388,16 @@ pub fn run(
             p,
             &stats_json(started, &totals, &buffer, &rstats, None, rules.as_ref()),
         )?;
+    }
+    if let Some(board) = &controls.metrics {
+        let end = flows.as_ref().map(|f| metrics::FlowsEnd {
+            meter: f.report.meter.clone(),
+            exports: f.report.exports.clone(),
+        });
+        if let (Some(p), Some(f)) = (&flows_packets, &flows) {
+            p.store(f.report.read, Ordering::Relaxed);
+        }
+        board.finish(&totals, end);
     }
     let segs = &recorder.store().manifest.segments;
     let rules = rules.as_ref().map(|r| r.summary(&totals.feed));

@@ -21,6 +21,7 @@ use weir_sensor::capture::{Capture, CaptureConfig, FileSink, PacketSink};
 use crate::args::{self, Format, LiveArgs, RulesArgs};
 use crate::input::Visitor;
 use crate::lines::LinePrinter;
+use crate::metrics::{MetricsArgs, Serving};
 use crate::output::{self, Status};
 
 /// Arguments of `weir capture`.
@@ -36,6 +37,8 @@ pub(crate) struct Args {
     count: Option<u64>,
     #[command(flatten)]
     rules: RulesArgs,
+    #[command(flatten)]
+    metrics: MetricsArgs,
     #[command(flatten)]
     expr: args::Expr,
 }
@@ -62,7 +65,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         duration: args.live.duration.map(Duration::from_secs_f64),
         rules: args.rules.config(),
     };
-    let controls = output::controls(cfg.rules.is_some())?;
+    let mut controls = output::controls(cfg.rules.is_some())?;
+    let serving = args.metrics.start()?;
+    controls.metrics = serving.as_ref().map(Serving::board);
     let job = Capture::start(&cfg, &mut output::event)?;
     let mut out = Output::open(&args, job.interfaces())?;
     let report = job.run(&mut out, &controls, &mut output::event)?;

@@ -25,6 +25,7 @@ use weir_store::{Format, SizeError, Sizes};
 
 use crate::args::{self, FlowArgs, LiveArgs, RulesArgs};
 use crate::flow_output::{ns, outputs};
+use crate::metrics::{MetricsArgs, Serving};
 use crate::output::{self, human_bytes, Status};
 
 /// Arguments of `weir record`.
@@ -81,6 +82,8 @@ pub(crate) struct Args {
     flow: FlowArgs,
     #[command(flatten)]
     rules: RulesArgs,
+    #[command(flatten)]
+    metrics: MetricsArgs,
     #[command(flatten)]
     expr: args::Expr,
 }
@@ -213,7 +216,9 @@ impl Args {
 /// Runs `weir record` ([`weir_sensor::record::run`]), printing what it says, then its report.
 pub(crate) fn run(args: Args) -> Result<Status> {
     let cfg = args.config()?;
-    let controls = output::controls(cfg.rules.is_some())?;
+    let mut controls = output::controls(cfg.rules.is_some())?;
+    let serving = args.metrics.start()?;
+    controls.metrics = serving.as_ref().map(Serving::board);
     let tty = std::io::stderr().is_terminal();
     let mut report = weir_sensor::record::run(&cfg, &controls, &mut |e| match e {
         Event::Progress(p) if tty => eprint!("\r\x1b[2K{}", status_line(&p)),
