@@ -721,8 +721,8 @@ impl<S: RecordSink> Meter<S> {
     }
 
     /// The flow table now, for live statistics: flows held and the counters so far (records
-    /// and sink counts excepted), when the shards are the caller's (one shard inline, or driven
-    /// shards); `None` with worker threads, whose shards are theirs until the end.
+    /// and sink counts excepted), when the shard is the caller's (one shard inline); `None` with
+    /// worker threads, whose shards are theirs until the end.
     pub fn table_now(&self) -> Option<(u64, MeterStats)> {
         let mut stats = MeterStats::default();
         let mut active = 0u64;
@@ -733,7 +733,6 @@ impl<S: RecordSink> Meter<S> {
         match &self.stage {
             Stage::Inline(s) => add(&s.shard),
             Stage::Threaded(_) => return None,
-            Stage::Driven(d) => d.each(|s| add(s)),
         }
         Some((active, stats))
     }
