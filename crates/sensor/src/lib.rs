@@ -10,14 +10,19 @@
 //! formats. Stopping is the caller's: a flag it sets (the CLI on SIGINT/SIGTERM) ends the job
 //! cleanly, capture first, then everything already in the buffer is written; another flag
 //! reloads the rules (the CLI sets it on SIGHUP).
+//!
+//! [`config`] reads the file of `weir run` (jobs, stores, flows, rules, control socket) and
+//! [`service`] runs its jobs side by side, one thread each, with one control socket.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod capture;
+pub mod config;
 mod error;
 pub mod live;
 pub mod record;
 pub mod rules;
+pub mod service;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -43,6 +48,9 @@ pub struct Controls {
     /// Set to reload the rule file (cleared by the job when it has); static, so that a signal
     /// handler can set it.
     pub reload: &'static AtomicBool,
+    /// Where the job publishes its live counters and its rule engine for a control socket
+    /// (`weir run`'s `status`, `counters`, `rules.*`); `None`: nobody asks.
+    pub published: Option<Arc<service::Published>>,
 }
 
 /// The reload flag of [`Controls::default`]: nobody sets it.
@@ -53,6 +61,7 @@ impl Default for Controls {
         Controls {
             stop: Arc::default(),
             reload: &NO_RELOAD,
+            published: None,
         }
     }
 }

@@ -1,0 +1,429 @@
+//! `weir run`: the jobs of a config file ([`crate::config`]) side by side in one process, one
+//! thread each (two interfaces: two record jobs, each with its own pipeline, store, flow meter
+//! and rules), and one control socket for all of them.
+//!
+//! The control socket (JSON lines, see [`weir_control`]) answers, besides `help`:
+//!
+//! | request | reply (besides `"ok": true`) |
+//! |---|---|
+//! | `{"cmd":"status"}` | `pid`, `config`, `uptime_s`, `jobs`: each `{name, kind, interface, store, state, uptime_s, error}`; `state` is `starting`, `running`, `stopping`, `stopped` or `failed` |
+//! | `{"cmd":"counters"}` | `jobs`: each job's name → its live counters (the same object as `weir record --stats-json`: `capture`, `buffer`, `writer`, `flows`, `rules`), refreshed every second; `null` until the first second |
+//! | `{"cmd":"rules.list" ...}` and the other rule commands of [`weir_control::rules`] | the job's reply; with several jobs that have rules, the request names one with `"job": NAME` |
+//!
+//! Pause, resume and rotate-now are not offered: the record job has no way yet to hold its
+//! writer or close a segment on request without closing the store mid-block.
+//!
+//! Stopping (the caller's `stop` flag, the CLI's SIGINT/SIGTERM) stops every job the way
+//! `weir record` stops (capture first, then what is in the buffer is written); the caller's
+//! `reload` flag (SIGHUP) reloads every job's rules.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use weir_control::{Commands, Server};
+use weir_rules::Engine;
+
+use crate::config::{ControlConfig, ServiceConfig};
+use crate::record::RecordReport;
+use crate::{Controls, Event, SensorError};
+
+/// What a running job shows its caller's control socket: its live counters and its rule
+/// engine ([`Controls::published`]).
+#[derive(Debug, Default)]
+pub struct Published {
+    counters: Mutex<Option<Value>>,
+    engine: Mutex<Option<Engine>>,
+}
+
+impl Published {
+    /// The job's counters now (every counter as JSON, see
+    /// [`stats_json`](crate::record::stats_json)).
+    pub fn set_counters(&self, v: Value) {
+        *self.counters.lock().unwrap_or_else(PoisonError::into_inner) = Some(v);
+    }
+
+    /// The job's rule engine (a handle sharing its rules and counters).
+    pub fn set_engine(&self, e: Engine) {
+        *self.engine.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+    }
+
+    /// The last counters published.
+    pub fn counters(&self) -> Option<Value> {
+        self.counters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The engine, once the job has compiled its rules.
+    pub fn engine(&self) -> Option<Engine> {
+        self.engine
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The rule commands the control socket passes on to a job's engine.
+pub const RULE_COMMANDS: [&str; 6] = [
+    "rules.list",
+    "rules.stats",
+    "rules.add",
+    "rules.del",
+    "rules.reload",
+    "rules.kernel",
+];
+
+/// A job as the service watches it.
+struct Job {
+    name: String,
+    interface: String,
+    store: PathBuf,
+    rules_file: Option<PathBuf>,
+    state: Mutex<(&'static str, Option<String>)>,
+    started: Instant,
+    published: Arc<Published>,
+    stop: Arc<AtomicBool>,
+    reload: &'static AtomicBool,
+}
+
+impl Job {
+    fn set_state(&self, s: &'static str, error: Option<String>) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = (s, error);
+    }
+
+    fn state(&self) -> (&'static str, Option<String>) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// How one job ended.
+#[derive(Debug)]
+pub struct JobEnd {
+    /// The job's name.
+    pub name: String,
+    /// The interface it captured on.
+    pub interface: String,
+    /// Its store.
+    pub store: PathBuf,
+    /// Its report, or why it failed.
+    pub result: Result<RecordReport, SensorError>,
+}
+
+/// How the service ended.
+#[derive(Debug)]
+pub struct ServiceReport {
+    /// Every job's end, in the config's order.
+    pub jobs: Vec<JobEnd>,
+    /// Seconds from the stop request to the last job's end (`None`: the jobs ended by
+    /// themselves).
+    pub stop_s: Option<f64>,
+}
+
+/// Runs every job of `cfg` until `stop` is set or every job has ended; `reload` (cleared here)
+/// reloads every job's rules. Says what happens through `events`, each event with the name of
+/// its job (`None`: the service itself). Fails before any job starts when the control socket
+/// cannot be served.
+pub fn run(
+    cfg: &ServiceConfig,
+    stop: &AtomicBool,
+    reload: &AtomicBool,
+    events: &mut dyn FnMut(Option<&str>, Event),
+) -> Result<ServiceReport, SensorError> {
+    let started = Instant::now();
+    let jobs: Vec<Arc<Job>> = cfg
+        .jobs
+        .iter()
+        .map(|j| {
+            Arc::new(Job {
+                name: j.name.clone(),
+                interface: j.interface.clone(),
+                store: j.record.dir.clone(),
+                rules_file: j.record.rules.as_ref().map(|r| r.path.clone()),
+                state: Mutex::new(("starting", None)),
+                started: Instant::now(),
+                published: Arc::default(),
+                stop: Arc::default(),
+                // one flag per job, for the life of the process: a job's reload takes a static
+                reload: Box::leak(Box::new(AtomicBool::new(false))),
+            })
+        })
+        .collect();
+    let _server = match &cfg.control {
+        Some(c) => {
+            let server = serve(c, &jobs, cfg, started)?;
+            events(
+                None,
+                Event::Notice(format!("control socket on {}", c.socket.display())),
+            );
+            Some(server)
+        }
+        None => None,
+    };
+
+    let (tx, rx) = mpsc::channel::<(usize, Event)>();
+    let mut threads = Vec::new();
+    for (i, (job, jc)) in jobs.iter().zip(&cfg.jobs).enumerate() {
+        let job = Arc::clone(job);
+        let rec = jc.record.clone();
+        let tx = tx.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("job-{}", job.name))
+            .spawn(move || {
+                let controls = Controls {
+                    stop: Arc::clone(&job.stop),
+                    reload: job.reload,
+                    published: Some(Arc::clone(&job.published)),
+                };
+                let r = crate::record::run(&rec, &controls, &mut |e| {
+                    if let Event::Notice(t) = &e {
+                        if t.starts_with("recording on ") {
+                            job.set_state("running", None);
+                        }
+                    }
+                    if !matches!(e, Event::Progress(_)) {
+                        let _ = tx.send((i, e));
+                    }
+                });
+                match &r {
+                    Ok(rep) => match (&rep.capture_error, &rep.summary.error) {
+                        (Some(e), _) => job.set_state("failed", Some(e.to_string())),
+                        (_, Some(e)) => job.set_state("failed", Some(e.to_string())),
+                        _ => job.set_state("stopped", None),
+                    },
+                    Err(e) => job.set_state("failed", Some(error_chain(e))),
+                }
+                r
+            })
+            .map_err(SensorError::Thread)?;
+        threads.push(Some(t));
+    }
+    drop(tx);
+
+    let mut ends: Vec<Option<Result<RecordReport, SensorError>>> =
+        (0..jobs.len()).map(|_| None).collect();
+    let mut stop_at: Option<Instant> = None;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok((i, e)) => events(Some(&jobs[i].name), e),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if reload.swap(false, Ordering::Relaxed) {
+            let n = jobs.iter().filter(|j| j.rules_file.is_some()).count();
+            events(
+                None,
+                Event::Notice(format!("SIGHUP: reloading the rules of {n} job(s)")),
+            );
+            for j in &jobs {
+                j.reload.store(true, Ordering::Relaxed);
+            }
+        }
+        if stop_at.is_none() && stop.load(Ordering::Relaxed) {
+            stop_at = Some(Instant::now());
+            for j in &jobs {
+                if j.state().0 != "failed" && j.state().0 != "stopped" {
+                    j.set_state("stopping", None);
+                }
+                j.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        for (i, slot) in threads.iter_mut().enumerate() {
+            if slot.as_ref().is_some_and(|t| t.is_finished()) {
+                if let Some(t) = slot.take() {
+                    ends[i] = Some(t.join().unwrap_or(Err(SensorError::Panicked("job"))));
+                }
+            }
+        }
+        if threads.iter().all(Option::is_none) {
+            break;
+        }
+    }
+    // what the jobs said last
+    while let Ok((i, e)) = rx.try_recv() {
+        events(Some(&jobs[i].name), e);
+    }
+    let stop_s = stop_at.map(|t| t.elapsed().as_secs_f64());
+    Ok(ServiceReport {
+        jobs: jobs
+            .iter()
+            .zip(ends)
+            .map(|(j, r)| JobEnd {
+                name: j.name.clone(),
+                interface: j.interface.clone(),
+                store: j.store.clone(),
+                result: r.unwrap_or(Err(SensorError::Panicked("job"))),
+            })
+            .collect(),
+        stop_s,
+    })
+}
+
+/// An error with its causes, `a: b: c`.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = c.source();
+    }
+    s
+}
+
+/// Serves the control socket of `c` for `jobs`.
+fn serve(
+    c: &ControlConfig,
+    jobs: &[Arc<Job>],
+    cfg: &ServiceConfig,
+    started: Instant,
+) -> Result<Server, SensorError> {
+    let mut commands = Commands::new();
+    {
+        let jobs = jobs.to_vec();
+        let config = cfg.path.display().to_string();
+        commands.add("status", move |_| {
+            let list: Vec<Value> = jobs
+                .iter()
+                .map(|j| {
+                    let (state, error) = j.state();
+                    json!({
+                        "name": j.name,
+                        "kind": "record",
+                        "interface": j.interface,
+                        "store": j.store.display().to_string(),
+                        "rules": j.rules_file.as_ref().map(|p| p.display().to_string()),
+                        "state": state,
+                        "error": error,
+                        "uptime_s": j.started.elapsed().as_secs_f64(),
+                    })
+                })
+                .collect();
+            Ok(obj(json!({
+                "pid": std::process::id(),
+                "config": config,
+                "uptime_s": started.elapsed().as_secs_f64(),
+                "jobs": list,
+            })))
+        });
+    }
+    {
+        let jobs = jobs.to_vec();
+        commands.add("counters", move |_| {
+            let mut m = Map::new();
+            for j in &jobs {
+                m.insert(
+                    j.name.clone(),
+                    j.published.counters().unwrap_or(Value::Null),
+                );
+            }
+            Ok(obj(json!({ "jobs": m })))
+        });
+    }
+    let per_job: Arc<Mutex<BTreeMap<String, Commands>>> = Arc::default();
+    for name in RULE_COMMANDS {
+        let jobs = jobs.to_vec();
+        let per_job = Arc::clone(&per_job);
+        commands.add(name, move |req| rules_request(&jobs, &per_job, req));
+    }
+    let server = Server::serve(&c.socket, commands).map_err(|source| SensorError::Control {
+        path: c.socket.clone(),
+        source,
+    })?;
+    if let Some((_, gid)) = &c.group {
+        std::os::unix::fs::chown(&c.socket, None, Some(*gid)).map_err(|e| {
+            SensorError::Control {
+                path: c.socket.clone(),
+                source: weir_control::ControlError::Io {
+                    path: c.socket.clone(),
+                    source: e,
+                },
+            }
+        })?;
+    }
+    Ok(server)
+}
+
+/// A rule command for the job the request names (or the only job with rules), answered by
+/// that job's engine.
+fn rules_request(
+    jobs: &[Arc<Job>],
+    per_job: &Mutex<BTreeMap<String, Commands>>,
+    req: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
+    let with_rules: Vec<&Arc<Job>> = jobs.iter().filter(|j| j.rules_file.is_some()).collect();
+    let names = || {
+        with_rules
+            .iter()
+            .map(|j| j.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let job = match req.get("job") {
+        Some(Value::String(n)) => jobs
+            .iter()
+            .find(|j| &j.name == n)
+            .ok_or_else(|| format!("no job `{n}` (jobs with rules: {})", names()))?,
+        Some(v) => return Err(format!("\"job\" must be a job's name, not {v}")),
+        None => match with_rules.as_slice() {
+            [one] => one,
+            [] => return Err("no job of this process has rules".into()),
+            _ => {
+                return Err(format!(
+                    "several jobs have rules ({}): name one with \"job\"",
+                    names()
+                ))
+            }
+        },
+    };
+    let Some(engine) = job.published.engine() else {
+        return Err(match job.rules_file {
+            None => format!("job `{}` has no rules", job.name),
+            Some(_) => format!("job `{}` has not started its rules yet", job.name),
+        });
+    };
+    let mut req = req.clone();
+    req.remove("job");
+    let line = Value::Object(req).to_string();
+    let mut map = per_job.lock().unwrap_or_else(PoisonError::into_inner);
+    let commands = map.entry(job.name.clone()).or_insert_with(|| {
+        let mut c = Commands::new();
+        weir_control::rules::register(&mut c, engine, job.rules_file.clone());
+        c
+    });
+    match commands.answer(line.as_bytes()) {
+        Value::Object(mut m) => {
+            if m.remove("ok") == Some(Value::Bool(true)) {
+                m.insert("job".into(), json!(job.name));
+                Ok(m)
+            } else {
+                Err(m
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the rules refused the request")
+                    .to_string())
+            }
+        }
+        other => Err(format!("bad reply from the rules: {other}")),
+    }
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
