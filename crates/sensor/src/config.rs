@@ -275,6 +275,16 @@ impl Cx<'_> {
         let mut names = BTreeMap::new();
         let mut interfaces = BTreeMap::new();
         let mut stores: BTreeMap<PathBuf, String> = BTreeMap::new();
+        let mut files_seen: BTreeMap<PathBuf, String> = BTreeMap::new();
+        if let (Some(c), Some(raw)) = (&control, &raw.control) {
+            files_seen.insert(
+                canonical_store(&c.socket),
+                format!(
+                    "control.socket (line {})",
+                    self.position(raw.get_ref().socket.span().start).0
+                ),
+            );
+        }
         for (i, r) in raw.record.iter().enumerate() {
             let key = format!("record[{i}]");
             let job = self.record(r.get_ref(), &key)?;
@@ -290,16 +300,6 @@ impl Cx<'_> {
                     ),
                 ));
             }
-            if let Some(other) = interfaces.insert(job.interface.clone(), i) {
-                return Err(self.at(
-                    &rr.interface,
-                    &format!("{key}.interface"),
-                    format!(
-                        "interface {} is also record[{other}]'s: one record job per interface",
-                        job.interface
-                    ),
-                ));
-            }
             let canon = canonical_store(&job.record.dir);
             if let Some(other) = stores.get(&canon) {
                 return Err(self.at(
@@ -312,6 +312,37 @@ impl Cx<'_> {
                 ));
             }
             stores.insert(canon, job.name.clone());
+            if let Some(other) = interfaces.insert(job.interface.clone(), i) {
+                return Err(self.at(
+                    &rr.interface,
+                    &format!("{key}.interface"),
+                    format!(
+                        "interface {} is also record[{other}]'s: one record job per interface",
+                        job.interface
+                    ),
+                ));
+            }
+            let flows = rr.flows.as_ref().map(|f| f.get_ref());
+            let files = [
+                (rr.stats_json.as_ref(), "stats_json"),
+                (flows.and_then(|f| f.json.as_ref()), "flows.json"),
+                (flows.and_then(|f| f.csv.as_ref()), "flows.csv"),
+            ];
+            for (v, name) in files {
+                let Some(v) = v else { continue };
+                let p = canonical_store(&self.path_of(v.get_ref()));
+                let this = format!("{key}.{name}");
+                if let Some(other) = files_seen.insert(p.clone(), this.clone()) {
+                    return Err(self.at(
+                        v,
+                        &this,
+                        format!(
+                            "{} is also {other}: give each output its own file",
+                            p.display()
+                        ),
+                    ));
+                }
+            }
             jobs.push(job);
         }
         Ok(ServiceConfig {
@@ -752,6 +783,7 @@ mod tests {
              [[record]]\nname = \"b\"\ninterface = \"lo\"\nstore = \"/tmp/s2\"\n",
         )
         .unwrap_err();
+        assert_eq!(e.at, Some((6, 13)), "{e}");
         assert!(e
             .to_string()
             .contains("record[1].interface: interface lo is also record[0]'s"));
