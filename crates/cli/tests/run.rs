@@ -49,7 +49,7 @@ fn bad_configs_are_named_by_line_and_key() {
     );
     let base = format!("[[record]]\ninterface = \"lo\"\nstore = \"{d}/s\"\n");
     // (the config's text, "LINE:COL: KEY", a word of the message)
-    let cases: Vec<(String, &str, &str)> = vec![
+    let mut cases: Vec<(String, &str, &str)> = vec![
         (
             format!("{base}segment_mib = -5\n"),
             "4:15: record[0].segment_mib",
@@ -171,7 +171,22 @@ fn bad_configs_are_named_by_line_and_key() {
             "duplicate key",
         ),
         (format!("{base}[record\n"), "4:", ""),
+        (
+            format!(
+                "[[record]]\ninterface = \"lo\"\nstore = \"{}\"\n",
+                rules.display()
+            ),
+            "3:9: record[0].store",
+            "exists and is not a directory",
+        ),
     ];
+    // the store is the config file itself
+    let own = format!("c{}.toml", cases.len());
+    cases.push((
+        format!("[[record]]\ninterface = \"lo\"\nstore = \"{own}\"\n"),
+        "3:9: record[0].store",
+        "exists and is not a directory",
+    ));
     for (i, (text, at, word)) in cases.iter().enumerate() {
         let file = write(tmp.path(), &format!("c{i}.toml"), text);
         let (code, out, err) = check(&file);
@@ -412,7 +427,7 @@ fn two_interfaces_recorded_by_one_service() {
         tmp.path(),
         "weir.toml",
         &format!(
-            "[control]\nsocket = \"control.sock\"\n\
+            "[control]\nsocket = \"control.sock\"\ngroup = \"root\"\n\
              [[record]]\nname = \"one\"\ninterface = \"{}\"\nstore = \"s1\"\nsegment_mib = 4\n\
              write_mib = 1\nbuffer_mib = 16\nfilter = \"udp\"\nrules = \"one.rules\"\n\
              kernel_rules = false\nstats_json = \"one.json\"\n\
@@ -434,6 +449,8 @@ fn two_interfaces_recorded_by_one_service() {
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&sock).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o660);
+    let gid = std::os::unix::fs::MetadataExt::gid(&std::fs::metadata(&sock).unwrap());
+    assert_eq!(gid, 0, "the group of [control] group = \"root\"");
     let status = ctl(&sock, &["status"]);
     let jobs = status["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 2);
@@ -561,4 +578,24 @@ fn two_interfaces_recorded_by_one_service() {
     assert!(st.success(), "{log}");
     assert_eq!(store_counts(&tmp.path().join("s1")), (200, 200), "{log}");
     assert_eq!(store_counts(&tmp.path().join("s2")), (310, 310), "{log}");
+
+    // an interface that is down: refused by the check, before anything starts
+    assert!(
+        run(Command::new("ip").args(["link", "set", &b2.host_if, "down"]))
+            .status
+            .success()
+    );
+    let (c, _, err) = check(&config);
+    assert_eq!(c, 1);
+    assert!(
+        err.contains(&format!(
+            "record[1].interface: interface {} is down",
+            b2.host_if
+        )),
+        "{err}"
+    );
+    let out = run(weir().arg("run").arg(&config));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is down"));
+    assert!(!sock.exists());
 }

@@ -386,6 +386,18 @@ impl Cx<'_> {
                 format!("no interface `{iface}` on this machine (see `ip link`)"),
             ));
         }
+        let flags = std::fs::read_to_string(Path::new("/sys/class/net").join(iface).join("flags"));
+        let up = flags
+            .ok()
+            .and_then(|f| u32::from_str_radix(f.trim().trim_start_matches("0x"), 16).ok())
+            .is_none_or(|f| f & 1 != 0);
+        if !up {
+            return Err(self.at(
+                &r.interface,
+                &k("interface"),
+                format!("interface {iface} is down (bring it up with `ip link set {iface} up`)"),
+            ));
+        }
         let name = match &r.name {
             Some(n) if n.get_ref().is_empty() || n.get_ref().chars().any(char::is_control) => {
                 return Err(self.at(n, &k("name"), "must be a non-empty name"));

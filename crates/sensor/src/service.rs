@@ -6,12 +6,17 @@
 //!
 //! | request | reply (besides `"ok": true`) |
 //! |---|---|
-//! | `{"cmd":"status"}` | `pid`, `config`, `uptime_s`, `jobs`: each `{name, kind, interface, store, state, uptime_s, error}`; `state` is `starting`, `running`, `stopping`, `stopped` or `failed` |
+//! | `{"cmd":"status"}` | `pid`, `config`, `uptime_s`, `jobs`: each `{name, kind, interface, interface_present, store, rules, state, uptime_s, error}`; `state` is `starting`, `running`, `stopping`, `stopped` or `failed` |
 //! | `{"cmd":"counters"}` | `jobs`: each job's name → its live counters (the same object as `weir record --stats-json`: `capture`, `buffer`, `writer`, `flows`, `rules`), refreshed every second; `null` until the first second |
 //! | `{"cmd":"rules.list" ...}` and the other rule commands of [`weir_control::rules`] | the job's reply; with several jobs that have rules, the request names one with `"job": NAME` |
 //!
 //! Pause, resume and rotate-now are not offered: the record job has no way yet to hold its
 //! writer or close a segment on request without closing the store mid-block.
+//!
+//! A job that fails before it records (an interface down, a store locked by another recorder)
+//! stops every job: the service runs whole or not at all. A job that fails later is said when
+//! it fails and shown `failed` by `status`; the others go on. An interface that disappears is
+//! said once (the job then captures nothing more).
 //!
 //! Stopping (the caller's `stop` flag, the CLI's SIGINT/SIGTERM) stops every job the way
 //! `weir record` stops (capture first, then what is in the buffer is written); the caller's
@@ -90,6 +95,10 @@ struct Job {
     published: Arc<Published>,
     stop: Arc<AtomicBool>,
     reload: &'static AtomicBool,
+    /// The job said it was recording.
+    ran: AtomicBool,
+    /// Its interface was there at the last look.
+    interface_seen: AtomicBool,
 }
 
 impl Job {
@@ -154,6 +163,8 @@ pub fn run(
                 stop: Arc::default(),
                 // one flag per job, for the life of the process: a job's reload takes a static
                 reload: Box::leak(Box::new(AtomicBool::new(false))),
+                ran: AtomicBool::new(false),
+                interface_seen: AtomicBool::new(true),
             })
         })
         .collect();
@@ -186,6 +197,7 @@ pub fn run(
                 let r = crate::record::run(&rec, &controls, &mut |e| {
                     if let Event::Notice(t) = &e {
                         if t.starts_with("recording on ") {
+                            job.ran.store(true, Ordering::Relaxed);
                             job.set_state("running", None);
                         }
                     }
@@ -211,6 +223,7 @@ pub fn run(
     let mut ends: Vec<Option<Result<RecordReport, SensorError>>> =
         (0..jobs.len()).map(|_| None).collect();
     let mut stop_at: Option<Instant> = None;
+    let mut last_look = Instant::now();
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok((i, e)) => events(Some(&jobs[i].name), e),
@@ -240,8 +253,47 @@ pub fn run(
         }
         for (i, slot) in threads.iter_mut().enumerate() {
             if slot.as_ref().is_some_and(|t| t.is_finished()) {
-                if let Some(t) = slot.take() {
-                    ends[i] = Some(t.join().unwrap_or(Err(SensorError::Panicked("job"))));
+                let Some(t) = slot.take() else { continue };
+                let end = t.join().unwrap_or(Err(SensorError::Panicked("job")));
+                while let Ok((i, e)) = rx.try_recv() {
+                    events(Some(&jobs[i].name), e);
+                }
+                if let (_, Some(e)) = jobs[i].state() {
+                    events(
+                        Some(&jobs[i].name),
+                        Event::Warning(format!("the job failed: {e}")),
+                    );
+                }
+                // a job that could not start stops the others: the service runs whole or not
+                if end.is_err() && !jobs[i].ran.load(Ordering::Relaxed) && stop_at.is_none() {
+                    events(
+                        None,
+                        Event::Warning(format!(
+                            "job `{}` could not start: stopping every job",
+                            jobs[i].name
+                        )),
+                    );
+                    stop_at = Some(Instant::now());
+                    for j in &jobs {
+                        j.stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                ends[i] = Some(end);
+            }
+        }
+        if last_look.elapsed() >= Duration::from_secs(1) {
+            last_look = Instant::now();
+            for j in &jobs {
+                let present = interface_present(&j.interface);
+                if !present && j.interface_seen.swap(false, Ordering::Relaxed) {
+                    events(
+                        Some(&j.name),
+                        Event::Warning(format!(
+                            "interface {} is gone: this job captures nothing more (restart weir \
+                             once it is back)",
+                            j.interface
+                        )),
+                    );
                 }
             }
         }
@@ -267,6 +319,11 @@ pub fn run(
             .collect(),
         stop_s,
     })
+}
+
+/// Whether the interface `name` exists now.
+fn interface_present(name: &str) -> bool {
+    std::path::Path::new("/sys/class/net").join(name).exists()
 }
 
 /// An error with its causes, `a: b: c`.
@@ -307,6 +364,7 @@ fn serve(
                         "store": j.store.display().to_string(),
                         "rules": j.rules_file.as_ref().map(|p| p.display().to_string()),
                         "state": state,
+                        "interface_present": interface_present(&j.interface),
                         "error": error,
                         "uptime_s": j.started.elapsed().as_secs_f64(),
                     })
