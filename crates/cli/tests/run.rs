@@ -599,3 +599,99 @@ fn two_interfaces_recorded_by_one_service() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is down"));
     assert!(!sock.exists());
 }
+
+/// `weir ctl` with no process behind the path: missing, stale (a socket nobody listens on), not
+/// a socket; then against a `weir run` on the loopback interface: a closed stdout, /dev/full,
+/// an unknown job, a bad id; SIGHUP reloads the job's rules.
+#[test]
+fn ctl_errors_and_sighup() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sock = tmp.path().join("c.sock");
+    let ctl_err = |path: &Path, args: &[&str]| {
+        let out = run(weir().arg("ctl").arg("--socket").arg(path).args(args));
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = ctl_err(&sock, &["status"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no such control socket"), "{err}");
+    {
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    }
+    let (code, err) = ctl_err(&sock, &["counters"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("stale control socket"), "{err}");
+    std::fs::remove_file(&sock).unwrap();
+    let file = write(tmp.path(), "plain", "x");
+    let (code, err) = ctl_err(&file, &["status"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("not a socket"), "{err}");
+    let out = run(weir().args(["ctl", "status"]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--socket PATH"));
+
+    let rules = write(tmp.path(), "lo.rules", "dport 9 -> drop\n");
+    let config = write(
+        tmp.path(),
+        "weir.toml",
+        "[control]\nsocket = \"c.sock\"\n[[record]]\ninterface = \"lo\"\nstore = \"s\"\n\
+         segment_mib = 4\nwrite_mib = 1\nbuffer_mib = 16\nrules = \"lo.rules\"\n\
+         filter = \"udp port 9\"\n",
+    );
+    let mut svc = Service::start(&config, &tmp.path().join("log"), 1);
+    let out = run(Command::new("sh").arg("-c").arg(format!(
+        "{} ctl --socket {} status | head -c0",
+        env!("CARGO_BIN_EXE_weir"),
+        sock.display()
+    )));
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(weir()
+        .arg("ctl")
+        .arg("--socket")
+        .arg(&sock)
+        .arg("counters")
+        .stdout(std::fs::File::create("/dev/full").unwrap()));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No space left"));
+    let (code, err) = ctl_err(&sock, &["rules", "--job", "nope", "stats"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no job `nope` (jobs with rules: lo)"), "{err}");
+    let (code, _) = ctl_err(&sock, &["rules", "del", "-1"]);
+    assert_eq!(code, Some(2));
+    // a rule added through the socket, then SIGHUP: the file comes back whole (version 3)
+    let added = ctl(&sock, &["rules", "add", "dport 10 -> drop"]);
+    assert_eq!(u(&added["version"]), 2, "{added}");
+    std::fs::write(&rules, "dport 9 -> drop\ndport 11 -> drop\n").unwrap();
+    svc.signal("-HUP");
+    let t = Instant::now();
+    while !svc.text().contains("rules reloaded from") {
+        assert!(t.elapsed() < Duration::from_secs(10), "{}", svc.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = svc.text();
+    assert!(
+        log.contains("SIGHUP: reloading the rules of 1 job(s)"),
+        "{log}"
+    );
+    assert!(log.contains("version 3 (2 wildcard, 0 exact)"), "{log}");
+    let list = ctl(&sock, &["rules", "list"]);
+    let lines: Vec<&str> = list["wild"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{list}");
+    assert!(lines.iter().any(|l| l.contains("dport 11")), "{list}");
+    svc.signal("-TERM");
+    let st = svc.child.wait().unwrap();
+    assert!(st.success(), "{}", svc.text());
+    assert!(svc.text().contains("weir run: lo (lo): "), "{}", svc.text());
+}
