@@ -660,6 +660,16 @@ fn ctl_errors_and_sighup() {
         .stdout(std::fs::File::create("/dev/full").unwrap()));
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("No space left"));
+    // a second service on the same socket stops there, before its jobs start
+    let out = run(weir().arg("run").arg(&config));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("a running process already listens on this control socket"),
+        "{err}"
+    );
+    assert!(!err.contains("recording on"), "{err}");
+    assert_eq!(ctl(&sock, &["status"])["jobs"][0]["state"], "running");
     let (code, err) = ctl_err(&sock, &["rules", "--job", "nope", "stats"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("no job `nope` (jobs with rules: lo)"), "{err}");
