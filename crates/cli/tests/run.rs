@@ -570,14 +570,66 @@ fn two_interfaces_recorded_by_one_service() {
     assert!(err.contains("stale control socket"), "{err}");
     let svc = Service::start(&config, &tmp.path().join("log3"), 2);
     b2.send_udp(9001, 10, 80);
+
+    // a config that no longer checks: said, the jobs go on
+    let good = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, good.replace("segment_mib = 4", "segment_mib = -4")).unwrap();
+    let out = run(weir().arg("ctl").arg("--socket").arg(&sock).arg("reload"));
+    assert!(out.status.success());
+    let wait_for = |svc: &Service, what: &str, n: usize| {
+        let t = Instant::now();
+        while svc.text().matches(what).count() < n {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{what}: {}",
+                svc.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for(&svc, "config not reloaded (", 1);
+    // job two's flow timeout changes: SIGHUP restarts job two only; job one records on
+    // through the restart (packets sent while job two restarts)
+    let at = good.rfind("idle_timeout_s = 600").unwrap();
+    let mut changed = good.clone();
+    changed.replace_range(at..at + 20, "idle_timeout_s = 500");
+    std::fs::write(&config, changed).unwrap();
+    svc.signal("-HUP");
+    b1.send_udp(9000, 20, 50);
+    wait_for(&svc, "two: its config changed: restarting the job", 1);
+    wait_for(&svc, "two: recording on", 2);
+    b1.send_udp(9000, 20, 50);
+    b2.send_udp(9001, 20, 80);
+    let status = ctl(&sock, &["status"]);
+    assert_eq!(u(&status["pid"]), u64::from(svc.child.id()));
+    assert!(
+        status["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|j| j["state"] == "running"),
+        "{status}"
+    );
     std::thread::sleep(Duration::from_millis(300));
     svc.signal("-INT");
     let mut svc = svc;
     let st = svc.child.wait().unwrap();
     let log = svc.text();
     assert!(st.success(), "{log}");
-    assert_eq!(store_counts(&tmp.path().join("s1")), (200, 200), "{log}");
-    assert_eq!(store_counts(&tmp.path().join("s2")), (310, 310), "{log}");
+    assert_eq!(log.matches("one: recording on").count(), 1, "{log}");
+    // job two's first run ended at the restart, with its own summary
+    assert_eq!(
+        log.matches(&format!(
+            "weir run: two ({}): 10 packets recorded",
+            b2.host_if
+        ))
+        .count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(store_counts(&tmp.path().join("s1")), (240, 240), "{log}");
+    assert_eq!(store_counts(&tmp.path().join("s2")), (330, 330), "{log}");
+    std::fs::write(&config, good).unwrap();
 
     // an interface that is down: refused by the check, before anything starts
     assert!(
@@ -687,9 +739,11 @@ fn ctl_errors_and_sighup() {
     }
     let log = svc.text();
     assert!(
-        log.contains("SIGHUP: reloading the rules of 1 job(s)"),
+        log.contains(&format!("SIGHUP: reading {} again", config.display())),
         "{log}"
     );
+    // the config did not change: the job was not restarted
+    assert_eq!(log.matches("recording on").count(), 1, "{log}");
     assert!(log.contains("version 3 (2 wildcard, 0 exact)"), "{log}");
     let list = ctl(&sock, &["rules", "list"]);
     let lines: Vec<&str> = list["wild"]

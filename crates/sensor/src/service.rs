@@ -10,6 +10,8 @@
 //! | `{"cmd":"counters"}` | `jobs`: each job's name → its live counters (the same object as `weir record --stats-json`: `capture`, `buffer`, `writer`, `flows`, `rules`), refreshed every second; `null` until the first second |
 //! | `{"cmd":"rules.list" ...}` and the other rule commands of [`weir_control::rules`] | the job's reply; with several jobs that have rules, the request names one with `"job": NAME` |
 //!
+//! | `{"cmd":"config.reload"}` | `queued`: the config file is read again (as on SIGHUP, see [`run`]) |
+//!
 //! Pause, resume and rotate-now are not offered: the record job has no way yet to hold its
 //! writer or close a segment on request without closing the store mid-block.
 //!
@@ -20,9 +22,9 @@
 //!
 //! Stopping (the caller's `stop` flag, the CLI's SIGINT/SIGTERM) stops every job the way
 //! `weir record` stops (capture first, then what is in the buffer is written); the caller's
-//! `reload` flag (SIGHUP) reloads every job's rules.
+//! `reload` flag (SIGHUP) reloads the config file (a job whose settings changed restarts, the
+//! others go on capturing) and every job's rules.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -99,6 +101,8 @@ struct Job {
     ran: AtomicBool,
     /// Its interface was there at the last look.
     interface_seen: AtomicBool,
+    /// The rule commands for its engine, made at the first request.
+    rules_commands: Mutex<Option<Commands>>,
 }
 
 impl Job {
@@ -137,10 +141,92 @@ pub struct ServiceReport {
     pub stop_s: Option<f64>,
 }
 
-/// Runs every job of `cfg` until `stop` is set or every job has ended; `reload` (cleared here)
-/// reloads every job's rules. Says what happens through `events`, each event with the name of
-/// its job (`None`: the service itself). Fails before any job starts when the control socket
-/// cannot be served.
+/// The jobs as the control socket sees them (replaced on a config reload).
+type JobList = Arc<Mutex<Vec<Arc<Job>>>>;
+
+/// A job's thread and what it was started with.
+struct Running {
+    job: Arc<Job>,
+    config: crate::config::JobConfig,
+    thread: Option<std::thread::JoinHandle<Result<RecordReport, SensorError>>>,
+    /// Stopped by a config reload (not by the service's stop).
+    retiring: bool,
+}
+
+impl Job {
+    fn new(j: &crate::config::JobConfig) -> Arc<Job> {
+        Arc::new(Job {
+            name: j.name.clone(),
+            interface: j.interface.clone(),
+            store: j.record.dir.clone(),
+            rules_file: j.record.rules.as_ref().map(|r| r.path.clone()),
+            state: Mutex::new(("starting", None)),
+            started: Instant::now(),
+            published: Arc::default(),
+            stop: Arc::default(),
+            // one flag per job, for the life of the process: a job's reload takes a static
+            reload: Box::leak(Box::new(AtomicBool::new(false))),
+            ran: AtomicBool::new(false),
+            interface_seen: AtomicBool::new(true),
+            rules_commands: Mutex::new(None),
+        })
+    }
+}
+
+/// Starts the job `jc` on its own thread; its events go to `tx` with its name.
+fn spawn(
+    jc: &crate::config::JobConfig,
+    tx: &mpsc::Sender<(String, Event)>,
+) -> Result<Running, SensorError> {
+    let job = Job::new(jc);
+    let rec = jc.record.clone();
+    let tx = tx.clone();
+    let j = Arc::clone(&job);
+    let thread = std::thread::Builder::new()
+        .name(format!("job-{}", job.name))
+        .spawn(move || {
+            let controls = Controls {
+                stop: Arc::clone(&j.stop),
+                reload: j.reload,
+                published: Some(Arc::clone(&j.published)),
+            };
+            let r = crate::record::run(&rec, &controls, &mut |e| {
+                if let Event::Notice(t) = &e {
+                    if t.starts_with("recording on ") {
+                        j.ran.store(true, Ordering::Relaxed);
+                        j.set_state("running", None);
+                    }
+                }
+                if !matches!(e, Event::Progress(_)) {
+                    let _ = tx.send((j.name.clone(), e));
+                }
+            });
+            match &r {
+                Ok(rep) => match (&rep.capture_error, &rep.summary.error) {
+                    (Some(e), _) => j.set_state("failed", Some(e.to_string())),
+                    (_, Some(e)) => j.set_state("failed", Some(e.to_string())),
+                    _ => j.set_state("stopped", None),
+                },
+                Err(e) => j.set_state("failed", Some(error_chain(e))),
+            }
+            r
+        })
+        .map_err(SensorError::Thread)?;
+    Ok(Running {
+        job,
+        config: jc.clone(),
+        thread: Some(thread),
+        retiring: false,
+    })
+}
+
+/// Runs every job of `cfg` until `stop` is set or every job has ended. `reload` (cleared here;
+/// the CLI's SIGHUP) and the control socket's `config.reload` read the config file again: jobs
+/// whose settings changed restart (each stops cleanly, its store closed between blocks, then
+/// starts again), new jobs start, removed jobs stop, the others go on untouched; then every
+/// job's rules are reloaded. A config file that no longer checks is said and the running jobs
+/// kept. Says what happens through `events`, each event with the name of its job (`None`: the
+/// service itself). Fails before any job starts when the control socket cannot be served.
 pub fn run(
     cfg: &ServiceConfig,
     stop: &AtomicBool,
@@ -148,29 +234,11 @@ pub fn run(
     events: &mut dyn FnMut(Option<&str>, Event),
 ) -> Result<ServiceReport, SensorError> {
     let started = Instant::now();
-    let jobs: Vec<Arc<Job>> = cfg
-        .jobs
-        .iter()
-        .map(|j| {
-            Arc::new(Job {
-                name: j.name.clone(),
-                interface: j.interface.clone(),
-                store: j.record.dir.clone(),
-                rules_file: j.record.rules.as_ref().map(|r| r.path.clone()),
-                state: Mutex::new(("starting", None)),
-                started: Instant::now(),
-                published: Arc::default(),
-                stop: Arc::default(),
-                // one flag per job, for the life of the process: a job's reload takes a static
-                reload: Box::leak(Box::new(AtomicBool::new(false))),
-                ran: AtomicBool::new(false),
-                interface_seen: AtomicBool::new(true),
-            })
-        })
-        .collect();
+    let list: JobList = Arc::default();
+    let reload_config = Arc::new(AtomicBool::new(false));
     let _server = match &cfg.control {
         Some(c) => {
-            let server = serve(c, &jobs, cfg, started)?;
+            let server = serve(c, &list, cfg, started, &reload_config)?;
             events(
                 None,
                 Event::Notice(format!("control socket on {}", c.socket.display())),
@@ -180,112 +248,166 @@ pub fn run(
         None => None,
     };
 
-    let (tx, rx) = mpsc::channel::<(usize, Event)>();
-    let mut threads = Vec::new();
-    for (i, (job, jc)) in jobs.iter().zip(&cfg.jobs).enumerate() {
-        let job = Arc::clone(job);
-        let rec = jc.record.clone();
-        let tx = tx.clone();
-        let t = std::thread::Builder::new()
-            .name(format!("job-{}", job.name))
-            .spawn(move || {
-                let controls = Controls {
-                    stop: Arc::clone(&job.stop),
-                    reload: job.reload,
-                    published: Some(Arc::clone(&job.published)),
-                };
-                let r = crate::record::run(&rec, &controls, &mut |e| {
-                    if let Event::Notice(t) = &e {
-                        if t.starts_with("recording on ") {
-                            job.ran.store(true, Ordering::Relaxed);
-                            job.set_state("running", None);
-                        }
-                    }
-                    if !matches!(e, Event::Progress(_)) {
-                        let _ = tx.send((i, e));
-                    }
-                });
-                match &r {
-                    Ok(rep) => match (&rep.capture_error, &rep.summary.error) {
-                        (Some(e), _) => job.set_state("failed", Some(e.to_string())),
-                        (_, Some(e)) => job.set_state("failed", Some(e.to_string())),
-                        _ => job.set_state("stopped", None),
-                    },
-                    Err(e) => job.set_state("failed", Some(error_chain(e))),
-                }
-                r
-            })
-            .map_err(SensorError::Thread)?;
-        threads.push(Some(t));
+    let (tx, rx) = mpsc::channel::<(String, Event)>();
+    let mut running: Vec<Running> = Vec::new();
+    for jc in &cfg.jobs {
+        running.push(spawn(jc, &tx)?);
     }
-    drop(tx);
+    let publish = |running: &[Running]| {
+        *list.lock().unwrap_or_else(PoisonError::into_inner) =
+            running.iter().map(|r| Arc::clone(&r.job)).collect();
+    };
+    publish(&running);
 
-    let mut ends: Vec<Option<Result<RecordReport, SensorError>>> =
-        (0..jobs.len()).map(|_| None).collect();
+    let mut ends: Vec<JobEnd> = Vec::new();
+    let mut pending: Vec<crate::config::JobConfig> = Vec::new();
     let mut stop_at: Option<Instant> = None;
     let mut last_look = Instant::now();
+    let mut stop_all = false;
     loop {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok((i, e)) => events(Some(&jobs[i].name), e),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        if let Ok((name, e)) = rx.recv_timeout(Duration::from_millis(50)) {
+            events(Some(&name), e);
         }
-        if reload.swap(false, Ordering::Relaxed) {
-            let n = jobs.iter().filter(|j| j.rules_file.is_some()).count();
+        let hup = reload.swap(false, Ordering::Relaxed);
+        let asked = reload_config.swap(false, Ordering::Relaxed);
+        if (hup || asked) && stop_at.is_none() {
             events(
                 None,
-                Event::Notice(format!("SIGHUP: reloading the rules of {n} job(s)")),
+                Event::Notice(format!(
+                    "{}: reading {} again",
+                    if hup { "SIGHUP" } else { "config.reload" },
+                    cfg.path.display()
+                )),
             );
-            for j in &jobs {
-                j.reload.store(true, Ordering::Relaxed);
+            match crate::config::load(&cfg.path) {
+                Err(e) => events(
+                    None,
+                    Event::Warning(format!(
+                        "config not reloaded ({e}); the jobs go on as they were"
+                    )),
+                ),
+                Ok(new) => {
+                    if new.control != cfg.control {
+                        events(
+                            None,
+                            Event::Warning(
+                                "the [control] table changed: restart weir to apply it".into(),
+                            ),
+                        );
+                    }
+                    for r in running.iter_mut() {
+                        let same = new.jobs.iter().find(|j| j.name == r.job.name);
+                        let unchanged =
+                            same.is_some_and(|j| format!("{j:?}") == format!("{:?}", r.config));
+                        if !unchanged && !r.retiring {
+                            events(
+                                Some(&r.job.name),
+                                Event::Notice(if same.is_some() {
+                                    "its config changed: restarting the job".into()
+                                } else {
+                                    "no longer in the config: stopping the job".into()
+                                }),
+                            );
+                            r.retiring = true;
+                            r.job.set_state("stopping", None);
+                            r.job.stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    pending = new
+                        .jobs
+                        .into_iter()
+                        .filter(|j| {
+                            !running
+                                .iter()
+                                .any(|r| !r.retiring && r.job.name == j.name && r.thread.is_some())
+                        })
+                        .collect();
+                }
+            }
+            for r in &running {
+                r.job.reload.store(true, Ordering::Relaxed);
             }
         }
         if stop_at.is_none() && stop.load(Ordering::Relaxed) {
             stop_at = Some(Instant::now());
-            for j in &jobs {
-                if j.state().0 != "failed" && j.state().0 != "stopped" {
-                    j.set_state("stopping", None);
+            pending.clear();
+            for r in &running {
+                let s = r.job.state().0;
+                if s != "failed" && s != "stopped" {
+                    r.job.set_state("stopping", None);
                 }
-                j.stop.store(true, Ordering::Relaxed);
+                r.job.stop.store(true, Ordering::Relaxed);
             }
         }
-        for (i, slot) in threads.iter_mut().enumerate() {
-            if slot.as_ref().is_some_and(|t| t.is_finished()) {
-                let Some(t) = slot.take() else { continue };
-                let end = t.join().unwrap_or(Err(SensorError::Panicked("job")));
-                while let Ok((i, e)) = rx.try_recv() {
-                    events(Some(&jobs[i].name), e);
-                }
-                if let (_, Some(e)) = jobs[i].state() {
-                    events(
-                        Some(&jobs[i].name),
-                        Event::Warning(format!("the job failed: {e}")),
-                    );
-                }
-                // a job that could not start stops the others: the service runs whole or not
-                if end.is_err() && !jobs[i].ran.load(Ordering::Relaxed) && stop_at.is_none() {
-                    events(
-                        None,
-                        Event::Warning(format!(
-                            "job `{}` could not start: stopping every job",
-                            jobs[i].name
-                        )),
-                    );
-                    stop_at = Some(Instant::now());
-                    for j in &jobs {
-                        j.stop.store(true, Ordering::Relaxed);
-                    }
-                }
-                ends[i] = Some(end);
+        for r in running.iter_mut() {
+            if !r.thread.as_ref().is_some_and(|t| t.is_finished()) {
+                continue;
             }
+            let Some(t) = r.thread.take() else { continue };
+            let end = t.join().unwrap_or(Err(SensorError::Panicked("job")));
+            while let Ok((name, e)) = rx.try_recv() {
+                events(Some(&name), e);
+            }
+            if let (_, Some(e)) = r.job.state() {
+                events(
+                    Some(&r.job.name),
+                    Event::Warning(format!("the job failed: {e}")),
+                );
+            }
+            // a job that could not start at start-up stops the others: the service runs whole
+            // or not at all
+            let at_start = r.job.started.duration_since(started) < Duration::from_secs(1);
+            if end.is_err() && !r.job.ran.load(Ordering::Relaxed) && at_start && stop_at.is_none() {
+                events(
+                    None,
+                    Event::Warning(format!(
+                        "job `{}` could not start: stopping every job",
+                        r.job.name
+                    )),
+                );
+                stop_at = Some(Instant::now());
+                pending.clear();
+                stop_all = true;
+            }
+            ends.push(JobEnd {
+                name: r.job.name.clone(),
+                interface: r.job.interface.clone(),
+                store: r.job.store.clone(),
+                result: end,
+            });
+        }
+        if std::mem::take(&mut stop_all) {
+            for o in &running {
+                o.job.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        // the jobs a reload starts, once the ones they replace have closed their stores
+        if !pending.is_empty() && running.iter().all(|r| !r.retiring || r.thread.is_none()) {
+            running.retain(|r| !r.retiring);
+            for jc in std::mem::take(&mut pending) {
+                match spawn(&jc, &tx) {
+                    Ok(r) => {
+                        running.retain(|o| o.job.name != jc.name);
+                        running.push(r);
+                    }
+                    Err(e) => events(
+                        Some(&jc.name),
+                        Event::Warning(format!("the job did not start: {e}")),
+                    ),
+                }
+            }
+            publish(&running);
+        } else if pending.is_empty() && running.iter().any(|r| r.retiring && r.thread.is_none()) {
+            running.retain(|r| !(r.retiring && r.thread.is_none()));
+            publish(&running);
         }
         if last_look.elapsed() >= Duration::from_secs(1) {
             last_look = Instant::now();
-            for j in &jobs {
-                let present = interface_present(&j.interface);
-                if !present && j.interface_seen.swap(false, Ordering::Relaxed) {
+            for r in running.iter().filter(|r| r.thread.is_some()) {
+                let j = &r.job;
+                if !interface_present(&j.interface)
+                    && j.interface_seen.swap(false, Ordering::Relaxed)
+                {
                     events(
                         Some(&j.name),
                         Event::Warning(format!(
@@ -297,28 +419,16 @@ pub fn run(
                 }
             }
         }
-        if threads.iter().all(Option::is_none) {
+        if pending.is_empty() && running.iter().all(|r| r.thread.is_none()) {
             break;
         }
     }
-    // what the jobs said last
-    while let Ok((i, e)) = rx.try_recv() {
-        events(Some(&jobs[i].name), e);
+    drop(tx);
+    while let Ok((name, e)) = rx.try_recv() {
+        events(Some(&name), e);
     }
     let stop_s = stop_at.map(|t| t.elapsed().as_secs_f64());
-    Ok(ServiceReport {
-        jobs: jobs
-            .iter()
-            .zip(ends)
-            .map(|(j, r)| JobEnd {
-                name: j.name.clone(),
-                interface: j.interface.clone(),
-                store: j.store.clone(),
-                result: r.unwrap_or(Err(SensorError::Panicked("job"))),
-            })
-            .collect(),
-        stop_s,
-    })
+    Ok(ServiceReport { jobs: ends, stop_s })
 }
 
 /// Whether the interface `name` exists now.
@@ -344,15 +454,17 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// Serves the control socket of `c` for `jobs`.
 fn serve(
     c: &ControlConfig,
-    jobs: &[Arc<Job>],
+    jobs: &JobList,
     cfg: &ServiceConfig,
     started: Instant,
+    reload_config: &Arc<AtomicBool>,
 ) -> Result<Server, SensorError> {
     let mut commands = Commands::new();
     {
-        let jobs = jobs.to_vec();
+        let jobs = Arc::clone(jobs);
         let config = cfg.path.display().to_string();
         commands.add("status", move |_| {
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
             let list: Vec<Value> = jobs
                 .iter()
                 .map(|j| {
@@ -379,8 +491,16 @@ fn serve(
         });
     }
     {
-        let jobs = jobs.to_vec();
+        let flag = Arc::clone(reload_config);
+        commands.add("config.reload", move |_| {
+            flag.store(true, Ordering::Relaxed);
+            Ok(obj(json!({"queued": true})))
+        });
+    }
+    {
+        let jobs = Arc::clone(jobs);
         commands.add("counters", move |_| {
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
             let mut m = Map::new();
             for j in &jobs {
                 m.insert(
@@ -391,11 +511,12 @@ fn serve(
             Ok(obj(json!({ "jobs": m })))
         });
     }
-    let per_job: Arc<Mutex<BTreeMap<String, Commands>>> = Arc::default();
     for name in RULE_COMMANDS {
-        let jobs = jobs.to_vec();
-        let per_job = Arc::clone(&per_job);
-        commands.add(name, move |req| rules_request(&jobs, &per_job, req));
+        let jobs = Arc::clone(jobs);
+        commands.add(name, move |req| {
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            rules_request(&jobs, req)
+        });
     }
     let server = Server::serve(&c.socket, commands).map_err(|source| SensorError::Control {
         path: c.socket.clone(),
@@ -419,7 +540,6 @@ fn serve(
 /// that job's engine.
 fn rules_request(
     jobs: &[Arc<Job>],
-    per_job: &Mutex<BTreeMap<String, Commands>>,
     req: &Map<String, Value>,
 ) -> Result<Map<String, Value>, String> {
     let with_rules: Vec<&Arc<Job>> = jobs.iter().filter(|j| j.rules_file.is_some()).collect();
@@ -456,8 +576,11 @@ fn rules_request(
     let mut req = req.clone();
     req.remove("job");
     let line = Value::Object(req).to_string();
-    let mut map = per_job.lock().unwrap_or_else(PoisonError::into_inner);
-    let commands = map.entry(job.name.clone()).or_insert_with(|| {
+    let mut slot = job
+        .rules_commands
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let commands = slot.get_or_insert_with(|| {
         let mut c = Commands::new();
         weir_control::rules::register(&mut c, engine, job.rules_file.clone());
         c

@@ -1,6 +1,6 @@
 //! `weir ctl`: the client of a running `weir run`'s control socket: `status` (the jobs, their
-//! interfaces, states and uptimes), `counters` (each job's live counters) and `rules` (the rule
-//! commands, passed to one job's rules), as tables or as the socket's JSON (`--json`).
+//! interfaces, states and uptimes), `counters` (each job's live counters), `reload` (the config
+//! file read again) and `rules` (the rule commands, passed to one job's rules), as tables or as the socket's JSON (`--json`).
 //!
 //! A socket that is missing, left by a process that is gone, not a socket, or not ours to open
 //! is each said as such.
@@ -36,6 +36,8 @@ enum What {
     Counters,
     /// The commands the process answers.
     Help,
+    /// Read the config file again: jobs whose settings changed restart, the others go on.
+    Reload,
     /// The rules of a job: list, stats, add, del, reload, kernel (see `weir rules`).
     Rules {
         /// The job whose rules (needed when several jobs have rules).
@@ -145,6 +147,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let (req, table): (Value, Table) = match &args.what {
         What::Status => (json!({"cmd": "status"}), status_table),
         What::Counters => (json!({"cmd": "counters"}), counters_table),
+        What::Reload => (json!({"cmd": "config.reload"}), |_| {
+            "config reload queued (the process says how it went on its stderr)\n".to_string()
+        }),
         What::Help => (json!({"cmd": "help"}), |r| {
             let mut s = String::new();
             for c in r

@@ -4,8 +4,9 @@
 //! starts, and `--check` only checks it and prints what would run.
 //!
 //! SIGINT/SIGTERM stop every job the way `weir record` stops (capture first, then everything in
-//! the buffer is written) and print each job's final counters; SIGHUP reloads every job's rule
-//! file.
+//! the buffer is written) and print each job's final counters; SIGHUP reads the config file
+//! again (a job whose settings changed restarts, closing its store cleanly first; new jobs
+//! start, removed ones stop; the others go on capturing) and reloads every job's rule file.
 
 use std::io::Write;
 use std::path::PathBuf;
