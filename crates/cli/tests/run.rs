@@ -725,6 +725,18 @@ fn ctl_errors_and_sighup() {
     let (code, err) = ctl_err(&sock, &["rules", "--job", "nope", "stats"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("no job `nope` (jobs with rules: lo)"), "{err}");
+    let out = run(weir().arg("ctl").arg("--socket").arg(&sock).arg("commands"));
+    assert!(out.status.success());
+    let names = String::from_utf8_lossy(&out.stdout).into_owned();
+    for c in [
+        "config.reload",
+        "counters",
+        "rules.add",
+        "rules.list",
+        "status",
+    ] {
+        assert!(names.lines().any(|l| l == c), "{c}: {names}");
+    }
     let (code, _) = ctl_err(&sock, &["rules", "del", "-1"]);
     assert_eq!(code, Some(2));
     // a rule added through the socket, then SIGHUP: the file comes back whole (version 3)

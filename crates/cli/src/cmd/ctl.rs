@@ -34,8 +34,8 @@ enum What {
     Status,
     /// Each job's live counters (refreshed every second).
     Counters,
-    /// The commands the process answers.
-    Help,
+    /// The commands the process's socket answers.
+    Commands,
     /// Read the config file again: jobs whose settings changed restart, the others go on.
     Reload,
     /// The rules of a job: list, stats, add, del, reload, kernel (see `weir rules`).
@@ -150,7 +150,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         What::Reload => (json!({"cmd": "config.reload"}), |_| {
             "config reload queued (the process says how it went on its stderr)\n".to_string()
         }),
-        What::Help => (json!({"cmd": "help"}), |r| {
+        What::Commands => (json!({"cmd": "help"}), |r| {
             let mut s = String::new();
             for c in r
                 .get("commands")
