@@ -2,7 +2,7 @@
 //! flow meter beside it), [`capture`] (the buffer to one capture file, or any
 //! [`capture::PacketSink`]), each with its rules ([`rules`]) and the source of its packets
 //! ([`live`]). `weir record` and `weir capture` build these jobs from their arguments; `weir
-//! run` will build the same ones from a config file.
+//! run` builds the same ones from a config file.
 //!
 //! A job is configured with plain structs (no command-line types), runs on the caller's thread
 //! (its helpers on their own: the recorder, the flow meter, the control socket), tells what
