@@ -58,6 +58,10 @@ enum Command {
     Lab(cmd::lab::Args),
     /// Change and read a running weir's rules over its control socket; check a rule file.
     Rules(cmd::rules::Args),
+    /// Run the jobs of a config file as a service (record + flows + rules per interface).
+    Run(cmd::run::Args),
+    /// Ask a running `weir run` over its control socket: status, counters, rules.
+    Ctl(cmd::ctl::Args),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +87,8 @@ fn main() -> ExitCode {
         Command::Latency(a) => cmd::latency::run(a),
         Command::Lab(a) => cmd::lab::run(a),
         Command::Rules(a) => cmd::rules::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Ctl(a) => cmd::ctl::run(a),
     };
     match result {
         Ok(status) => status.into(),

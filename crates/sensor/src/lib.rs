@@ -2,7 +2,7 @@
 //! flow meter beside it), [`capture`] (the buffer to one capture file, or any
 //! [`capture::PacketSink`]), each with its rules ([`rules`]) and the source of its packets
 //! ([`live`]). `weir record` and `weir capture` build these jobs from their arguments; `weir
-//! run` will build the same ones from a config file.
+//! run` builds the same ones from a config file.
 //!
 //! A job is configured with plain structs (no command-line types), runs on the caller's thread
 //! (its helpers on their own: the recorder, the flow meter, the control socket), tells what
@@ -10,15 +10,20 @@
 //! formats. Stopping is the caller's: a flag it sets (the CLI on SIGINT/SIGTERM) ends the job
 //! cleanly, capture first, then everything already in the buffer is written; another flag
 //! reloads the rules (the CLI sets it on SIGHUP).
+//!
+//! [`config`] reads the file of `weir run` (jobs, stores, flows, rules, control socket) and
+//! [`service`] runs its jobs side by side, one thread each, with one control socket.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod capture;
+pub mod config;
 mod error;
 pub mod live;
 pub mod metrics;
 pub mod record;
 pub mod rules;
+pub mod service;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -46,6 +51,9 @@ pub struct Controls {
     pub reload: &'static AtomicBool,
     /// Where the job publishes its counters for a Prometheus scrape ([`metrics::Board`]).
     pub metrics: Option<Arc<metrics::Board>>,
+    /// Where the job publishes its live counters and its rule engine for a control socket
+    /// (`weir run`'s `status`, `counters`, `rules.*`); `None`: nobody asks.
+    pub published: Option<Arc<service::Published>>,
 }
 
 /// The reload flag of [`Controls::default`]: nobody sets it.
@@ -57,6 +65,7 @@ impl Default for Controls {
             stop: Arc::default(),
             reload: &NO_RELOAD,
             metrics: None,
+            published: None,
         }
     }
 }

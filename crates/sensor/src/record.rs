@@ -212,6 +212,9 @@ pub fn run(
             return Err(e);
         }
     };
+    if let (Some(p), Some(e)) = (&controls.published, &engine) {
+        p.set_engine(e.clone());
+    }
     let _control = match (cfg.rules.as_ref(), engine.as_ref()) {
         (
             Some(RulesConfig {
@@ -356,14 +359,17 @@ pub fn run(
             events(Event::Progress(progress(
                 &t, &last.1, written, last.2, dt, &buffer, &rstats,
             )));
-            if let Some(p) = &cfg.stats_json {
+            if cfg.stats_json.is_some() || controls.published.is_some() {
                 let flows = meter
                     .as_ref()
                     .map(|m: &LiveMeter<Fanout>| serde_json::json!({ "packets": m.packets() }));
-                write_stats(
-                    p,
-                    &stats_json(started, &t, &buffer, &rstats, flows, rules.as_ref()),
-                )?;
+                let json = stats_json(started, &t, &buffer, &rstats, flows, rules.as_ref());
+                if let Some(p) = &cfg.stats_json {
+                    write_stats(p, &json)?;
+                }
+                if let Some(p) = &controls.published {
+                    p.set_counters(json);
+                }
             }
             last = (now, t, written);
         }
@@ -383,11 +389,14 @@ pub fn run(
         .map(Counters::totals)
         .or(file_totals)
         .unwrap_or_default();
-    if let Some(p) = &cfg.stats_json {
-        write_stats(
-            p,
-            &stats_json(started, &totals, &buffer, &rstats, None, rules.as_ref()),
-        )?;
+    if cfg.stats_json.is_some() || controls.published.is_some() {
+        let json = stats_json(started, &totals, &buffer, &rstats, None, rules.as_ref());
+        if let Some(p) = &cfg.stats_json {
+            write_stats(p, &json)?;
+        }
+        if let Some(p) = &controls.published {
+            p.set_counters(json);
+        }
     }
     if let Some(board) = &controls.metrics {
         let end = flows.as_ref().map(|f| metrics::FlowsEnd {

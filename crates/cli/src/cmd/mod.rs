@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub(crate) mod capture;
+pub(crate) mod ctl;
 pub(crate) mod decode;
 pub(crate) mod extract;
 pub(crate) mod flows;
@@ -12,3 +13,4 @@ pub(crate) mod latency;
 pub(crate) mod read;
 pub(crate) mod record;
 pub(crate) mod rules;
+pub(crate) mod run;

@@ -1,0 +1,611 @@
+//! `weir run`: the jobs of a config file ([`crate::config`]) side by side in one process, one
+//! thread each (two interfaces: two record jobs, each with its own pipeline, store, flow meter
+//! and rules), and one control socket for all of them.
+//!
+//! The control socket (JSON lines, see [`weir_control`]) answers, besides `help`:
+//!
+//! | request | reply (besides `"ok": true`) |
+//! |---|---|
+//! | `{"cmd":"status"}` | `pid`, `config`, `uptime_s`, `jobs`: each `{name, kind, interface, interface_present, store, rules, state, uptime_s, error}`; `state` is `starting`, `running`, `stopping`, `stopped` or `failed` |
+//! | `{"cmd":"counters"}` | `jobs`: each job's name → its live counters (the same object as `weir record --stats-json`: `capture`, `buffer`, `writer`, `flows`, `rules`), refreshed every second; `null` until the first second |
+//! | `{"cmd":"rules.list" ...}` and the other rule commands of [`weir_control::rules`] | the job's reply; with several jobs that have rules, the request names one with `"job": NAME` |
+//!
+//! | `{"cmd":"config.reload"}` | `queued`: the config file is read again (as on SIGHUP, see [`run`]) |
+//!
+//! Pause, resume and rotate-now are not offered: the record job has no way yet to hold its
+//! writer or close a segment on request without closing the store mid-block.
+//!
+//! A job that fails before it records (an interface down, a store locked by another recorder)
+//! stops every job: the service runs whole or not at all. A job that fails later is said when
+//! it fails and shown `failed` by `status`; the others go on. An interface that disappears is
+//! said once (the job then captures nothing more).
+//!
+//! Stopping (the caller's `stop` flag, the CLI's SIGINT/SIGTERM) stops every job the way
+//! `weir record` stops (capture first, then what is in the buffer is written); the caller's
+//! `reload` flag (SIGHUP) reloads the config file (a job whose settings changed restarts, the
+//! others go on capturing) and every job's rules.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use weir_control::{Commands, Server};
+use weir_rules::Engine;
+
+use crate::config::{ControlConfig, ServiceConfig};
+use crate::record::RecordReport;
+use crate::{Controls, Event, SensorError};
+
+/// What a running job shows its caller's control socket: its live counters and its rule
+/// engine ([`Controls::published`]).
+#[derive(Debug, Default)]
+pub struct Published {
+    counters: Mutex<Option<Value>>,
+    engine: Mutex<Option<Engine>>,
+}
+
+impl Published {
+    /// The job's counters now (every counter as JSON, see
+    /// [`stats_json`](crate::record::stats_json)).
+    pub fn set_counters(&self, v: Value) {
+        *self.counters.lock().unwrap_or_else(PoisonError::into_inner) = Some(v);
+    }
+
+    /// The job's rule engine (a handle sharing its rules and counters).
+    pub fn set_engine(&self, e: Engine) {
+        *self.engine.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+    }
+
+    /// The last counters published.
+    pub fn counters(&self) -> Option<Value> {
+        self.counters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The engine, once the job has compiled its rules.
+    pub fn engine(&self) -> Option<Engine> {
+        self.engine
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The rule commands the control socket passes on to a job's engine.
+pub const RULE_COMMANDS: [&str; 6] = [
+    "rules.list",
+    "rules.stats",
+    "rules.add",
+    "rules.del",
+    "rules.reload",
+    "rules.kernel",
+];
+
+/// A job as the service watches it.
+struct Job {
+    name: String,
+    interface: String,
+    store: PathBuf,
+    rules_file: Option<PathBuf>,
+    state: Mutex<(&'static str, Option<String>)>,
+    started: Instant,
+    published: Arc<Published>,
+    stop: Arc<AtomicBool>,
+    reload: &'static AtomicBool,
+    /// The job said it was recording.
+    ran: AtomicBool,
+    /// Its interface was there at the last look.
+    interface_seen: AtomicBool,
+    /// The rule commands for its engine, made at the first request.
+    rules_commands: Mutex<Option<Commands>>,
+}
+
+impl Job {
+    fn set_state(&self, s: &'static str, error: Option<String>) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = (s, error);
+    }
+
+    fn state(&self) -> (&'static str, Option<String>) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// How one job ended.
+#[derive(Debug)]
+pub struct JobEnd {
+    /// The job's name.
+    pub name: String,
+    /// The interface it captured on.
+    pub interface: String,
+    /// Its store.
+    pub store: PathBuf,
+    /// Its report, or why it failed.
+    pub result: Result<RecordReport, SensorError>,
+}
+
+/// How the service ended.
+#[derive(Debug)]
+pub struct ServiceReport {
+    /// Every job's end, in the config's order.
+    pub jobs: Vec<JobEnd>,
+    /// Seconds from the stop request to the last job's end (`None`: the jobs ended by
+    /// themselves).
+    pub stop_s: Option<f64>,
+}
+
+/// The jobs as the control socket sees them (replaced on a config reload).
+type JobList = Arc<Mutex<Vec<Arc<Job>>>>;
+
+/// A job's thread and what it was started with.
+struct Running {
+    job: Arc<Job>,
+    config: crate::config::JobConfig,
+    thread: Option<std::thread::JoinHandle<Result<RecordReport, SensorError>>>,
+    /// Stopped by a config reload (not by the service's stop).
+    retiring: bool,
+}
+
+impl Job {
+    fn new(j: &crate::config::JobConfig) -> Arc<Job> {
+        Arc::new(Job {
+            name: j.name.clone(),
+            interface: j.interface.clone(),
+            store: j.record.dir.clone(),
+            rules_file: j.record.rules.as_ref().map(|r| r.path.clone()),
+            state: Mutex::new(("starting", None)),
+            started: Instant::now(),
+            published: Arc::default(),
+            stop: Arc::default(),
+            // one flag per job, for the life of the process: a job's reload takes a static
+            reload: Box::leak(Box::new(AtomicBool::new(false))),
+            ran: AtomicBool::new(false),
+            interface_seen: AtomicBool::new(true),
+            rules_commands: Mutex::new(None),
+        })
+    }
+}
+
+/// Starts the job `jc` on its own thread; its events go to `tx` with its name.
+fn spawn(
+    jc: &crate::config::JobConfig,
+    tx: &mpsc::Sender<(String, Event)>,
+) -> Result<Running, SensorError> {
+    let job = Job::new(jc);
+    let rec = jc.record.clone();
+    let tx = tx.clone();
+    let j = Arc::clone(&job);
+    let thread = std::thread::Builder::new()
+        .name(format!("job-{}", job.name))
+        .spawn(move || {
+            let controls = Controls {
+                stop: Arc::clone(&j.stop),
+                reload: j.reload,
+                published: Some(Arc::clone(&j.published)),
+                metrics: None,
+            };
+            let r = crate::record::run(&rec, &controls, &mut |e| {
+                if let Event::Notice(t) = &e {
+                    if t.starts_with("recording on ") {
+                        j.ran.store(true, Ordering::Relaxed);
+                        j.set_state("running", None);
+                    }
+                }
+                if !matches!(e, Event::Progress(_)) {
+                    let _ = tx.send((j.name.clone(), e));
+                }
+            });
+            match &r {
+                Ok(rep) => match (&rep.capture_error, &rep.summary.error) {
+                    (Some(e), _) => j.set_state("failed", Some(e.to_string())),
+                    (_, Some(e)) => j.set_state("failed", Some(e.to_string())),
+                    _ => j.set_state("stopped", None),
+                },
+                Err(e) => j.set_state("failed", Some(error_chain(e))),
+            }
+            r
+        })
+        .map_err(SensorError::Thread)?;
+    Ok(Running {
+        job,
+        config: jc.clone(),
+        thread: Some(thread),
+        retiring: false,
+    })
+}
+
+/// Runs every job of `cfg` until `stop` is set or every job has ended. `reload` (cleared here;
+/// the CLI's SIGHUP) and the control socket's `config.reload` read the config file again: jobs
+/// whose settings changed restart (each stops cleanly, its store closed between blocks, then
+/// starts again), new jobs start, removed jobs stop, the others go on untouched; then every
+/// job's rules are reloaded. A config file that no longer checks is said and the running jobs
+/// kept. Says what happens through `events`, each event with the name of its job (`None`: the
+/// service itself). Fails before any job starts when the control socket cannot be served.
+pub fn run(
+    cfg: &ServiceConfig,
+    stop: &AtomicBool,
+    reload: &AtomicBool,
+    events: &mut dyn FnMut(Option<&str>, Event),
+) -> Result<ServiceReport, SensorError> {
+    let started = Instant::now();
+    let list: JobList = Arc::default();
+    let reload_config = Arc::new(AtomicBool::new(false));
+    let _server = match &cfg.control {
+        Some(c) => {
+            let server = serve(c, &list, cfg, started, &reload_config)?;
+            events(
+                None,
+                Event::Notice(format!("control socket on {}", c.socket.display())),
+            );
+            Some(server)
+        }
+        None => None,
+    };
+
+    let (tx, rx) = mpsc::channel::<(String, Event)>();
+    let mut running: Vec<Running> = Vec::new();
+    for jc in &cfg.jobs {
+        running.push(spawn(jc, &tx)?);
+    }
+    let publish = |running: &[Running]| {
+        *list.lock().unwrap_or_else(PoisonError::into_inner) =
+            running.iter().map(|r| Arc::clone(&r.job)).collect();
+    };
+    publish(&running);
+
+    let mut ends: Vec<JobEnd> = Vec::new();
+    let mut pending: Vec<crate::config::JobConfig> = Vec::new();
+    let mut stop_at: Option<Instant> = None;
+    let mut last_look = Instant::now();
+    let mut stop_all = false;
+    loop {
+        if let Ok((name, e)) = rx.recv_timeout(Duration::from_millis(50)) {
+            events(Some(&name), e);
+        }
+        let hup = reload.swap(false, Ordering::Relaxed);
+        let asked = reload_config.swap(false, Ordering::Relaxed);
+        if (hup || asked) && stop_at.is_none() {
+            events(
+                None,
+                Event::Notice(format!(
+                    "{}: reading {} again",
+                    if hup { "SIGHUP" } else { "config.reload" },
+                    cfg.path.display()
+                )),
+            );
+            match crate::config::load(&cfg.path) {
+                Err(e) => events(
+                    None,
+                    Event::Warning(format!(
+                        "config not reloaded ({e}); the jobs go on as they were"
+                    )),
+                ),
+                Ok(new) => {
+                    if new.control != cfg.control {
+                        events(
+                            None,
+                            Event::Warning(
+                                "the [control] table changed: restart weir to apply it".into(),
+                            ),
+                        );
+                    }
+                    for r in running.iter_mut() {
+                        let same = new.jobs.iter().find(|j| j.name == r.job.name);
+                        let unchanged =
+                            same.is_some_and(|j| format!("{j:?}") == format!("{:?}", r.config));
+                        if !unchanged && !r.retiring {
+                            events(
+                                Some(&r.job.name),
+                                Event::Notice(if same.is_some() {
+                                    "its config changed: restarting the job".into()
+                                } else {
+                                    "no longer in the config: stopping the job".into()
+                                }),
+                            );
+                            r.retiring = true;
+                            r.job.set_state("stopping", None);
+                            r.job.stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    pending = new
+                        .jobs
+                        .into_iter()
+                        .filter(|j| {
+                            !running
+                                .iter()
+                                .any(|r| !r.retiring && r.job.name == j.name && r.thread.is_some())
+                        })
+                        .collect();
+                }
+            }
+            for r in &running {
+                r.job.reload.store(true, Ordering::Relaxed);
+            }
+        }
+        if stop_at.is_none() && stop.load(Ordering::Relaxed) {
+            stop_at = Some(Instant::now());
+            pending.clear();
+            for r in &running {
+                let s = r.job.state().0;
+                if s != "failed" && s != "stopped" {
+                    r.job.set_state("stopping", None);
+                }
+                r.job.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        for r in running.iter_mut() {
+            if !r.thread.as_ref().is_some_and(|t| t.is_finished()) {
+                continue;
+            }
+            let Some(t) = r.thread.take() else { continue };
+            let end = t.join().unwrap_or(Err(SensorError::Panicked("job")));
+            while let Ok((name, e)) = rx.try_recv() {
+                events(Some(&name), e);
+            }
+            if let (_, Some(e)) = r.job.state() {
+                events(
+                    Some(&r.job.name),
+                    Event::Warning(format!("the job failed: {e}")),
+                );
+            }
+            // a job that could not start at start-up stops the others: the service runs whole
+            // or not at all
+            let at_start = r.job.started.duration_since(started) < Duration::from_secs(1);
+            if end.is_err() && !r.job.ran.load(Ordering::Relaxed) && at_start && stop_at.is_none() {
+                events(
+                    None,
+                    Event::Warning(format!(
+                        "job `{}` could not start: stopping every job",
+                        r.job.name
+                    )),
+                );
+                stop_at = Some(Instant::now());
+                pending.clear();
+                stop_all = true;
+            }
+            ends.push(JobEnd {
+                name: r.job.name.clone(),
+                interface: r.job.interface.clone(),
+                store: r.job.store.clone(),
+                result: end,
+            });
+        }
+        if std::mem::take(&mut stop_all) {
+            for o in &running {
+                o.job.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        // the jobs a reload starts, once the ones they replace have closed their stores
+        if !pending.is_empty() && running.iter().all(|r| !r.retiring || r.thread.is_none()) {
+            running.retain(|r| !r.retiring);
+            for jc in std::mem::take(&mut pending) {
+                match spawn(&jc, &tx) {
+                    Ok(r) => {
+                        running.retain(|o| o.job.name != jc.name);
+                        running.push(r);
+                    }
+                    Err(e) => events(
+                        Some(&jc.name),
+                        Event::Warning(format!("the job did not start: {e}")),
+                    ),
+                }
+            }
+            publish(&running);
+        } else if pending.is_empty() && running.iter().any(|r| r.retiring && r.thread.is_none()) {
+            running.retain(|r| !(r.retiring && r.thread.is_none()));
+            publish(&running);
+        }
+        if last_look.elapsed() >= Duration::from_secs(1) {
+            last_look = Instant::now();
+            for r in running.iter().filter(|r| r.thread.is_some()) {
+                let j = &r.job;
+                if !interface_present(&j.interface)
+                    && j.interface_seen.swap(false, Ordering::Relaxed)
+                {
+                    events(
+                        Some(&j.name),
+                        Event::Warning(format!(
+                            "interface {} is gone: this job captures nothing more (restart weir \
+                             once it is back)",
+                            j.interface
+                        )),
+                    );
+                }
+            }
+        }
+        if pending.is_empty() && running.iter().all(|r| r.thread.is_none()) {
+            break;
+        }
+    }
+    drop(tx);
+    while let Ok((name, e)) = rx.try_recv() {
+        events(Some(&name), e);
+    }
+    let stop_s = stop_at.map(|t| t.elapsed().as_secs_f64());
+    Ok(ServiceReport { jobs: ends, stop_s })
+}
+
+/// Whether the interface `name` exists now.
+fn interface_present(name: &str) -> bool {
+    std::path::Path::new("/sys/class/net").join(name).exists()
+}
+
+/// An error with its causes, `a: b: c`.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = c.source();
+    }
+    s
+}
+
+/// Serves the control socket of `c` for `jobs`.
+fn serve(
+    c: &ControlConfig,
+    jobs: &JobList,
+    cfg: &ServiceConfig,
+    started: Instant,
+    reload_config: &Arc<AtomicBool>,
+) -> Result<Server, SensorError> {
+    let mut commands = Commands::new();
+    {
+        let jobs = Arc::clone(jobs);
+        let config = cfg.path.display().to_string();
+        commands.add("status", move |_| {
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let list: Vec<Value> = jobs
+                .iter()
+                .map(|j| {
+                    let (state, error) = j.state();
+                    json!({
+                        "name": j.name,
+                        "kind": "record",
+                        "interface": j.interface,
+                        "store": j.store.display().to_string(),
+                        "rules": j.rules_file.as_ref().map(|p| p.display().to_string()),
+                        "state": state,
+                        "interface_present": interface_present(&j.interface),
+                        "error": error,
+                        "uptime_s": j.started.elapsed().as_secs_f64(),
+                    })
+                })
+                .collect();
+            Ok(obj(json!({
+                "pid": std::process::id(),
+                "config": config,
+                "uptime_s": started.elapsed().as_secs_f64(),
+                "jobs": list,
+            })))
+        });
+    }
+    {
+        let flag = Arc::clone(reload_config);
+        commands.add("config.reload", move |_| {
+            flag.store(true, Ordering::Relaxed);
+            Ok(obj(json!({"queued": true})))
+        });
+    }
+    {
+        let jobs = Arc::clone(jobs);
+        commands.add("counters", move |_| {
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let mut m = Map::new();
+            for j in &jobs {
+                m.insert(
+                    j.name.clone(),
+                    j.published.counters().unwrap_or(Value::Null),
+                );
+            }
+            Ok(obj(json!({ "jobs": m })))
+        });
+    }
+    for name in RULE_COMMANDS {
+        let jobs = Arc::clone(jobs);
+        commands.add(name, move |req| {
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            rules_request(&jobs, req)
+        });
+    }
+    let server = Server::serve(&c.socket, commands).map_err(|source| SensorError::Control {
+        path: c.socket.clone(),
+        source,
+    })?;
+    if let Some((_, gid)) = &c.group {
+        std::os::unix::fs::chown(&c.socket, None, Some(*gid)).map_err(|e| {
+            SensorError::Control {
+                path: c.socket.clone(),
+                source: weir_control::ControlError::Io {
+                    path: c.socket.clone(),
+                    source: e,
+                },
+            }
+        })?;
+    }
+    Ok(server)
+}
+
+/// A rule command for the job the request names (or the only job with rules), answered by
+/// that job's engine.
+fn rules_request(
+    jobs: &[Arc<Job>],
+    req: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
+    let with_rules: Vec<&Arc<Job>> = jobs.iter().filter(|j| j.rules_file.is_some()).collect();
+    let names = || {
+        with_rules
+            .iter()
+            .map(|j| j.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let job = match req.get("job") {
+        Some(Value::String(n)) => jobs
+            .iter()
+            .find(|j| &j.name == n)
+            .ok_or_else(|| format!("no job `{n}` (jobs with rules: {})", names()))?,
+        Some(v) => return Err(format!("\"job\" must be a job's name, not {v}")),
+        None => match with_rules.as_slice() {
+            [one] => one,
+            [] => return Err("no job of this process has rules".into()),
+            _ => {
+                return Err(format!(
+                    "several jobs have rules ({}): name one with \"job\"",
+                    names()
+                ))
+            }
+        },
+    };
+    let Some(engine) = job.published.engine() else {
+        return Err(match job.rules_file {
+            None => format!("job `{}` has no rules", job.name),
+            Some(_) => format!("job `{}` has not started its rules yet", job.name),
+        });
+    };
+    let mut req = req.clone();
+    req.remove("job");
+    let line = Value::Object(req).to_string();
+    let mut slot = job
+        .rules_commands
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let commands = slot.get_or_insert_with(|| {
+        let mut c = Commands::new();
+        weir_control::rules::register(&mut c, engine, job.rules_file.clone());
+        c
+    });
+    match commands.answer(line.as_bytes()) {
+        Value::Object(mut m) => {
+            if m.remove("ok") == Some(Value::Bool(true)) {
+                m.insert("job".into(), json!(job.name));
+                Ok(m)
+            } else {
+                Err(m
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the rules refused the request")
+                    .to_string())
+            }
+        }
+        other => Err(format!("bad reply from the rules: {other}")),
+    }
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
