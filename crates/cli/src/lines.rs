@@ -6,7 +6,8 @@ use std::io::{BufWriter, Write};
 use anyhow::Result;
 use weir_pcap::{Interface, Packet};
 
-use crate::input::Visitor;
+use weir_sensor::read::Visitor;
+
 use crate::output::{self, Output};
 use crate::time;
 
@@ -44,6 +45,8 @@ impl LinePrinter {
 }
 
 impl Visitor for LinePrinter {
+    type Error = anyhow::Error;
+
     fn packet(&mut self, interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
         if !packet.link.is_supported() && !self.warned.contains(&packet.link) {
             eprintln!(

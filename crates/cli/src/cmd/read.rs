@@ -4,13 +4,14 @@
 //! (classic pcap has no place for them: they are counted, and said once).
 
 use anyhow::Result;
-use weir_filter::{effective_snaplen, FilterSet};
+use weir_filter::effective_snaplen;
 use weir_pcap::{FileFormat, FileReader, Interface, Packet, ReadError};
 use weir_pcap::{PacketWriter, Precision};
 use weir_rules::Tag;
+use weir_sensor::read::{ReadConfig, Visitor};
 
 use crate::args::{self, Format};
-use crate::input::{for_each_ruled, Rules, Visitor};
+use crate::input;
 use crate::lines::LinePrinter;
 use crate::output::{self, Output, Status};
 
@@ -48,20 +49,21 @@ impl Args {
 
 /// Runs `weir read`.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    let mut filters = FilterSet::new(&args.expr.joined())?;
-    let mut rules = Rules::open(&args.rules)?;
+    let format = args.out.format(Format::Pcap);
+    let mut cfg = ReadConfig {
+        files: args.inputs.files.clone(),
+        filter: args.expr.joined(),
+        rules: args.rules.rules.clone(),
+        // tags are pcapng packet comments; printed lines do not show them
+        tags_stored: matches!(format, FileFormat::Pcapng),
+    };
     let Some(out_path) = &args.out.path else {
+        cfg.tags_stored = false;
         let mut printer = LinePrinter::stdout(args.count);
-        let status = for_each_ruled(
-            &args.inputs.files,
-            &mut filters,
-            rules.as_mut(),
-            &mut printer,
-        )?;
+        let status = input::read(&cfg, &mut printer)?;
         printer.finish()?;
         return Ok(status);
     };
-    let format = args.out.format(Format::Pcap);
     output::check_inputs(&args.inputs.files, Some(out_path))?;
     let out = output::create(out_path)?;
     let mut sink = Sink {
@@ -75,7 +77,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         input_unit: None,
         tags_lost: 0,
     };
-    let status = for_each_ruled(&args.inputs.files, &mut filters, rules.as_mut(), &mut sink)?;
+    let status = input::read(&cfg, &mut sink)?;
     sink.finish()?;
     Ok(status)
 }
@@ -161,6 +163,8 @@ impl Sink {
 }
 
 impl Visitor for Sink {
+    type Error = anyhow::Error;
+
     fn start_file(&mut self, reader: &FileReader) -> Result<()> {
         self.iface_map.clear();
         self.input_unit = match reader.format() {
