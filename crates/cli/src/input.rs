@@ -55,10 +55,10 @@ pub(crate) fn status(damaged: bool) -> Status {
 
 /// Runs `visitor` over the packets of `cfg` ([`weir_sensor::read::run`]) and prints the rules'
 /// summary, if any.
-pub(crate) fn read<V: Visitor<Error = anyhow::Error>>(
-    cfg: &ReadConfig,
-    visitor: &mut V,
-) -> Result<Status> {
+pub(crate) fn read<V: Visitor>(cfg: &ReadConfig, visitor: &mut V) -> Result<Status>
+where
+    anyhow::Error: From<V::Error>,
+{
     let report = read::run(cfg, visitor, &mut Terminal::default())?;
     if let Some(rules) = &report.rules {
         eprintln!("{rules}");

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod capture;
+pub mod convert;
 mod error;
 pub mod flows;
 pub mod live;
