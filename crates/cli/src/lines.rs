@@ -9,7 +9,7 @@ use weir_pcap::{Interface, Packet};
 use weir_sensor::read::Visitor;
 
 use crate::output::{self, Output};
-use crate::time;
+use weir_packet::time;
 
 /// Prints one line per packet: UTC time of day with nanoseconds, the decoder's summary, and the
 /// interface when the input has several.

@@ -14,7 +14,6 @@ mod input;
 mod lines;
 mod output;
 mod progress;
-mod time;
 
 use std::process::ExitCode;
 

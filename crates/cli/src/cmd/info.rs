@@ -11,7 +11,7 @@ use weir_sensor::read::Visitor;
 
 use crate::input::read_filtered;
 use crate::output::{self, Status};
-use crate::time;
+use weir_packet::time;
 
 /// Arguments of `weir info`.
 #[derive(clap::Args, Debug)]
