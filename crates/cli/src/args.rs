@@ -202,13 +202,13 @@ pub(crate) fn multiplier(s: &str) -> Result<f64, String> {
     float_in(s, "speed factor", 1e-6, 1e6)
 }
 
-/// A point in time: seconds since the epoch or a UTC date ([`crate::time::parse`]), as ns.
+/// A point in time: seconds since the epoch or a UTC date ([`weir_packet::time::parse`]), as ns.
 pub(crate) fn time(s: &str) -> Result<u64, String> {
     let too_late = s
         .trim()
         .parse::<f64>()
         .is_ok_and(|v| v >= u64::MAX as f64 / 1e9);
-    crate::time::parse(s).filter(|_| !too_late).ok_or_else(|| {
+    weir_packet::time::parse(s).filter(|_| !too_late).ok_or_else(|| {
         format!(
             "cannot read the time {s:?}: seconds since the epoch or YYYY-MM-DD[THH:MM:SS[.frac]][Z], \
              UTC, from 1970 to 2554"

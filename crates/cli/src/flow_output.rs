@@ -1,14 +1,12 @@
-//! The flow meter's options turned into library calls, shared by `weir flows` and `weir record
-//! --flows`: the outputs they name ([`outputs`], a `weir_export::Outputs`), the end of a run
-//! ([`finish`]: `weir_export::RunReport`'s summary on stderr and `--stats`). The meter of `weir
-//! record --flows` runs in weir-sensor's record job.
+//! The flow meter's options turned into library configs, shared by `weir flows` and `weir record
+//! --flows`: the outputs they name ([`outputs`], a `weir_export::Outputs`) and the timeouts
+//! ([`ns`]). Both meters run in weir-sensor's jobs.
 
 use std::path::Path;
 use std::str::FromStr;
 
 use anyhow::{Context, Result};
-use weir_export::{Fanout, NetflowFormat, NetflowOutput, Outputs, RunReport, StatsFile, Target};
-use weir_flows::Metered;
+use weir_export::{NetflowFormat, NetflowOutput, Outputs, Target};
 
 use crate::args::FlowFormat;
 
@@ -46,27 +44,4 @@ pub(crate) fn outputs(
         json: json.map(Path::to_path_buf),
         tags,
     })
-}
-
-/// Finishes every output of a finished run, prints the summary, writes `--stats`; the first
-/// export error, if any, is the result.
-pub(crate) fn finish(run: Metered<Fanout>, stats: Option<StatsFile>) -> Result<()> {
-    finish_with(run, stats, serde_json::Map::new())
-}
-
-/// [`finish`], with more top-level keys in `--stats` (`rules`).
-pub(crate) fn finish_with(
-    run: Metered<Fanout>,
-    stats: Option<StatsFile>,
-    extra: serde_json::Map<String, serde_json::Value>,
-) -> Result<()> {
-    let (report, error) = RunReport::finish(run);
-    eprint!("{}", report.summary());
-    if let Some(file) = stats {
-        file.write_with(&report, extra)?;
-    }
-    match error {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
-    }
 }

@@ -6,9 +6,10 @@ use std::io::{BufWriter, Write};
 use anyhow::Result;
 use weir_pcap::{Interface, Packet};
 
-use crate::input::Visitor;
+use weir_sensor::read::Visitor;
+
 use crate::output::{self, Output};
-use crate::time;
+use weir_packet::time;
 
 /// Prints one line per packet: UTC time of day with nanoseconds, the decoder's summary, and the
 /// interface when the input has several.
@@ -44,6 +45,8 @@ impl LinePrinter {
 }
 
 impl Visitor for LinePrinter {
+    type Error = anyhow::Error;
+
     fn packet(&mut self, interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
         if !packet.link.is_supported() && !self.warned.contains(&packet.link) {
             eprintln!(

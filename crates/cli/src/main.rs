@@ -15,7 +15,6 @@ mod lines;
 mod metrics;
 mod output;
 mod progress;
-mod time;
 
 use std::process::ExitCode;
 

@@ -6,9 +6,6 @@ use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// Packets between two updates of the bar.
-const EVERY: u64 = 1 << 16;
-
 /// A byte-offset progress bar over one input file, or nothing.
 pub(crate) struct Progress {
     bar: Option<ProgressBar>,
@@ -37,13 +34,11 @@ impl Progress {
         Progress { bar }
     }
 
-    /// Reports that `packets` packets have been read and the reader is at byte `offset`.
-    #[inline]
-    pub(crate) fn tick(&self, packets: u64, offset: u64) {
-        if packets % EVERY == 0 {
-            if let Some(bar) = &self.bar {
-                bar.set_position(offset);
-            }
+    /// Reports that the reader is at byte `offset` (the read loop says so every
+    /// [`weir_sensor::read::PROGRESS_EVERY`] packets).
+    pub(crate) fn tick(&self, offset: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(offset);
         }
     }
 

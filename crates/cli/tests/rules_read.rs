@@ -140,19 +140,21 @@ fn samples(n: usize) -> Vec<Sample> {
     out
 }
 
-/// The rules summary's first line, as numbers: packets in, passed, dropped, sliced, sampled out.
+/// The rules summary's first line (the live commands' wording), as numbers: packets in, passed,
+/// dropped, sliced, sampled out.
 fn summary(stderr: &str) -> [u64; 5] {
     let line = stderr
         .lines()
-        .find(|l| l.starts_with("rules: ") && l.contains("packets in"))
+        .find(|l| l.starts_with("  rules (version ") && l.contains(" in, "))
         .unwrap_or_else(|| panic!("no rules summary in {stderr}"));
     let nums: Vec<u64> = line
         .split(|c: char| !c.is_ascii_digit())
         .filter(|w| !w.is_empty())
         .map(|w| w.parse().unwrap())
         .collect();
-    // packets in, bytes in, passed, dropped, sliced, sampled out, unmatched
-    [nums[0], nums[2], nums[3], nums[4], nums[5]]
+    // version, reloads, failed reloads, packets in, passed, dropped, cut off, sliced, sampled
+    // out, unmatched, tagged
+    [nums[3], nums[4], nums[5], nums[7], nums[8]]
 }
 
 /// Runs `weir read --rules` (text `rules`) on `input` into `out` with `extra` options; checks the
@@ -186,7 +188,10 @@ fn weir_read_with(rules: &str, input: &Path, out: &Path, extra: &[&str], paralle
     assert_eq!(n, passed + dropped + sliced + sampled, "{err}");
     assert_eq!(packets(out).len() as u64, passed + sliced, "{err}");
     // every per-rule line: packets = passed + dropped + sliced + sampled out
-    for l in err.lines().filter(|l| l.starts_with("  ")) {
+    for l in err
+        .lines()
+        .filter(|l| l.starts_with("    ") && l.contains(" packets, "))
+    {
         let v: Vec<u64> = l
             .split_once(": ")
             .map(|x| x.1)

@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod client;
 pub mod rules;
 
 use std::collections::BTreeMap;

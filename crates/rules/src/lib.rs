@@ -68,6 +68,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod check;
 pub mod counters;
 mod display;
 pub mod engine;

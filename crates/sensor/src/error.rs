@@ -76,6 +76,18 @@ pub enum SensorError {
     /// Interfaces of a live job were missing.
     #[error("give interfaces with -i")]
     NoInterface,
+    /// The filter expression did not compile for an input's link type.
+    #[error(transparent)]
+    Filter(#[from] weir_filter::FilterSetError),
+    /// An input could not be read (a replayed record, a parallel read).
+    #[error(transparent)]
+    Read(#[from] weir_pcap::ReadError),
+    /// The live flow meter could not read the buffer, or capture failed under it.
+    #[error(transparent)]
+    Meter(#[from] weir_flows::LiveError),
+    /// A flow statistics file could not be created or written.
+    #[error(transparent)]
+    Stats(#[from] weir_export::StatsFileError),
     /// A job's thread panicked.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),

@@ -1,8 +1,10 @@
 //! The jobs weir runs on a live pipeline or on files: [`record`] (a store of segments, with the
 //! flow meter beside it), [`capture`] (the buffer to one capture file, or any
-//! [`capture::PacketSink`]), each with its rules ([`rules`]) and the source of its packets
-//! ([`live`]). `weir record` and `weir capture` build these jobs from their arguments; `weir
-//! run` builds the same ones from a config file.
+//! [`capture::PacketSink`]), [`flows`] (live or files into the flow meter), [`read`] (the loop
+//! of every offline command: filter, rules, damage), each with its rules ([`rules`]) and the
+//! source of its packets ([`live`]). The commands (`weir record`, `capture`, `flows`, `read`...)
+//! build these jobs from their arguments; `weir run` builds the same ones
+//! from a config file.
 //!
 //! A job is configured with plain structs (no command-line types), runs on the caller's thread
 //! (its helpers on their own: the recorder, the flow meter, the control socket), tells what
@@ -18,9 +20,12 @@
 
 pub mod capture;
 pub mod config;
+pub mod convert;
 mod error;
+pub mod flows;
 pub mod live;
 pub mod metrics;
+pub mod read;
 pub mod record;
 pub mod rules;
 pub mod service;

@@ -19,10 +19,10 @@ use weir_pcap::{Interface, Packet};
 use weir_sensor::capture::{Capture, CaptureConfig, FileSink, PacketSink};
 
 use crate::args::{self, Format, LiveArgs, RulesArgs};
-use crate::input::Visitor;
 use crate::lines::LinePrinter;
 use crate::metrics::{MetricsArgs, Serving};
 use crate::output::{self, Status};
+use weir_sensor::read::Visitor;
 
 /// Arguments of `weir capture`.
 #[derive(clap::Args, Debug)]

@@ -1,10 +1,9 @@
 //! `weir decode`: one tcpdump-like line per packet, for humans.
 
 use anyhow::Result;
-use weir_filter::FilterSet;
 
 use crate::args;
-use crate::input::for_each_packet;
+use crate::input::read_filtered;
 use crate::lines::LinePrinter;
 use crate::output::Status;
 
@@ -31,9 +30,8 @@ impl Args {
 
 /// Runs `weir decode`.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    let mut filters = FilterSet::new(&args.expr.joined())?;
     let mut printer = LinePrinter::stdout(args.count);
-    let status = for_each_packet(&args.inputs.files, &mut filters, &mut printer)?;
+    let status = read_filtered(&args.inputs.files, args.expr.joined(), &mut printer)?;
     printer.finish()?;
     Ok(status)
 }

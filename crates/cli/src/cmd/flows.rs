@@ -1,37 +1,27 @@
 //! `weir flows`: meter capture files into flows and export them as NetFlow v5 / v9 / IPFIX (UDP
 //! or a file), JSON lines or CSV, with a summary of every counter on stderr.
 //!
-//! The packets come from the shared offline input loop ([`for_each_packet_with`]: BPF filter,
-//! the rules of `--rules` in file order, damage handling) into a `weir_flows::FileMeter`; one large classic pcap file is metered on every
-//! core instead (`weir_flows::meter_parallel`). Live (`-i IFACE`), the meter reads the capture
-//! pipeline's packet buffer (`weir_flows::meter_live`). With `--rules FILE` (live) the capture
-//! threads decide every packet after the filter, as in `weir record`: what the rules drop is
-//! not metered, a sliced packet is metered from its headers (so with its IP length, the bytes
-//! on the wire, as softflowd does under a snaplen), and a tagged packet's record carries its
-//! tag to the meter (the pcapng comment `weir-tag=TAG`); each flow keeps the last tag seen and
-//! is exported with it (JSON `tag`, a CSV `tag` column, IPFIX/v9 applicationName; v5 counts
-//! what it cannot carry). Files (`-r`) take the same rules in the offline loop, on one thread.
-//! Live, SIGHUP reloads the file; `--control PATH` serves `weir rules`.
-//! The outputs are `weir_export::Outputs`,
-//! the summary a `weir_export::RunReport`, both shared with `weir record --flows`
+//! The options become a [`weir_sensor::flows::FlowsJobConfig`] and the job runs there (files:
+//! the read loop into the meter, one large pcap file on every core; live: the capture pipeline
+//! into the live meter; the rules of `--rules` in file order or in the capture threads, tags
+//! exported with the flows: see [`weir_sensor::flows`]); this module prints what it says and its
+//! report. Live, SIGINT/SIGTERM stop it, SIGHUP reloads `--rules`, `--control PATH` serves
+//! `weir rules`. The outputs are `weir_export::Outputs`, shared with `weir record --flows`
 //! ([`crate::flow_output`]).
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use weir_export::{Fanout, StatsFile, DEFAULT_COLLECTOR};
-use weir_filter::FilterSet;
-use weir_flows::{meter_live_polling, meter_parallel, Config, FileMeter, Meter, RANGE_BYTES};
-use weir_pcap::{FileReader, Interface, Packet, ReadError};
-use weir_rules::Tag;
+use anyhow::Result;
+use weir_export::DEFAULT_COLLECTOR;
+use weir_flows::Config;
+use weir_sensor::flows::{FlowsJobConfig, FlowsSource};
+use weir_sensor::Controls;
 
 use crate::args::{self, FlowFormat, LiveArgs, RulesArgs};
-use crate::flow_output::{finish, finish_with, ns, outputs};
-use crate::input::{for_each_packet_with, matches, parallel_plan, Visitor};
-use crate::output::{self, on_signal, warn_damage, Status};
+use crate::flow_output::{ns, outputs};
+use crate::input::{self, Terminal};
+use crate::output::{self, Status};
 
 /// Arguments of `weir flows`.
 #[derive(clap::Args, Debug)]
@@ -174,160 +164,65 @@ impl Args {
     }
 }
 
-impl Visitor for FileMeter<Fanout> {
-    fn start_file(&mut self, _reader: &FileReader) -> Result<()> {
-        self.start_input();
-        Ok(())
-    }
-
-    #[inline]
-    fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
-        FileMeter::packet(self, packet.link, packet.meta.ts_ns, packet.data);
-        Ok(())
-    }
-
-    /// Behind `--rules`: the packets the rules keep, with their tags.
-    #[inline]
-    fn ruled(&mut self, _: &[Interface], packet: &Packet<'_>, tag: Option<&Tag>) -> Result<()> {
-        self.packet_tagged(packet.link, packet.meta.ts_ns, packet.data, tag);
-        Ok(())
-    }
-
-    fn parallel_read(&self) -> bool {
-        false
-    }
-
-    fn end_file(&mut self, reader: &FileReader, _damage: Option<&ReadError>) -> Result<()> {
-        self.end_input(reader.packets());
-        Ok(())
-    }
-}
-
-/// Runs `weir flows`.
+/// Runs `weir flows` ([`weir_sensor::flows::run`]), printing what it says, then its report.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    let cfg = Config {
-        idle_timeout_ns: ns(args.idle_timeout),
-        active_timeout_ns: ns(args.active_timeout),
-        fin_grace_ns: ns(args.fin_grace),
-        max_flows: args.max_flows,
-        workers: args.workers,
-        tos_key: args.tos_key,
-        biflow: args.biflow,
-        min_tcp_bytes: args.min_tcp_bytes,
-        seed: args.seed,
-        ..Config::default()
+    let live = !args.live.interfaces.is_empty();
+    let source = if live {
+        FlowsSource::Live(weir_capture::PipelineConfig {
+            kernel_rules: !args.rules.no_kernel_rules,
+            ..args.live.pipeline(&args.expr.joined(), 1, 0, 64)?
+        })
+    } else {
+        FlowsSource::Files(args.inputs.files.clone())
     };
-    let sinks = outputs(
-        args.export.as_deref(),
-        args.format,
-        (args.biflow, args.ts_nanos, args.rules.rules.is_some()),
-        args.json.as_deref(),
-        args.csv.as_deref(),
-    )?
-    .open()?;
-    // created now, so that a bad path fails before the run rather than after it
-    let stats = args
-        .stats
-        .as_deref()
-        .map(|p| StatsFile::create(p).context("--stats"))
-        .transpose()?;
-    if !args.live.interfaces.is_empty() {
-        return run_live(&args, &cfg, sinks, stats);
-    }
-    let mut filters = FilterSet::new(&args.expr.joined())?;
-    // one large classic pcap file: read on every core (not with rules: they decide the packets
-    // of a flow in file order, on the reading thread)
-    if let ([single], None) = (&args.inputs.files[..], &args.rules.rules) {
-        if let Some(plan) = parallel_plan(single, RANGE_BYTES) {
-            let filter = if filters.is_empty() {
-                None
-            } else {
-                Some(filters.for_interface(&plan.interfaces()[0])?.clone())
-            };
-            let run = meter_parallel(&cfg, sinks, plan, |p| matches(filter.as_ref(), p))?;
-            if let Some(e) = &run.damage {
-                warn_damage(e);
-            }
-            finish(run.metered, stats)?;
-            return Ok(match run.damage {
-                Some(_) => Status::Damaged,
-                None => Status::Clean,
-            });
-        }
-    }
-    let mut meter = FileMeter::new(&cfg, sinks);
-    let status = for_each_packet_with(&args.inputs.files, &mut filters, &args.rules, &mut meter)?;
-    finish(meter.finish(), stats)?;
-    Ok(status)
-}
-
-/// `weir flows -i`: the capture pipeline (with the rule engine in every capture thread when
-/// `--rules` is given) feeding the live meter until a signal, `--duration` or a failed capture
-/// thread ends it; then the meter's summary, capture's and the rules'.
-fn run_live(args: &Args, cfg: &Config, sinks: Fanout, stats: Option<StatsFile>) -> Result<Status> {
-    let stop = Arc::new(AtomicBool::new(false));
-    on_signal(stop.clone())?;
-    let rules_file = args.rules.rules.as_deref();
-    let rule_set = rules_file.map(output::load_rules).transpose()?;
-    let set_tags = rule_set.as_ref().is_some_and(output::LiveRules::set_tags);
-    let engine = output::live_engine(&args.live, rule_set, rules_file)?;
-    let _control = output::serve_control(&args.rules, engine.as_ref())?;
-    let mut rules = match (&engine, rules_file) {
-        (Some(e), Some(p)) => Some(output::LiveRules::new(
-            p,
-            e.clone(),
-            true,
-            set_tags,
-            "`weir flows`",
-        )?),
-        _ => None,
-    };
-    // tags travel to the meter as the records' comments
-    let pipeline_rules = engine.map(|engine| weir_capture::Rules {
-        engine,
-        store_tags: true,
-    });
-    let expr = args.expr.joined();
-    let mut live = match pipeline_rules {
-        // without rules, the pipeline it always was
-        None => output::start_live(&args.live, &expr, 1, 0, "metering flows", 64)?,
-        Some(r) => {
-            let live = output::start_live_quietly_with_rules(
-                &args.live,
-                &expr,
-                (1, 0, 64),
-                Some(r),
-                !args.rules.no_kernel_rules,
-            )?;
-            output::announce_live(&args.live, &live, "metering flows");
-            live
-        }
-    };
-    let duration = args.live.duration.map(Duration::from_secs_f64);
-    let run = meter_live_polling(
-        &mut live,
-        0,
-        Meter::new(cfg, sinks),
-        &stop,
-        duration,
-        || {
-            if let Some(r) = rules.as_mut() {
-                r.poll();
-            }
+    let cfg = FlowsJobConfig {
+        source,
+        filter: args.expr.joined(),
+        rules: args.rules.config(),
+        meter: Config {
+            idle_timeout_ns: ns(args.idle_timeout),
+            active_timeout_ns: ns(args.active_timeout),
+            fin_grace_ns: ns(args.fin_grace),
+            max_flows: args.max_flows,
+            workers: args.workers,
+            tos_key: args.tos_key,
+            biflow: args.biflow,
+            min_tcp_bytes: args.min_tcp_bytes,
+            seed: args.seed,
+            ..Config::default()
         },
-    )?;
-    let mut extra = serde_json::Map::new();
-    if let Some(r) = &rules {
-        extra.insert("rules".into(), r.json(&run.capture.feed));
+        outputs: outputs(
+            args.export.as_deref(),
+            args.format,
+            (args.biflow, args.ts_nanos, args.rules.rules.is_some()),
+            args.json.as_deref(),
+            args.csv.as_deref(),
+        )?,
+        stats: args.stats.clone(),
+        duration: args.live.duration.map(Duration::from_secs_f64),
+    };
+    let controls = if live {
+        output::controls(cfg.rules.is_some())?
+    } else {
+        Controls::default()
+    };
+    let mut report = weir_sensor::flows::run(&cfg, &controls, &mut Terminal::default())?;
+    // files: the rules' summary comes first (the read loop's end), live last (with capture's)
+    if !live {
+        if let Some(rules) = &report.rules {
+            eprintln!("{rules}");
+        }
     }
-    finish_with(run.metered, stats, extra)?;
-    eprintln!("{}", output::live_summary(&run.capture, &run.buffer));
-    if let Some(r) = &rules {
-        eprintln!(
-            "  rules: {} dropped after the filter (not metered)\n{}",
-            run.capture.feed.rules_dropped,
-            r.summary(&run.capture.feed)
-        );
+    eprint!("{}", report.report.summary());
+    report.write_stats()?;
+    if let Some(e) = report.error.take() {
+        return Err(e.into());
     }
-    Ok(Status::Clean)
+    if let Some(end) = &report.live {
+        eprintln!("{}", output::live_summary(&end.totals, &end.buffer));
+        if let Some(rules) = &report.rules {
+            eprintln!("{rules}");
+        }
+    }
+    Ok(input::status(report.damaged))
 }

@@ -7,11 +7,11 @@ use anyhow::Result;
 use weir_pcap::read::FileSummary;
 use weir_pcap::{FileReader, Interface, Packet, ReadError};
 
-use weir_filter::FilterSet;
+use weir_sensor::read::Visitor;
 
-use crate::input::{for_each_packet, Visitor};
+use crate::input::read_filtered;
 use crate::output::{self, Status};
-use crate::time;
+use weir_packet::time;
 
 /// Arguments of `weir info`.
 #[derive(clap::Args, Debug)]
@@ -32,6 +32,8 @@ struct Collector {
 }
 
 impl Visitor for Collector {
+    type Error = anyhow::Error;
+
     fn start_file(&mut self, reader: &FileReader) -> Result<()> {
         self.cur = FileSummary::start(reader);
         Ok(())
@@ -57,8 +59,7 @@ impl Visitor for Collector {
 /// Runs `weir info`.
 pub(crate) fn run(args: Args) -> Result<Status> {
     let mut collector = Collector::default();
-    let mut filters = FilterSet::new("")?;
-    let status = for_each_packet(&args.files, &mut filters, &mut collector)?;
+    let status = read_filtered(&args.files, String::new(), &mut collector)?;
     let mut out = BufWriter::new(output::stdout());
     if args.json {
         let json = serde_json::to_string_pretty(&collector.files)?;

@@ -14,7 +14,7 @@ use weir_store::select::segments_of;
 
 use crate::args;
 use crate::output::{self, human_bytes, Status};
-use crate::time::datetime;
+use weir_packet::time::datetime;
 
 /// Arguments of `weir ls`.
 #[derive(clap::Args, Debug)]

@@ -1,19 +1,23 @@
-//! Formatting nanosecond Unix timestamps as UTC dates, without a calendar crate.
+//! Nanosecond Unix timestamps as UTC text, without a calendar crate ([`Utc`]): a date and time
+//! (`weir info`, `weir ls`), a time of day (packet lines, as tcpdump), and back from what a user
+//! types (`weir extract --from`).
+
+use crate::Utc;
 
 /// Formats `ts_ns` as `YYYY-MM-DD HH:MM:SS.nnnnnnnnn` (UTC).
-pub(crate) fn datetime(ts_ns: u64) -> String {
+pub fn datetime(ts_ns: u64) -> String {
     let (date, time) = split(ts_ns);
     format!("{date} {time}")
 }
 
 /// Formats `ts_ns` as `HH:MM:SS.nnnnnnnnn` (UTC), the way tcpdump prints a packet's time.
-pub(crate) fn time_of_day(ts_ns: u64) -> String {
+pub fn time_of_day(ts_ns: u64) -> String {
     split(ts_ns).1
 }
 
-/// Parses a point in time given on the command line: seconds since the epoch (`1700000000.5`)
+/// Parses a point in time as a person gives it: seconds since the epoch (`1700000000.5`)
 /// or a UTC date and time (`2023-11-14T22:13:20Z`, `2023-11-14 22:13:20.25`, `2023-11-14`).
-pub(crate) fn parse(text: &str) -> Option<u64> {
+pub fn parse(text: &str) -> Option<u64> {
     let t = text.trim();
     if let Ok(secs) = t.parse::<f64>() {
         return (secs.is_finite() && secs >= 0.0).then(|| (secs * 1e9).round() as u64);
@@ -38,7 +42,7 @@ pub(crate) fn parse(text: &str) -> Option<u64> {
     } else {
         format!("{frac:0<9}").parse().ok()?
     };
-    weir_packet::Utc {
+    Utc {
         year,
         month,
         day,
@@ -51,7 +55,7 @@ pub(crate) fn parse(text: &str) -> Option<u64> {
 }
 
 fn split(ts_ns: u64) -> (String, String) {
-    let u = weir_packet::Utc::from_ns(ts_ns);
+    let u = Utc::from_ns(ts_ns);
     (
         format!("{:04}-{:02}-{:02}", u.year, u.month, u.day),
         format!(
