@@ -174,14 +174,16 @@ pub(crate) fn build(
     base: &Base,
     probe: Option<&PacketSocket>,
 ) -> (Option<Programs>, KernelRules) {
-    let version = engine.version();
-    let set = engine.rule_set();
+    // the version's own view of its drop rules: no walk of (or copy of) every rule, so a new
+    // version of a million exact rules costs no more here than one of ten
+    let view = engine.kernel_view();
+    let version = view.version();
     let mut limit = KERNEL_RULE_LIMIT;
     loop {
-        let kd = weir_rules::kernel_drops_snap(&set, limit, base.snaplen);
+        let kd = view.drops(limit, base.snaplen);
         let mut st = KernelRules {
             version,
-            left_out: kd.skipped.len(),
+            left_out: kd.left_out(),
             ..KernelRules::default()
         };
         let Some(drops) = kd.expr else {

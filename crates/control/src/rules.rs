@@ -6,8 +6,8 @@
 //! | `{"cmd":"rules.stats"}` | `version`, `totals` (the engine's counters and `reconciles`), `exact` (`rules`, `memory_bytes` and their summed counters), `wild` (per rule counters) |
 //! | `{"cmd":"rules.add", "rule":"LINE"}` | `id`, `version`: LINE is one rule in the rule-file syntax; without `id N` it gets the highest id plus one |
 //! | `{"cmd":"rules.del", "id":N}` or `{"cmd":"rules.del", "exact":"tcp A:P B:P"}` | `id` (when the rule had one), `version` |
-//! | `{"cmd":"rules.reload"}` | `version`, `rules`: the rule file read again and swapped in whole |
-//! | `{"cmd":"rules.kernel", "limit":N}` | `expr`, `covered`, `exact`, `wild`, `skipped`: the drop rules a socket filter could run ([`weir_rules::kernel_drops`]) |
+//! | `{"cmd":"rules.reload"}` | `version`, `rules`, `reloads`, `took_us`: the rule file read again and swapped in whole ([`Engine::reload_file`], the path SIGHUP takes: counted once in the engine's reloads) |
+//! | `{"cmd":"rules.kernel", "limit":N}` | `expr`, `covered`, `exact`, `wild`, `skipped`, `unlisted`: the drop rules a socket filter could run ([`weir_rules::kernel_drops`]) |
 //!
 //! Every change makes one new rule-set version: a packet is decided under the old rules or
 //! the new ones, never a mix.
@@ -128,11 +128,6 @@ pub fn parse_exact_key(text: &str) -> Result<weir_rules::ExactKey, String> {
     }
 }
 
-fn read_rules(path: &PathBuf) -> Result<RuleSet, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    RuleSet::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
 /// Registers the `rules.*` commands for `engine`; `rules.reload` reads `rules_file`.
 pub fn register(c: &mut Commands, engine: Engine, rules_file: Option<PathBuf>) {
     let e = engine.clone();
@@ -207,12 +202,17 @@ pub fn register(c: &mut Commands, engine: Engine, rules_file: Option<PathBuf>) {
         let path = rules_file
             .as_ref()
             .ok_or("this process has no rule file to reload")?;
-        let set = read_rules(path)?;
-        let n = set.rules.len();
-        let version = e
-            .replace(set)
-            .map_err(|err| format!("{}: {err}", path.display()))?;
-        Ok(obj(json!({"version": version, "rules": n})))
+        // the path SIGHUP takes: counted once among the engine's reloads, with its time
+        let version = e.reload_file(path).map_err(|err| err.to_string())?;
+        let (wild, _) = e.wild_size();
+        let (exact, _) = e.exact_size();
+        let r = e.reload_stats();
+        Ok(obj(json!({
+            "version": version,
+            "rules": wild + exact,
+            "reloads": r.reloads,
+            "took_us": r.last.map(|d| d.as_micros() as u64),
+        })))
     });
     let e = engine;
     c.add("rules.kernel", move |req| -> Reply {
@@ -223,6 +223,7 @@ pub fn register(c: &mut Commands, engine: Engine, rules_file: Option<PathBuf>) {
             "exact": k.exact,
             "wild": k.wild,
             "skipped": k.skipped.iter().map(|(id, why)| json!({"id": id, "why": why})).collect::<Vec<_>>(),
+            "unlisted": k.unlisted,
         })))
     });
 }
