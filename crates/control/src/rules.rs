@@ -260,6 +260,65 @@ mod test {
         );
     }
 
+    /// SIGHUP's reload (`RulesFile::reload`) and the socket's `rules.reload` are one path:
+    /// each reload, good or bad, is counted once in the one summary, whichever asked.
+    #[test]
+    fn both_reload_paths_count_once() {
+        use weir_decode::LinkType;
+        let dir = std::env::temp_dir().join(format!("weir-ctl-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.txt");
+        std::fs::write(&path, "dport 80 -> drop\n").unwrap();
+        let set = weir_rules::file::load(&path).unwrap();
+        let engine = Engine::new(set, LinkType::ETHERNET, 65535).unwrap();
+        let mut file = weir_rules::RulesFile::new(&path, engine.clone());
+        let mut c = Commands::new();
+        register(&mut c, engine.clone(), Some(path.clone()));
+        let reload = |c: &mut Commands| c.answer(br#"{"cmd":"rules.reload"}"#);
+        // the socket: version 2, one reload
+        std::fs::write(&path, "dport 80 -> drop\ndport 81 -> drop\n").unwrap();
+        let r = reload(&mut c);
+        assert_eq!(
+            (
+                r["ok"].as_bool(),
+                r["version"].as_u64(),
+                r["rules"].as_u64()
+            ),
+            (Some(true), Some(2), Some(2)),
+            "{r}"
+        );
+        assert_eq!(r["reloads"].as_u64(), Some(1));
+        // SIGHUP's path: version 3, two reloads
+        assert_eq!(file.reload().unwrap(), 3);
+        assert_eq!(file.reloads(), (2, 0));
+        // a bad file through the socket: refused, counted as failed, version stays
+        std::fs::write(&path, "dport 8o -> drop\n").unwrap();
+        let r = reload(&mut c);
+        assert_eq!(r["ok"].as_bool(), Some(false), "{r}");
+        assert!(
+            r["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("r.txt: line 1, column")),
+            "{r}"
+        );
+        assert!(file.reload().is_err());
+        assert_eq!(file.reloads(), (2, 2));
+        assert_eq!(engine.version(), 3);
+        let s = file.summary(0, true);
+        assert!(
+            s.starts_with("  rules (version 3, 2 reload(s), 2 failed): 0 in"),
+            "{s}"
+        );
+        assert!(s.contains("; reload took "), "{s}");
+        let j = file.json(0, true);
+        assert_eq!(
+            (j["reloads"].as_u64(), j["failed_reloads"].as_u64()),
+            (Some(2), Some(2))
+        );
+        assert_eq!(j["reload_us"]["recent"].as_array().map(Vec::len), Some(2));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn malformed_requests_get_error_replies() {
         let mut c = Commands::new();
