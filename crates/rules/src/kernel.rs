@@ -15,6 +15,14 @@
 //!   stops with another verdict and could match the same packets (a conservative overlap test
 //!   on the header fields).
 //!
+//! Exact drop rules past the limit are counted in [`KernelDrops::unlisted`], not listed. An
+//! engine's version answers without walking its rules ([`Engine::kernel_view`](crate::Engine::kernel_view)):
+//! its exact table keeps the first 1024 drop rules (in the order they came in), the count per
+//! action and, while there are at most 10 000, the keys of the exact rules that keep packets,
+//! all updated on every change; so a new version of a million exact rules costs the capture
+//! path's filter watcher what one of a hundred does. Exact drop rules past those 1024 are not
+//! examined (they are counted in `unlisted`).
+//!
 //! # Why the expression is longer than the rules
 //!
 //! The engine matches the innermost IP header of a packet it could decode; libpcap the
