@@ -20,7 +20,7 @@ others; the empty set's is subtracted likewise from the reference.
 
 10 000 `host` terms: libpcap's compile time grows faster than linearly with the number of
 terms, and 10 000 do not compile within any timeout this machine affords; its compile time is
-measured for 500, 1 000 and 2 000 hosts (and 10 000 is tried with --fit-timeout), fitted as
+measured for 100, 500, 1 000 and 2 000 hosts (and 10 000 is tried with --fit-timeout), fitted as
 t = a * n^b on a log-log scale and extrapolated to 10 000 (printed as extrapolated); the run
 time of the 10 000-term program is the 1 000-host run (tcpdump's time less its compile) times
 10 (a chain of `host` terms runs in time linear in their number).
@@ -284,7 +284,7 @@ for name, _ in bpf:
         print(f"{name}: tcpdump {tw:.2f} s wall (libpcap compile {ct:.2f} s of it) vs weir {w:.2f} s: {tw / w:.1f}x")
 if not args.quick:
     # libpcap's compile time of n hosts, fitted as a * n^b (log-log least squares)
-    fit = {1000: compiled["1000 hosts"]}
+    fit = {100: compiled["100 hosts"], 1000: compiled["1000 hosts"]}
     for n in (500, 2000):
         ct = compile_time(host_bpf(n), args.fit_timeout)
         print(f"libpcap compile, {n} hosts: " + (f"{ct:.2f} s" if ct is not None else f"> {args.fit_timeout:.0f} s"), flush=True)
