@@ -17,6 +17,7 @@ Needs root (namespaces, capture). usage: sudo bench/rules_reload.py [--rules N] 
 
 import argparse
 import json
+import shutil
 import os
 import statistics
 import subprocess
@@ -113,6 +114,8 @@ finally:
             p.wait()
     subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
     subprocess.run(["ip", "link", "del", ha], stderr=subprocess.DEVNULL)
+    text = open(log).read() if os.path.exists(log) else ""
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def find(d, key):
