@@ -14,13 +14,25 @@ second per core of CPU, and the ratios printed at the end. Also: the same 1 M ex
 sequentially (one thread) instead of through the parallel reader, and how many packets each
 side kept (the equivalent sets keep the same packets; the count is compared).
 
-usage: bench/rules_vs_bpf.py [--runs N] [--packets N] [--compile-timeout S] [--quick]
+The "after loading" columns subtract, for each set, the CPU time of the same command on a
+one-packet file (reading, parsing and compiling the rules, then exiting), run alongside the
+others; the empty set's is subtracted likewise from the reference.
+
+10 000 `host` terms: libpcap's compile time grows faster than linearly with the number of
+terms, and 10 000 do not compile within any timeout this machine affords; its compile time is
+measured for 100, 500, 1 000 and 2 000 hosts (and 10 000 is tried with --fit-timeout), fitted as
+t = a * n^b on a log-log scale and extrapolated to 10 000 (printed as extrapolated); the run
+time of the 10 000-term program is the 1 000-host run (tcpdump's time less its compile) times
+10 (a chain of `host` terms runs in time linear in their number).
+
+usage: bench/rules_vs_bpf.py [--runs N] [--packets N] [--compile-timeout S] [--fit-timeout S] [--quick]
 """
+
+import math
 
 import argparse
 import os
 import random
-import re
 import subprocess
 import sys
 import time
@@ -31,7 +43,10 @@ import runner  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=5)
 ap.add_argument("--packets", type=int, default=3_000_000)
-ap.add_argument("--compile-timeout", type=float, default=30.0)
+ap.add_argument("--compile-timeout", type=float, default=30.0,
+                help="seconds libpcap may take to compile one of the equivalent expressions")
+ap.add_argument("--fit-timeout", type=float, default=120.0,
+                help="seconds libpcap may take for each host count of the compile-time fit")
 ap.add_argument("--quick", action="store_true", help="fewer sets (smoke test of the script)")
 args = ap.parse_args()
 
@@ -163,15 +178,16 @@ def write(name, text):
     return p
 
 
-def compile_time(expr):
+def compile_time(expr, timeout=None):
     """libpcap's compile time of expr (`tcpdump -d`, which compiles and prints), or None past the timeout."""
+    timeout = timeout or args.compile_timeout
     exprfile = os.path.join(out, "rules-bpf-expr.txt")
     with open(exprfile, "w") as f:
         f.write(expr)
     start = time.perf_counter()
     try:
         subprocess.run(["tcpdump", "-d", "-r", trace, "-F", exprfile], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=args.compile_timeout, check=True)
+                       stderr=subprocess.DEVNULL, timeout=timeout, check=True)
     except subprocess.TimeoutExpired:
         return None
     return time.perf_counter() - start
@@ -187,6 +203,8 @@ for n in ([100] if args.quick else [100, 10_000]):
 for n in ([100] if args.quick else [100, 10_000]):
     sets.append((f"{n} hosts", host_rules(n)))
 
+one = os.path.join(out, "trace-1.pcap")
+subprocess.run(["tcpdump", "-r", trace, "-c", "1", "-w", one], check=True, stderr=subprocess.DEVNULL)
 o_weir = os.path.join(out, "rules-weir.pcap")
 o_tcp = os.path.join(out, "rules-tcpdump.pcap")
 # timed runs write to /dev/null (writing 0.9 GB of output would time the page cache); the
@@ -197,6 +215,7 @@ files = {}
 for name, text in sets:
     files[name] = write(name.replace(" ", "-"), text)
     cmds.append((f"rules {name}", [weir, "read", "-r", trace, "-w", null, "--rules", files[name]]))
+    cmds.append((f"load {name}", [weir, "read", "-r", one, "-w", null, "--rules", files[name]]))
 big = "1000000 exact" if not args.quick else "100 exact"
 one_thread = ["env", "WEIR_PARALLEL_MIN_BYTES=1000000000000000", weir, "read", "-r", trace, "--rules", files[big], "-w"]
 cmds.append((f"rules {big}, 1 thread", one_thread + [null]))
@@ -204,12 +223,17 @@ cmds.append((f"rules {big}, 1 thread", one_thread + [null]))
 # the sets BPF can express, with libpcap's compile time measured alone
 bpf = [("1 exact", exact_drop_bpf(1)), ("100 exact", exact_drop_bpf(100)), ("100 hosts", host_bpf(100))]
 if not args.quick:
-    bpf += [("10000 hosts", host_bpf(10_000))]
+    bpf += [("1000 hosts", host_bpf(1000)), ("10000 hosts", host_bpf(10_000))]
+    sets.append(("1000 hosts", host_rules(1000)))
+    files["1000 hosts"] = write("1000-hosts", host_rules(1000))
+    cmds.append(("rules 1000 hosts", [weir, "read", "-r", trace, "-w", null, "--rules", files["1000 hosts"]]))
+    cmds.append(("load 1000 hosts", [weir, "read", "-r", one, "-w", null, "--rules", files["1000 hosts"]]))
 compiled = {}
 for name, expr in bpf:
-    ct = compile_time(expr)
+    ct = compile_time(expr, args.fit_timeout if name in ("1000 hosts", "10000 hosts") else None)
     compiled[name] = ct
-    print(f"libpcap compile, {name}: " + (f"{ct:.3f} s" if ct is not None else f"> {args.compile_timeout:.0f} s (stopped)"), flush=True)
+    limit = args.fit_timeout if name in ("1000 hosts", "10000 hosts") else args.compile_timeout
+    print(f"libpcap compile, {name}: " + (f"{ct:.3f} s" if ct is not None else f"> {limit:.0f} s (stopped)"), flush=True)
     if ct is not None:
         exprfile = os.path.join(out, f"rules-bpf-{name.replace(' ', '-')}.txt")
         with open(exprfile, "w") as f:
@@ -221,16 +245,16 @@ med = runner.compare(cmds, runs=args.runs)
 runner.report(f"weir read --rules vs tcpdump on {packets} packets ({size / 1e9:.2f} GB), median of {args.runs}",
               med, "weir read (no rules)", packets)
 
-print("\nrule set                 Mpkt/s/core  vs empty set  load s  after loading: Mpkt/s/core  vs empty  kept (weir / tcpdump)  rules summary")
+print("\nrule set                 Mpkt/s/core  vs empty set  load s CPU  after loading: Mpkt/s/core  vs empty  kept (weir / tcpdump)  rules summary")
 base = med["rules empty"][1]
-load = {}
+# the load: the same command on a one-packet file (median CPU, run alongside), not the wall
+# time weir prints, which under load exceeds the CPU it stands for
+load = {name: med[f"load {name}"][1] for name, _ in sets}
 for name, _ in sets:
     cpu = med[f"rules {name}"][1]
     r = subprocess.run([weir, "read", "-r", trace, "-w", o_weir, "--rules", files[name]], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     first = r.stderr.splitlines()[0] if r.stderr else ""
-    m = re.search(r"parsed in (\d+) ms, compiled in (\d+) ms", r.stderr)
-    load[name] = (int(m.group(1)) + int(m.group(2))) / 1e3 if m else 0.0
     kept = count(o_weir)
     other = ""
     if f"tcpdump {name}" in med:
@@ -240,8 +264,8 @@ for name, _ in sets:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         other = f" / {count(o_tcp)}"
     run_cpu = max(cpu - load[name], 1e-9)
-    base_run = base - load.get("empty", 0.0)
-    print(f"{name:<24} {packets / cpu / 1e6:11.2f} {base / cpu * 100:11.0f}%  {load[name]:6.2f}  "
+    base_run = base - load["empty"]
+    print(f"{name:<24} {packets / cpu / 1e6:11.2f} {base / cpu * 100:11.0f}%  {load[name]:10.2f}  "
           f"{packets / run_cpu / 1e6:26.2f} {base_run / run_cpu * 100:8.0f}%  {kept}{other}  [{first}]")
     if name == big:
         o_one = os.path.join(out, "rules-weir-1thread.pcap")
@@ -254,11 +278,38 @@ for name, _ in bpf:
     w = med[f"rules {name}"][0]
     ct = compiled[name]
     if ct is None:
-        print(f"{name}: tcpdump did not compile the expression in {args.compile_timeout:.0f} s; "
-              f"weir {w:.2f} s all told (parse + compile + run): > {args.compile_timeout / w:.0f}x")
+        print(f"{name}: tcpdump did not compile the expression in time; weir {w:.2f} s all told (parse + compile + run)")
     else:
         tw = med[f"tcpdump {name}"][0]
         print(f"{name}: tcpdump {tw:.2f} s wall (libpcap compile {ct:.2f} s of it) vs weir {w:.2f} s: {tw / w:.1f}x")
+if not args.quick:
+    # libpcap's compile time of n hosts, fitted as a * n^b (log-log least squares)
+    fit = {100: compiled["100 hosts"], 1000: compiled["1000 hosts"]}
+    for n in (500, 2000):
+        ct = compile_time(host_bpf(n), args.fit_timeout)
+        print(f"libpcap compile, {n} hosts: " + (f"{ct:.2f} s" if ct is not None else f"> {args.fit_timeout:.0f} s"), flush=True)
+        fit[n] = ct
+    pts = [(math.log(n), math.log(t)) for n, t in sorted(fit.items()) if t]
+    w10 = med["rules 10000 hosts"][0]
+    if compiled["10000 hosts"] is not None:
+        c10, how = compiled["10000 hosts"], "measured"
+    elif len(pts) >= 2:
+        mx = sum(p[0] for p in pts) / len(pts)
+        my = sum(p[1] for p in pts) / len(pts)
+        bexp = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+        c10 = math.exp(my + bexp * (math.log(10_000) - mx))
+        how = (f"EXTRAPOLATED from {', '.join(str(n) for n, t in sorted(fit.items()) if t)} hosts as "
+               f"t = a * n^{bexp:.2f} (10 000 did not compile in {args.fit_timeout:.0f} s)")
+    else:
+        c10, how = None, "not measured"
+    if "tcpdump 1000 hosts" in med and compiled["1000 hosts"]:
+        run1k = max(med["tcpdump 1000 hosts"][0] - compiled["1000 hosts"], 0.0)
+        run10 = run1k * 10
+        print(f"10000 hosts, BPF: libpcap compile {c10:.1f} s ({how}) + run {run10:.1f} s "
+              f"(the 1000-host program's run, {run1k:.2f} s wall, times 10: the chain is linear in its length)")
+        if c10:
+            print(f"10000 hosts: BPF compile + run {c10 + run10:.1f} s vs weir {w10:.2f} s wall all told "
+                  f"(parse + compile + run): {(c10 + run10) / w10:.0f}x (target 50x)")
 b = med[f"rules {big}"]
 s = med[f"rules {big}, 1 thread"]
 run_b = b[1] - load[big]

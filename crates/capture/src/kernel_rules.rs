@@ -164,6 +164,40 @@ pub(crate) struct Programs {
     pub count: Vec<Insn>,
 }
 
+/// The last programs libpcap compiled, by expression: a reload that leaves the kernel's drop
+/// rules as they were (a million exact rules reloaded, the first hundred unchanged) reuses
+/// them instead of compiling again (libpcap takes about a second for 100 exact rules on a
+/// loaded machine).
+type Compiled = (String, String, LinkType, u32, (Filter, Filter));
+static MEMO: Mutex<Vec<Compiled>> = Mutex::new(Vec::new());
+const MEMO_LEN: usize = 8;
+
+/// libpcap's programs for the rings' and the counting socket's expressions, from [`MEMO`]
+/// when they were compiled before.
+fn compile_pair(
+    ring: &str,
+    count: &str,
+    link: LinkType,
+    snaplen: u32,
+) -> Result<(Filter, Filter), weir_filter::FilterError> {
+    let memo = |m: &std::sync::MutexGuard<'_, Vec<Compiled>>| {
+        m.iter()
+            .find(|e| e.0 == ring && e.1 == count && e.2 == link && e.3 == snaplen)
+            .map(|e| e.4.clone())
+    };
+    if let Some(p) = memo(&MEMO.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Ok(p);
+    }
+    let pair = Filter::compile(ring, link, snaplen)
+        .and_then(|r| Filter::compile(count, link, snaplen).map(|c| (r, c)))?;
+    let mut m = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if m.len() >= MEMO_LEN {
+        m.remove(0);
+    }
+    m.push((ring.into(), count.into(), link, snaplen, pair.clone()));
+    Ok(pair)
+}
+
 /// Builds the programs of the engine's current version: the programs (none when no rule
 /// goes to the kernel) and the status (its `dropped` and `swaps` left at 0). With `probe` (a
 /// socket that receives nothing), each program is first attached there: the kernel also
@@ -174,14 +208,16 @@ pub(crate) fn build(
     base: &Base,
     probe: Option<&PacketSocket>,
 ) -> (Option<Programs>, KernelRules) {
-    let version = engine.version();
-    let set = engine.rule_set();
+    // the version's own view of its drop rules: no walk of (or copy of) every rule, so a new
+    // version of a million exact rules costs no more here than one of ten
+    let view = engine.kernel_view();
+    let version = view.version();
     let mut limit = KERNEL_RULE_LIMIT;
     loop {
-        let kd = weir_rules::kernel_drops_snap(&set, limit, base.snaplen);
+        let kd = view.drops(limit, base.snaplen);
         let mut st = KernelRules {
             version,
-            left_out: kd.skipped.len(),
+            left_out: kd.left_out(),
             ..KernelRules::default()
         };
         let Some(drops) = kd.expr else {
@@ -197,8 +233,7 @@ pub(crate) fn build(
             ),
             None => (format!("not ({drops})"), format!("({drops})")),
         };
-        let compiled = Filter::compile(&ring_expr, base.link, base.snaplen)
-            .and_then(|r| Filter::compile(&count_expr, base.link, base.snaplen).map(|c| (r, c)));
+        let compiled = compile_pair(&ring_expr, &count_expr, base.link, base.snaplen);
         let (ring, count) = match compiled {
             Ok(rc) => rc,
             Err(e) => {

@@ -62,8 +62,9 @@ pub enum ControlError {
     /// The path exists and is not a socket (it is left alone).
     #[error("{0}: exists and is not a socket")]
     NotSocket(PathBuf),
-    /// Nothing listens on the socket (client side).
-    #[error("{path}: no weir process listens on this control socket ({source})")]
+    /// Nothing listens on the socket (client side): the path is missing, is not a socket, or
+    /// is a socket nobody listens on (left by a process that was killed).
+    #[error("{path}: {}", not_listening(path, source))]
     NotListening {
         /// The socket path.
         path: PathBuf,
@@ -277,6 +278,26 @@ fn serve_conn(c: UnixStream, commands: &mut Commands, stop: &AtomicBool) -> io::
         if too_long {
             return Ok(()); // the rest of the line is not worth reading
         }
+    }
+}
+
+/// Why connecting to `path` failed, in words that point at the cause.
+fn not_listening(path: &Path, e: &io::Error) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(path) {
+        Err(m) if m.kind() == io::ErrorKind::NotFound => {
+            "no such control socket (is weir running with --control at this path?)".into()
+        }
+        Ok(m) if m.is_dir() => "a directory, not a control socket".into(),
+        Ok(m) if !m.file_type().is_socket() => {
+            "not a control socket (a file of another kind; give weir's --control path)".into()
+        }
+        Ok(_) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            "no weir process listens on this control socket (a stale socket left by a process \
+             that ended without removing it?)"
+                .into()
+        }
+        _ => format!("cannot connect to the control socket ({e})"),
     }
 }
 

@@ -6,8 +6,8 @@
 //! | `{"cmd":"rules.stats"}` | `version`, `totals` (the engine's counters and `reconciles`), `exact` (`rules`, `memory_bytes` and their summed counters), `wild` (per rule counters) |
 //! | `{"cmd":"rules.add", "rule":"LINE"}` | `id`, `version`: LINE is one rule in the rule-file syntax; without `id N` it gets the highest id plus one |
 //! | `{"cmd":"rules.del", "id":N}` or `{"cmd":"rules.del", "exact":"tcp A:P B:P"}` | `id` (when the rule had one), `version` |
-//! | `{"cmd":"rules.reload"}` | `version`, `rules`: the rule file read again and swapped in whole |
-//! | `{"cmd":"rules.kernel", "limit":N}` | `expr`, `covered`, `exact`, `wild`, `skipped`: the drop rules a socket filter could run ([`weir_rules::kernel_drops`]) |
+//! | `{"cmd":"rules.reload"}` | `version`, `rules`, `reloads`, `took_us`: the rule file read again and swapped in whole ([`Engine::reload_file`], the path SIGHUP takes: counted once in the engine's reloads) |
+//! | `{"cmd":"rules.kernel", "limit":N}` | `expr`, `covered`, `exact`, `wild`, `skipped`, `unlisted`: the drop rules a socket filter could run ([`weir_rules::kernel_drops`]) |
 //!
 //! Every change makes one new rule-set version: a packet is decided under the old rules or
 //! the new ones, never a mix.
@@ -128,11 +128,6 @@ pub fn parse_exact_key(text: &str) -> Result<weir_rules::ExactKey, String> {
     }
 }
 
-fn read_rules(path: &PathBuf) -> Result<RuleSet, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    RuleSet::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
 /// Registers the `rules.*` commands for `engine`; `rules.reload` reads `rules_file`.
 pub fn register(c: &mut Commands, engine: Engine, rules_file: Option<PathBuf>) {
     let e = engine.clone();
@@ -207,12 +202,17 @@ pub fn register(c: &mut Commands, engine: Engine, rules_file: Option<PathBuf>) {
         let path = rules_file
             .as_ref()
             .ok_or("this process has no rule file to reload")?;
-        let set = read_rules(path)?;
-        let n = set.rules.len();
-        let version = e
-            .replace(set)
-            .map_err(|err| format!("{}: {err}", path.display()))?;
-        Ok(obj(json!({"version": version, "rules": n})))
+        // the path SIGHUP takes: counted once among the engine's reloads, with its time
+        let version = e.reload_file(path).map_err(|err| err.to_string())?;
+        let (wild, _) = e.wild_size();
+        let (exact, _) = e.exact_size();
+        let r = e.reload_stats();
+        Ok(obj(json!({
+            "version": version,
+            "rules": wild + exact,
+            "reloads": r.reloads,
+            "took_us": r.last.map(|d| d.as_micros() as u64),
+        })))
     });
     let e = engine;
     c.add("rules.kernel", move |req| -> Reply {
@@ -223,6 +223,7 @@ pub fn register(c: &mut Commands, engine: Engine, rules_file: Option<PathBuf>) {
             "exact": k.exact,
             "wild": k.wild,
             "skipped": k.skipped.iter().map(|(id, why)| json!({"id": id, "why": why})).collect::<Vec<_>>(),
+            "unlisted": k.unlisted,
         })))
     });
 }
@@ -257,6 +258,65 @@ mod test {
             parse_exact_key("tcp 10.0.0.2:80 10.0.0.x:1").unwrap_err(),
             "column 17: expected an IP address, found `10.0.0.x`"
         );
+    }
+
+    /// SIGHUP's reload (`RulesFile::reload`) and the socket's `rules.reload` are one path:
+    /// each reload, good or bad, is counted once in the one summary, whichever asked.
+    #[test]
+    fn both_reload_paths_count_once() {
+        use weir_decode::LinkType;
+        let dir = std::env::temp_dir().join(format!("weir-ctl-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.txt");
+        std::fs::write(&path, "dport 80 -> drop\n").unwrap();
+        let set = weir_rules::file::load(&path).unwrap();
+        let engine = Engine::new(set, LinkType::ETHERNET, 65535).unwrap();
+        let mut file = weir_rules::RulesFile::new(&path, engine.clone());
+        let mut c = Commands::new();
+        register(&mut c, engine.clone(), Some(path.clone()));
+        let reload = |c: &mut Commands| c.answer(br#"{"cmd":"rules.reload"}"#);
+        // the socket: version 2, one reload
+        std::fs::write(&path, "dport 80 -> drop\ndport 81 -> drop\n").unwrap();
+        let r = reload(&mut c);
+        assert_eq!(
+            (
+                r["ok"].as_bool(),
+                r["version"].as_u64(),
+                r["rules"].as_u64()
+            ),
+            (Some(true), Some(2), Some(2)),
+            "{r}"
+        );
+        assert_eq!(r["reloads"].as_u64(), Some(1));
+        // SIGHUP's path: version 3, two reloads
+        assert_eq!(file.reload().unwrap(), 3);
+        assert_eq!(file.reloads(), (2, 0));
+        // a bad file through the socket: refused, counted as failed, version stays
+        std::fs::write(&path, "dport 8o -> drop\n").unwrap();
+        let r = reload(&mut c);
+        assert_eq!(r["ok"].as_bool(), Some(false), "{r}");
+        assert!(
+            r["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("r.txt: line 1, column")),
+            "{r}"
+        );
+        assert!(file.reload().is_err());
+        assert_eq!(file.reloads(), (2, 2));
+        assert_eq!(engine.version(), 3);
+        let s = file.summary(0, true);
+        assert!(
+            s.starts_with("  rules (version 3, 2 reload(s), 2 failed): 0 in"),
+            "{s}"
+        );
+        assert!(s.contains("; reload took "), "{s}");
+        let j = file.json(0, true);
+        assert_eq!(
+            (j["reloads"].as_u64(), j["failed_reloads"].as_u64()),
+            (Some(2), Some(2))
+        );
+        assert_eq!(j["reload_us"]["recent"].as_array().map(Vec::len), Some(2));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -165,6 +165,8 @@ pub(crate) struct WildPart {
 
 struct Shared {
     current: Arc<ArcSwap<Compiled>>,
+    /// Reloads of the rule file, whoever asked for them.
+    reloads: Mutex<ReloadStats>,
     /// Serialises writers; holds the next free counter slot and the next version id.
     writer: Mutex<(u32, u64)>,
     link: LinkType,
@@ -183,6 +185,28 @@ impl std::fmt::Debug for Engine {
             .field("version", &self.version())
             .finish_non_exhaustive()
     }
+}
+
+/// Reloads of the rule file through [`Engine::reload_file`]: one count whoever asked (SIGHUP,
+/// the control socket's `rules.reload`), and how long they took.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReloadStats {
+    /// Reloads that took effect.
+    pub reloads: u64,
+    /// Reloads that failed (the running set stayed).
+    pub failed: u64,
+    /// Wall time of the last reload that took effect: read, parse, compile and swap.
+    pub last: Option<std::time::Duration>,
+    /// The longest of them.
+    pub longest: Option<std::time::Duration>,
+    /// The wall times of the last [`ReloadStats::RECENT`] reloads that took effect, oldest
+    /// first, in microseconds.
+    pub recent_us: Vec<u64>,
+}
+
+impl ReloadStats {
+    /// How many reload times [`ReloadStats::recent_us`] keeps.
+    pub const RECENT: usize = 64;
 }
 
 /// An exact rule as listed by [`Engine::exact_rules`].
@@ -249,45 +273,54 @@ fn uses_flows(a: &Action) -> bool {
 
 impl Shared {
     fn compile(&self, set: RuleSet, next_slot: &mut u32, id: u64) -> Result<Compiled, BuildError> {
-        // unique ids: sorted copy (ids default to line numbers, so it is nearly sorted already)
-        let mut ids: Vec<(RuleId, u32)> = set.rules.iter().map(|r| (r.id, r.line)).collect();
-        ids.sort_unstable();
-        if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(BuildError::DuplicateId {
-                id: w[1].0,
-                line: w[1].1,
-                first: w[0].1,
-            });
+        // unique ids: ids default to line numbers, so they usually rise through the file and
+        // are unique without more ado; otherwise a sorted copy finds the first one used twice
+        let rising = set.rules.windows(2).all(|w| w[0].id < w[1].id);
+        if !rising {
+            let mut ids: Vec<(RuleId, u32)> = set.rules.iter().map(|r| (r.id, r.line)).collect();
+            ids.sort_unstable();
+            if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Err(BuildError::DuplicateId {
+                    id: w[1].0,
+                    line: w[1].1,
+                    first: w[0].1,
+                });
+            }
         }
-        drop(ids);
         let exact_ids = Arc::new(ExactIds::of_set(&set, *next_slot));
-        let mut exact = Vec::new();
+        let n_exact = set
+            .rules
+            .iter()
+            .filter(|r| matches!(r.matcher, Match::Exact(_)))
+            .count();
+        let mut needs_flows = false;
+        // exact rules: slots (in file order, before the wildcard rules') and interned actions
+        let mut actions = Vec::new();
+        let mut index = HashMap::new();
+        let mut items = Vec::with_capacity(n_exact);
         let mut wild = Vec::new();
         for (pos, r) in set.rules.into_iter().enumerate() {
             match r.matcher {
-                Match::Exact(k) => exact.push((k, r.action, r.line)),
+                Match::Exact(k) => {
+                    needs_flows |= uses_flows(&r.action);
+                    let ai = intern(&mut actions, &mut index, &r.action)?;
+                    items.push((k, *next_slot, ai, r.line));
+                    *next_slot += 1;
+                }
                 Match::Wild(m) => wild.push((r.prio, pos, r.id, r.line, m, r.action)),
             }
         }
         wild.sort_by_key(|w| (w.0, w.1));
-        let mut needs_flows = false;
-        // exact rules: slots and interned actions
-        let mut actions = Vec::new();
-        let mut index = HashMap::new();
-        let mut items = Vec::with_capacity(exact.len());
-        for (k, a, line) in &exact {
-            needs_flows |= uses_flows(a);
-            let ai = intern(&mut actions, &mut index, a)?;
-            items.push((*k, *next_slot, ai, *line));
-            *next_slot += 1;
-        }
         let first_slot = items.first().map_or(0, |i| i.1);
-        let table = ExactTable::build(items.iter().map(|&(k, s, a, _)| (k, s, a))).map_err(
-            |(first, second)| BuildError::DuplicateExact {
-                line: items[(second - first_slot) as usize].3,
-                first: items[(first - first_slot) as usize].3,
-            },
-        )?;
+        let table = ExactTable::build(
+            &items,
+            |&(k, s, a, _)| (k, s, a),
+            |a| crate::kernel::drops(&actions[a as usize]),
+        )
+        .map_err(|(first, second)| BuildError::DuplicateExact {
+            line: items[(second - first_slot) as usize].3,
+            first: items[(first - first_slot) as usize].3,
+        })?;
         drop(items);
         let mut rules = Vec::with_capacity(wild.len());
         let mut pats = Vec::new();
@@ -366,6 +399,7 @@ impl Engine {
         let shared = Shared {
             current: Arc::new(ArcSwap::from_pointee(empty)),
             writer: Mutex::new((0, 1)),
+            reloads: Mutex::new(ReloadStats::default()),
             link,
             snaplen,
             threads: Mutex::new(Vec::new()),
@@ -384,6 +418,45 @@ impl Engine {
         self.0.current.store(Arc::new(c));
         *w = (slot, id + 1);
         Ok(id)
+    }
+
+    /// Reads the rule file `path` again and swaps the new set in whole (each packet is decided
+    /// under one version); returns the new version. On error the running set stays. Either way
+    /// the reload is counted once in [`Engine::reload_stats`], with its time when it took
+    /// effect.
+    pub fn reload_file(&self, path: &std::path::Path) -> Result<u64, crate::FileError> {
+        let t = std::time::Instant::now();
+        let swapped = crate::file::load(path).and_then(|set| {
+            self.replace(set).map_err(|source| crate::FileError::Build {
+                path: path.to_path_buf(),
+                source,
+            })
+        });
+        let took = t.elapsed();
+        let mut r = self.0.reloads.lock().unwrap_or_else(|e| e.into_inner());
+        match &swapped {
+            Ok(_) => {
+                r.reloads += 1;
+                r.last = Some(took);
+                r.longest = r.longest.max(Some(took));
+                if r.recent_us.len() == ReloadStats::RECENT {
+                    r.recent_us.remove(0);
+                }
+                r.recent_us
+                    .push(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
+            }
+            Err(_) => r.failed += 1,
+        }
+        swapped
+    }
+
+    /// The reloads of the rule file so far ([`Engine::reload_file`]).
+    pub fn reload_stats(&self) -> ReloadStats {
+        self.0
+            .reloads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn edit<T>(
@@ -423,7 +496,10 @@ impl Engine {
             let before = actions.len();
             for (k, a) in rules {
                 let ai = intern(&mut actions, &mut index, a)?;
-                if c.exact.insert(k, *slot, ai).is_err() {
+                if c.exact
+                    .insert(k, *slot, ai, crate::kernel::drops(a))
+                    .is_err()
+                {
                     return Err(BuildError::DuplicateExact { line: 0, first: 0 });
                 }
                 *slot += 1;
@@ -437,8 +513,15 @@ impl Engine {
 
     /// Removes exact rules at run time, in one new version. Returns how many were there.
     pub fn del_exact(&self, keys: &[ExactKey]) -> u64 {
-        self.edit(|c, _| Ok(keys.iter().filter(|k| c.exact.remove(k).is_some()).count() as u64))
-            .unwrap_or(0)
+        self.edit(|c, _| {
+            let acts = Arc::clone(&c.exact_actions);
+            let drops = |a: u16| crate::kernel::drops(&acts[a as usize]);
+            Ok(keys
+                .iter()
+                .filter(|k| c.exact.remove(k, drops).is_some())
+                .count() as u64)
+        })
+        .unwrap_or(0)
     }
 
     /// The current version.
@@ -997,6 +1080,79 @@ impl ExactIds {
     }
 }
 
+/// One version's rules as the kernel socket filter sees them ([`Engine::kernel_view`]).
+pub struct KernelView {
+    c: Arc<Compiled>,
+    part: Arc<crate::exact::KernelPart>,
+}
+
+impl std::fmt::Debug for KernelView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelView")
+            .field("version", &self.c.id)
+            .field("exact_drops", &self.part.drops)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KernelView {
+    /// The version.
+    pub fn version(&self) -> u64 {
+        self.c.id
+    }
+
+    /// Exact rules that drop, all of them.
+    pub fn exact_drop_rules(&self) -> usize {
+        self.part.drops
+    }
+
+    /// The drop rules the kernel can run, at most `limit` of them, for a capture with snap
+    /// length `snaplen`: [`kernel_drops_snap`](crate::kernel_drops_snap) of this version,
+    /// except that past the first 1024 exact drop rules (in the order they came in) none is
+    /// examined (they are counted in `unlisted`).
+    pub fn drops(&self, limit: usize, snaplen: u32) -> crate::KernelDrops {
+        let c = &self.c;
+        let p = &self.part;
+        let runs = c.exact_ids.by_slot();
+        let id_of = |slot: u32| -> RuleId {
+            runs.partition_point(|r| r.0 <= slot)
+                .checked_sub(1)
+                .map(|i| runs[i])
+                .filter(|&(s0, n, _)| slot - s0 < n)
+                .map_or(0, |(s0, _, id0)| id0 + (slot - s0))
+        };
+        let exact_drops: Vec<(RuleId, ExactKey)> =
+            p.first_drops.iter().map(|&(s, k)| (id_of(s), k)).collect();
+        let any_learn = p
+            .per_action
+            .iter()
+            .zip(c.exact_actions.iter())
+            .any(|(&n, a)| n > 0 && a.learn.is_some())
+            || c.wild.rules.iter().any(|r| r.action.learn.is_some());
+        let wild: Vec<crate::kernel::WildIn<'_>> = c
+            .wild
+            .rules
+            .iter()
+            .map(|r| crate::kernel::WildIn {
+                id: r.id,
+                m: &r.m,
+                action: &r.action,
+            })
+            .collect();
+        crate::kernel::drops_of(&crate::kernel::Input {
+            exact_drops: &exact_drops,
+            exact_drop_total: p.drops,
+            keeping: p.keeping_keys.as_deref(),
+            keeping_total: p.keeping,
+            any_learn,
+            default_drop: c.options.default_drop,
+            wild: &wild,
+            limit,
+            snaplen,
+        })
+    }
+}
+
 /// A rule of the current version, as listed by [`Engine::list`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListedRule {
@@ -1056,7 +1212,8 @@ impl Engine {
                         .collect();
                     let before = actions.len();
                     let ai = intern(&mut actions, &mut index, &rule.action)?;
-                    if c.exact.insert(&k, *slot, ai).is_err() {
+                    let drops = crate::kernel::drops(&rule.action);
+                    if c.exact.insert(&k, *slot, ai, drops).is_err() {
                         return Err(BuildError::DuplicateExact { line: 0, first: 0 });
                     }
                     if actions.len() != before {
@@ -1124,7 +1281,9 @@ impl Engine {
                 .find(|e| e.slot == slot)
                 .map(|e| e.key())
                 .ok_or(BuildError::NoSuchId(id))?;
-            c.exact.remove(&key);
+            let acts = Arc::clone(&c.exact_actions);
+            c.exact
+                .remove(&key, |a| crate::kernel::drops(&acts[a as usize]));
             let mut ids = (*c.exact_ids).clone();
             ids.remove(id);
             c.exact_ids = Arc::new(ids);
@@ -1136,7 +1295,11 @@ impl Engine {
     /// the new version and the rule's id, if it had one.
     pub fn del_key(&self, key: &ExactKey) -> Result<(u64, Option<RuleId>), BuildError> {
         self.edit(|c, _| {
-            let e = c.exact.remove(key).ok_or(BuildError::NoSuchKey)?;
+            let acts = Arc::clone(&c.exact_actions);
+            let e = c
+                .exact
+                .remove(key, |a| crate::kernel::drops(&acts[a as usize]))
+                .ok_or(BuildError::NoSuchKey)?;
             let id = c.exact_ids.id_of(e.slot);
             if let Some(id) = id {
                 let mut ids = (*c.exact_ids).clone();
@@ -1160,7 +1323,24 @@ impl Engine {
     /// The current version's drop rules that the kernel socket filter can run, at most
     /// `limit` of them: see [`kernel_drops`](crate::kernel_drops).
     pub fn kernel_drops(&self, limit: usize) -> crate::KernelDrops {
-        crate::kernel_drops(&self.rule_set(), limit)
+        self.kernel_view().drops(limit, crate::WHOLE_PACKET)
+    }
+
+    /// [`kernel_drops_snap`](crate::kernel_drops_snap) of the current version.
+    pub fn kernel_drops_snap(&self, limit: usize, snaplen: u32) -> crate::KernelDrops {
+        self.kernel_view().drops(limit, snaplen)
+    }
+
+    /// The current version, as the kernel's share of the rules sees it: its drop rules come
+    /// from what the exact table keeps apart (the first drop rules, the keeping rules while
+    /// few), so the cost does not grow with the number of exact rules.
+    pub fn kernel_view(&self) -> KernelView {
+        let c = self.0.current.load_full();
+        let acts = Arc::clone(&c.exact_actions);
+        let part = c
+            .exact
+            .kernel_part(|a| crate::kernel::drops(&acts[a as usize]));
+        KernelView { c, part }
     }
 
     /// The current version's set-wide options.

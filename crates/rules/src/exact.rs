@@ -148,11 +148,76 @@ impl Shard {
     }
 }
 
+/// Exact drop rules kept for the kernel's socket filter without a walk of the table: the
+/// first [`KERNEL_SAMPLE`] drop rules (lowest counter slots, the order they came in).
+pub(crate) const KERNEL_SAMPLE: usize = 1024;
+
+/// What the kernel's share of the rules needs of the exact table, kept up to date on every
+/// change so that a new version's kernel filter costs no walk of a million rules
+/// ([`ExactTable::kernel_part`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KernelPart {
+    /// Rules per action index.
+    pub per_action: Vec<u32>,
+    /// Drop rules (by the action's `drops`) and the others.
+    pub drops: usize,
+    pub keeping: usize,
+    /// The drop rules of lowest slot, ascending: all of them, or the first [`KERNEL_SAMPLE`].
+    /// After removals it may hold fewer than it should; then [`ExactTable::kernel_part`] walks.
+    pub first_drops: Vec<(u32, ExactKey)>,
+    /// Every keeping rule, while there are at most `MAX_KEEPING_EXACT`.
+    pub keeping_keys: Option<Vec<ExactKey>>,
+}
+
+impl KernelPart {
+    fn add(&mut self, k: &ExactKey, slot: u32, action: u16, drops: bool) {
+        let a = action as usize;
+        if self.per_action.len() <= a {
+            self.per_action.resize(a + 1, 0);
+        }
+        self.per_action[a] += 1;
+        if drops {
+            // slots only grow: a new rule goes last, if the list is whole and has room
+            if self.first_drops.len() == self.drops && self.drops < KERNEL_SAMPLE {
+                self.first_drops.push((slot, *k));
+            }
+            self.drops += 1;
+        } else {
+            match &mut self.keeping_keys {
+                Some(v) if self.keeping < crate::kernel::MAX_KEEPING_EXACT => v.push(*k),
+                _ => self.keeping_keys = None,
+            }
+            self.keeping += 1;
+        }
+    }
+
+    fn remove(&mut self, e: &Entry, drops: bool) {
+        if let Some(n) = self.per_action.get_mut(e.action as usize) {
+            *n = n.saturating_sub(1);
+        }
+        if drops {
+            self.drops -= 1;
+            if let Ok(i) = self.first_drops.binary_search_by_key(&e.slot, |d| d.0) {
+                self.first_drops.remove(i);
+            }
+        } else {
+            self.keeping -= 1;
+            let k = e.key();
+            if let Some(v) = &mut self.keeping_keys {
+                if let Some(i) = v.iter().position(|x| *x == k) {
+                    v.swap_remove(i);
+                }
+            }
+        }
+    }
+}
+
 /// The exact table: [`SHARDS`] shards, each shared between rule-set versions until changed.
 #[derive(Clone)]
 pub(crate) struct ExactTable {
     shards: Vec<Arc<Shard>>,
     len: usize,
+    kernel: Arc<KernelPart>,
 }
 
 impl Default for ExactTable {
@@ -160,17 +225,51 @@ impl Default for ExactTable {
         ExactTable {
             shards: (0..SHARDS).map(|_| Arc::new(Shard::default())).collect(),
             len: 0,
+            kernel: Arc::new(KernelPart {
+                keeping_keys: Some(Vec::new()),
+                ..KernelPart::default()
+            }),
         }
     }
 }
 
 impl ExactTable {
-    /// Builds a table from `(key, slot)` pairs, sizing every shard once. On a duplicate key,
-    /// returns the slots of the two rules.
-    pub(crate) fn build(
-        items: impl Iterator<Item = (ExactKey, u32, u16)> + Clone,
+    /// Builds a table from `items` (each giving a key, a counter slot and an action index, in
+    /// ascending slot order), sizing every shard once; `drops` says which actions drop (for
+    /// [`ExactTable::kernel_part`]). A large table is built on several threads (hashes in
+    /// stretches of items, then shards in groups). On a duplicate key, returns the slots of
+    /// the two rules (the duplicate of lowest slot).
+    pub(crate) fn build<T: Sync>(
+        items: &[T],
+        get: impl Fn(&T) -> (ExactKey, u32, u16) + Sync,
+        drops: impl Fn(u16) -> bool,
     ) -> Result<Self, (u32, u32)> {
-        let hashes: Vec<u64> = items.clone().map(|(k, _, _)| hash_key(&k)).collect();
+        let mut kernel = KernelPart {
+            keeping_keys: Some(Vec::new()),
+            ..KernelPart::default()
+        };
+        for it in items {
+            let (k, slot, action) = get(it);
+            kernel.add(&k, slot, action, drops(action));
+        }
+        let threads = if items.len() >= 100_000 {
+            std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 16))
+        } else {
+            1
+        };
+        let get = &get;
+        // hashes, in stretches
+        let mut hashes = vec![0u64; items.len()];
+        let per = items.len().div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            for (hs, its) in hashes.chunks_mut(per).zip(items.chunks(per)) {
+                s.spawn(move || {
+                    for (h, it) in hs.iter_mut().zip(its) {
+                        *h = hash_key(&get(it).0);
+                    }
+                });
+            }
+        });
         let mut counts = vec![0usize; SHARDS];
         for &h in &hashes {
             counts[shard_of(h)] += 1;
@@ -182,27 +281,55 @@ impl ExactTable {
                 slab: Vec::with_capacity(n),
             })
             .collect();
-        for ((k, slot, action), h) in items.zip(hashes) {
-            let s = &mut shards[shard_of(h)];
-            let slab = &s.slab;
-            match s.table.entry(
-                h,
-                |&i| slab[i as usize].is(&k),
-                |&i| hash_key(&slab[i as usize].key()),
-            ) {
-                hashbrown::hash_table::Entry::Occupied(o) => {
-                    return Err((slab[*o.get() as usize].slot, slot));
-                }
-                hashbrown::hash_table::Entry::Vacant(v) => {
-                    v.insert(slab.len() as u32);
-                }
-            }
-            s.slab.push(Entry::new(&k, slot, action));
+        // shards in groups, each thread filling its own (every thread reads every hash)
+        let group = SHARDS.div_ceil(threads);
+        let hashes = &hashes;
+        let dups: Vec<Option<(u32, u32)>> = std::thread::scope(|s| {
+            let jobs: Vec<_> = shards
+                .chunks_mut(group)
+                .enumerate()
+                .map(|(g, mine)| {
+                    s.spawn(move || {
+                        let lo = g * group;
+                        let hi = lo + mine.len();
+                        for (it, &h) in items.iter().zip(hashes) {
+                            let sh = shard_of(h);
+                            if sh < lo || sh >= hi {
+                                continue;
+                            }
+                            let (k, slot, action) = get(it);
+                            let s = &mut mine[sh - lo];
+                            let slab = &s.slab;
+                            match s.table.entry(
+                                h,
+                                |&i| slab[i as usize].is(&k),
+                                |&i| hash_key(&slab[i as usize].key()),
+                            ) {
+                                hashbrown::hash_table::Entry::Occupied(o) => {
+                                    return Some((slab[*o.get() as usize].slot, slot));
+                                }
+                                hashbrown::hash_table::Entry::Vacant(v) => {
+                                    v.insert(slab.len() as u32);
+                                }
+                            }
+                            s.slab.push(Entry::new(&k, slot, action));
+                        }
+                        None
+                    })
+                })
+                .collect();
+            jobs.into_iter()
+                .map(|j| j.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        if let Some(d) = dups.into_iter().flatten().min_by_key(|d| d.1) {
+            return Err(d);
         }
         let len = shards.iter().map(|s| s.slab.len()).sum();
         Ok(ExactTable {
             shards: shards.into_iter().map(Arc::new).collect(),
             len,
+            kernel: Arc::new(kernel),
         })
     }
 
@@ -218,27 +345,73 @@ impl ExactTable {
         self.shards[shard_of(h)].find(k, h)
     }
 
-    /// Adds a rule; on a duplicate key returns the existing rule's slot. Copies the shard when
-    /// another version still shares it.
-    pub(crate) fn insert(&mut self, k: &ExactKey, slot: u32, action: u16) -> Result<(), u32> {
+    /// Adds a rule (`drops`: its action drops); on a duplicate key returns the existing rule's
+    /// slot. `slot` must be higher than every slot in the table. Copies the shard when another
+    /// version still shares it.
+    pub(crate) fn insert(
+        &mut self,
+        k: &ExactKey,
+        slot: u32,
+        action: u16,
+        drops: bool,
+    ) -> Result<(), u32> {
         let h = hash_key(k);
         let shard = &mut self.shards[shard_of(h)];
         if let Some(e) = shard.find(k, h) {
             return Err(e.slot);
         }
         Arc::make_mut(shard).insert(k, h, slot, action)?;
+        Arc::make_mut(&mut self.kernel).add(k, slot, action, drops);
         self.len += 1;
         Ok(())
     }
 
-    /// Removes the rule for this conversation, returning it.
-    pub(crate) fn remove(&mut self, k: &ExactKey) -> Option<Entry> {
+    /// Removes the rule for this conversation, returning it; `drops` says which actions drop.
+    pub(crate) fn remove(&mut self, k: &ExactKey, drops: impl Fn(u16) -> bool) -> Option<Entry> {
         let h = hash_key(k);
         let shard = &mut self.shards[shard_of(h)];
         shard.find(k, h)?;
-        let slot = Arc::make_mut(shard).remove(k, h);
-        self.len -= usize::from(slot.is_some());
-        slot
+        let e = Arc::make_mut(shard).remove(k, h)?;
+        Arc::make_mut(&mut self.kernel).remove(&e, drops(e.action));
+        self.len -= 1;
+        Some(e)
+    }
+
+    /// The kernel's view of the table: counts per action, the first drop rules (at least
+    /// `want` of them when there are that many, up to [`KERNEL_SAMPLE`]) and the keeping
+    /// rules' keys (while few). Kept up to date on every change; walks the table only when
+    /// removals ate into the kept lists. `drops` says which actions drop.
+    pub(crate) fn kernel_part(&self, drops: impl Fn(u16) -> bool) -> Arc<KernelPart> {
+        let k = &self.kernel;
+        let short = k.first_drops.len() < k.drops.min(KERNEL_SAMPLE);
+        let no_keys = k.keeping_keys.is_none() && k.keeping <= crate::kernel::MAX_KEEPING_EXACT;
+        if !short && !no_keys {
+            return Arc::clone(k);
+        }
+        let mut part = (**k).clone();
+        if short {
+            let mut all: Vec<(u32, ExactKey)> = self
+                .iter()
+                .filter(|e| drops(e.action))
+                .map(|e| (e.slot, e.key()))
+                .collect();
+            let n = all.len().min(KERNEL_SAMPLE);
+            if all.len() > n {
+                all.select_nth_unstable_by_key(n, |d| d.0);
+                all.truncate(n);
+            }
+            all.sort_unstable_by_key(|d| d.0);
+            part.first_drops = all;
+        }
+        if no_keys {
+            part.keeping_keys = Some(
+                self.iter()
+                    .filter(|e| !drops(e.action))
+                    .map(|e| e.key())
+                    .collect(),
+            );
+        }
+        Arc::new(part)
     }
 
     /// Every rule, in no particular order.
@@ -277,12 +450,12 @@ mod tests {
     fn insert_get_remove_keep_the_table_consistent() {
         let mut t = ExactTable::default();
         for i in 0..5000 {
-            t.insert(&key(i), i, 0).unwrap();
+            t.insert(&key(i), i, 0, false).unwrap();
         }
-        assert_eq!(t.insert(&key(7), 99, 0), Err(7));
+        assert_eq!(t.insert(&key(7), 99, 0, false), Err(7));
         for i in (0..5000).step_by(3) {
-            assert_eq!(t.remove(&key(i)).map(|e| e.slot), Some(i));
-            assert!(t.remove(&key(i)).is_none());
+            assert_eq!(t.remove(&key(i), |_| false).map(|e| e.slot), Some(i));
+            assert!(t.remove(&key(i), |_| false).is_none());
         }
         for i in 0..5000 {
             let want = (i % 3 != 0).then_some(i);
@@ -297,10 +470,10 @@ mod tests {
     #[test]
     fn a_copy_does_not_see_later_changes() {
         let mut t = ExactTable::default();
-        t.insert(&key(1), 1, 0).unwrap();
+        t.insert(&key(1), 1, 0, false).unwrap();
         let old = t.clone();
-        t.insert(&key(2), 2, 0).unwrap();
-        t.remove(&key(1));
+        t.insert(&key(2), 2, 0, false).unwrap();
+        t.remove(&key(1), |_| false);
         assert_eq!(old.get(&key(1)).map(|e| e.slot), Some(1));
         assert!(old.get(&key(2)).is_none());
         assert_eq!(t.get(&key(2)).map(|e| e.slot), Some(2));

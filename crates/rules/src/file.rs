@@ -56,13 +56,12 @@ pub fn tags_anything(set: &RuleSet) -> bool {
     set.rules.iter().any(|r| tags(&r.action))
 }
 
-/// An engine compiled from a file, with the count of its reloads.
+/// An engine compiled from a file; its reloads are counted by the engine
+/// ([`Engine::reload_stats`]), so a reload through the control socket counts as one too.
 #[derive(Debug)]
 pub struct RulesFile {
     path: PathBuf,
     engine: Engine,
-    reloads: u64,
-    failed_reloads: u64,
 }
 
 /// How many wildcard rules a summary lists by name; the rest are counted (all are in the JSON).
@@ -74,8 +73,6 @@ impl RulesFile {
         RulesFile {
             path: path.to_path_buf(),
             engine,
-            reloads: 0,
-            failed_reloads: 0,
         }
     }
 
@@ -91,24 +88,16 @@ impl RulesFile {
 
     /// Reads the file again and swaps the new set in whole (each packet is decided under one
     /// version); returns the new version. On error the running set stays and the failure is
-    /// counted.
+    /// counted. The same path as the control socket's `rules.reload`
+    /// ([`Engine::reload_file`]).
     pub fn reload(&mut self) -> Result<u64, FileError> {
-        let swapped = load(&self.path).and_then(|set| {
-            self.engine.replace(set).map_err(|source| FileError::Build {
-                path: self.path.clone(),
-                source,
-            })
-        });
-        match &swapped {
-            Ok(_) => self.reloads += 1,
-            Err(_) => self.failed_reloads += 1,
-        }
-        swapped
+        self.engine.reload_file(&self.path)
     }
 
-    /// Reloads that took effect, and those that failed.
+    /// Reloads that took effect, and those that failed, whoever asked for them.
     pub fn reloads(&self) -> (u64, u64) {
-        (self.reloads, self.failed_reloads)
+        let r = self.engine.reload_stats();
+        (r.reloads, r.failed)
     }
 
     /// The closing summary: the engine's totals (packets in are passed, dropped, sliced or
@@ -117,12 +106,13 @@ impl RulesFile {
     pub fn summary(&self, tagged: u64, tags_stored: bool) -> String {
         let s = self.engine.stats();
         let t = &s.totals;
+        let r = self.engine.reload_stats();
         let mut out = format!(
             "  rules (version {}, {} reload(s), {} failed): {} in, {} passed, {} dropped ({} cut \
              off per flow), {} sliced, {} sampled out, {} matched no rule; {} tagged{}",
             s.version,
-            self.reloads,
-            self.failed_reloads,
+            r.reloads,
+            r.failed,
             t.packets_in,
             t.passed,
             t.dropped,
@@ -137,6 +127,13 @@ impl RulesFile {
                 " (tags not stored)"
             }
         );
+        if let (Some(last), Some(longest)) = (r.last, r.longest) {
+            out += &format!(
+                "; reload took {} ms (last), {} ms (longest)",
+                last.as_millis(),
+                longest.as_millis()
+            );
+        }
         let line = |what: String, r: &RuleStats| {
             format!(
                 "\n    {what}: {} packets, {} bytes: {} passed, {} dropped, {} sliced, {} sampled \
@@ -164,11 +161,14 @@ impl RulesFile {
     pub fn json(&self, tagged: u64, tags_stored: bool) -> serde_json::Value {
         let s = self.engine.stats();
         let t = &s.totals;
+        let r = self.engine.reload_stats();
+        let us = |d: Option<std::time::Duration>| d.map(|d| d.as_micros() as u64);
         serde_json::json!({
             "file": self.path.display().to_string(),
             "version": s.version,
-            "reloads": self.reloads,
-            "failed_reloads": self.failed_reloads,
+            "reloads": r.reloads,
+            "failed_reloads": r.failed,
+            "reload_us": {"last": us(r.last), "longest": us(r.longest), "recent": r.recent_us},
             "tags_stored": tags_stored,
             "tagged": tagged,
             "totals": {

@@ -15,6 +15,14 @@
 //!   stops with another verdict and could match the same packets (a conservative overlap test
 //!   on the header fields).
 //!
+//! Exact drop rules past the limit are counted in [`KernelDrops::unlisted`], not listed. An
+//! engine's version answers without walking its rules ([`Engine::kernel_view`](crate::Engine::kernel_view)):
+//! its exact table keeps the first 1024 drop rules (in the order they came in), the count per
+//! action and, while there are at most 10 000, the keys of the exact rules that keep packets,
+//! all updated on every change; so a new version of a million exact rules costs the capture
+//! path's filter watcher what one of a hundred does. Exact drop rules past those 1024 are not
+//! examined (they are counted in `unlisted`).
+//!
 //! # Why the expression is longer than the rules
 //!
 //! The engine matches the innermost IP header of a packet it could decode; libpcap the
@@ -52,6 +60,16 @@ pub struct KernelDrops {
     pub wild: usize,
     /// Drop rules left to the engine, with the reason.
     pub skipped: Vec<(RuleId, &'static str)>,
+    /// Exact drop rules left to the engine and not listed in `skipped`: those past the limit
+    /// (a million exact drop rules are counted here, not listed).
+    pub unlisted: usize,
+}
+
+impl KernelDrops {
+    /// Drop rules left to the engine: `skipped` and `unlisted`.
+    pub fn left_out(&self) -> usize {
+        self.skipped.len() + self.unlisted
+    }
 }
 
 const IPIP: u8 = 4;
@@ -273,7 +291,7 @@ fn wild_expr(m: &WildMatch) -> Result<String, &'static str> {
     })
 }
 
-fn drops(a: &Action) -> bool {
+pub(crate) fn drops(a: &Action) -> bool {
     a.verdict == Some(Verdict::Drop) && a.learn.is_none()
 }
 
@@ -342,7 +360,7 @@ fn key_may_match(k: &ExactKey, r: &WildMatch) -> bool {
 }
 
 /// Exact rules that keep packets, beyond which wildcard rules are not checked one by one.
-const MAX_KEEPING_EXACT: usize = 10_000;
+pub(crate) const MAX_KEEPING_EXACT: usize = 10_000;
 
 /// The drop rules of `set` that the kernel can run safely, at most `limit` of them (a classic
 /// BPF program holds 4096 instructions; an exact rule takes about 30), as one libpcap
@@ -364,48 +382,22 @@ pub const WHOLE_PACKET: u32 = 262_144;
 /// [`WHOLE_PACKET`] no rule with a `bpf` term does (the term may read past the snap length,
 /// where the engine's copy fails and the kernel's matches).
 pub fn kernel_drops_snap(set: &RuleSet, limit: usize, snaplen: u32) -> KernelDrops {
-    if snaplen < MIN_KERNEL_SNAPLEN {
-        let mut out = KernelDrops::default();
-        for r in &set.rules {
-            if drops(&r.action) {
-                out.skipped
-                    .push((r.id, "the snap length cuts the headers the filter reads"));
-            }
-        }
-        return out;
-    }
-    let whole = snaplen >= WHOLE_PACKET;
-    let mut out = KernelDrops::default();
-    let mut terms = Vec::new();
-    let any_learn = set.rules.iter().any(|r| r.action.learn.is_some());
-    let keeping_exact: Vec<&ExactKey> = set
+    let exact_drops: Vec<(RuleId, ExactKey)> = set
         .rules
         .iter()
         .filter_map(|r| match &r.matcher {
-            Match::Exact(k) if !drops(&r.action) => Some(k),
+            Match::Exact(k) if drops(&r.action) => Some((r.id, *k)),
             _ => None,
         })
         .collect();
-    for r in &set.rules {
-        let Match::Exact(k) = &r.matcher else {
-            continue;
-        };
-        if !drops(&r.action) {
-            continue;
-        }
-        if out.covered.len() >= limit {
-            out.skipped.push((r.id, "over the limit"));
-            continue;
-        }
-        match exact_expr(k) {
-            Ok(e) => {
-                terms.push(e);
-                out.covered.push(r.id);
-                out.exact += 1;
-            }
-            Err(why) => out.skipped.push((r.id, why)),
-        }
-    }
+    let keeping: Vec<ExactKey> = set
+        .rules
+        .iter()
+        .filter_map(|r| match &r.matcher {
+            Match::Exact(k) if !drops(&r.action) => Some(*k),
+            _ => None,
+        })
+        .collect();
     let mut wild: Vec<(usize, &Rule, &WildMatch)> = set
         .rules
         .iter()
@@ -416,43 +408,137 @@ pub fn kernel_drops_snap(set: &RuleSet, limit: usize, snaplen: u32) -> KernelDro
         })
         .collect();
     wild.sort_by_key(|w| (w.1.prio, w.0));
-    for (rank, &(_, r, m)) in wild.iter().enumerate() {
-        if !drops(&r.action) {
+    let wild: Vec<WildIn<'_>> = wild
+        .iter()
+        .map(|&(_, r, m)| WildIn {
+            id: r.id,
+            m,
+            action: &r.action,
+        })
+        .collect();
+    let keeping_n = keeping.len();
+    drops_of(&Input {
+        exact_drops: &exact_drops,
+        exact_drop_total: exact_drops.len(),
+        keeping: (keeping_n <= MAX_KEEPING_EXACT).then_some(&keeping[..]),
+        keeping_total: keeping_n,
+        any_learn: set.rules.iter().any(|r| r.action.learn.is_some()),
+        default_drop: set.options.default_drop,
+        wild: &wild,
+        limit,
+        snaplen,
+    })
+}
+
+/// A wildcard rule as [`drops_of`] reads it.
+pub(crate) struct WildIn<'a> {
+    pub id: RuleId,
+    pub m: &'a WildMatch,
+    pub action: &'a Action,
+}
+
+/// What [`drops_of`] needs of a rule-set version, gathered from a [`RuleSet`] (every rule) or
+/// from an engine's version (its exact table keeps the first drop rules and the keeping rules
+/// apart, so a million exact rules are not walked).
+pub(crate) struct Input<'a> {
+    /// The first exact drop rules, in the order they came in (all of them, or at least more
+    /// than the limit).
+    pub exact_drops: &'a [(RuleId, ExactKey)],
+    /// All exact drop rules.
+    pub exact_drop_total: usize,
+    /// The exact rules that keep packets, when there are at most [`MAX_KEEPING_EXACT`].
+    pub keeping: Option<&'a [ExactKey]>,
+    /// Their number.
+    pub keeping_total: usize,
+    /// Any rule (exact or wildcard) learns.
+    pub any_learn: bool,
+    /// `default drop`.
+    pub default_drop: bool,
+    /// The wildcard rules in evaluation order.
+    pub wild: &'a [WildIn<'a>],
+    pub limit: usize,
+    pub snaplen: u32,
+}
+
+/// The kernel's drop rules of a version: see [`kernel_drops_snap`].
+pub(crate) fn drops_of(i: &Input<'_>) -> KernelDrops {
+    let mut out = KernelDrops::default();
+    let unseen = i.exact_drop_total.saturating_sub(i.exact_drops.len());
+    if i.snaplen < MIN_KERNEL_SNAPLEN {
+        let why = "the snap length cuts the headers the filter reads";
+        out.skipped
+            .extend(i.exact_drops.iter().map(|&(id, _)| (id, why)));
+        out.unlisted = unseen;
+        out.skipped.extend(
+            i.wild
+                .iter()
+                .filter(|w| drops(w.action))
+                .map(|w| (w.id, why)),
+        );
+        return out;
+    }
+    let whole = i.snaplen >= WHOLE_PACKET;
+    let mut terms = Vec::new();
+    let mut examined = i.exact_drops.len();
+    for (n, &(id, ref k)) in i.exact_drops.iter().enumerate() {
+        if out.covered.len() >= i.limit {
+            examined = n;
+            break;
+        }
+        match exact_expr(k) {
+            Ok(e) => {
+                terms.push(e);
+                out.covered.push(id);
+                out.exact += 1;
+            }
+            Err(why) => out.skipped.push((id, why)),
+        }
+    }
+    // past the limit, or not examined at all: counted, not listed (there may be a million)
+    out.unlisted = i.exact_drops.len() - examined + unseen;
+    for (rank, w) in i.wild.iter().enumerate() {
+        if !drops(w.action) {
             continue;
         }
-        let why = if !r.action.stop {
+        let m = w.m;
+        let why = if !w.action.stop {
             Some("it continues: later rules may keep the packet")
-        } else if any_learn {
+        } else if i.any_learn {
             Some("the set learns flows (learnt flows are decided first)")
-        } else if keeping_exact.len() > MAX_KEEPING_EXACT {
+        } else if i.keeping_total > MAX_KEEPING_EXACT {
             Some("too many exact rules that keep packets")
-        } else if keeping_exact.iter().any(|k| key_may_match(k, m)) {
+        } else if i
+            .keeping
+            .unwrap_or_default()
+            .iter()
+            .any(|k| key_may_match(k, m))
+        {
             Some("an exact rule keeps packets it could match")
-        } else if wild[..rank].iter().any(|&(_, q, qm)| {
+        } else if i.wild[..rank].iter().any(|q| {
             q.action.stop
                 && q.action.verdict != Some(Verdict::Drop)
-                && !(q.action.verdict.is_none() && set.options.default_drop)
-                && may_overlap(qm, m)
+                && !(q.action.verdict.is_none() && i.default_drop)
+                && may_overlap(q.m, m)
         }) {
             Some("an earlier rule may keep packets it matches")
         } else if m.bpf.is_some() && !whole {
             Some("a bpf term may read past the snap length")
-        } else if out.covered.len() >= limit {
+        } else if out.covered.len() >= i.limit {
             Some("over the limit")
         } else {
             None
         };
         if let Some(why) = why {
-            out.skipped.push((r.id, why));
+            out.skipped.push((w.id, why));
             continue;
         }
         match wild_expr(m) {
             Ok(e) => {
                 terms.push(e);
-                out.covered.push(r.id);
+                out.covered.push(w.id);
                 out.wild += 1;
             }
-            Err(why) => out.skipped.push((r.id, why)),
+            Err(why) => out.skipped.push((w.id, why)),
         }
     }
     if !terms.is_empty() {
@@ -515,5 +601,107 @@ mod test {
         let short = kernel_drops_snap(&set, 100, MIN_KERNEL_SNAPLEN - 1);
         assert!(short.expr.is_none() && short.covered.is_empty());
         assert_eq!(short.skipped.len(), 3);
+    }
+}
+
+#[cfg(test)]
+mod view_test {
+    use crate::{kernel_drops_snap, Engine, RuleSet, WHOLE_PACKET};
+    use weir_packet::LinkType;
+
+    /// The engine's kept-apart view gives what a walk of the whole set gives, after a build and
+    /// after live additions and removals (the removals eat into the kept lists, and it walks).
+    #[test]
+    fn the_engines_view_equals_the_walk_of_the_set() {
+        let mut text = String::new();
+        for i in 0..3000u32 {
+            // drop, pass, drop with a VLAN (not for the kernel), drop...
+            let vlan = if i % 7 == 3 { " vlan 5" } else { "" };
+            let action = if i % 3 == 1 { "pass" } else { "drop" };
+            text += &format!(
+                "exact tcp 10.1.{}.{}:{} 10.9.0.1:80{vlan} -> {action}\n",
+                i >> 8,
+                i & 255,
+                1000 + i
+            );
+        }
+        text += "proto udp src 10.2.0.0/16 -> drop\nproto tcp dst 10.1.0.0/16 -> drop\n";
+        let set = RuleSet::parse(&text).unwrap();
+        let e = Engine::new(set.clone(), LinkType::ETHERNET, WHOLE_PACKET).unwrap();
+        // small limits: exactly what the walk gives; past the 1024 kept drop rules, the first
+        // ones are the walk's and the others are counted, not examined
+        let same = |e: &Engine, limit: usize| {
+            let want = kernel_drops_snap(&e.rule_set(), limit, WHOLE_PACKET);
+            let got = e.kernel_drops_snap(limit, WHOLE_PACKET);
+            if limit <= 100 {
+                assert!(
+                    got == want,
+                    "limit {limit}: {:?} vs {:?}",
+                    got.covered,
+                    want.covered
+                );
+            } else {
+                let n = got.exact;
+                assert_eq!(got.covered[..n], want.covered[..n], "limit {limit}");
+                assert_eq!(got.wild, want.wild, "limit {limit}");
+                assert_eq!(
+                    got.covered.len() + got.left_out(),
+                    want.covered.len() + want.left_out(),
+                    "limit {limit}"
+                );
+            }
+            got
+        };
+        for limit in [0, 1, 5, 100, 5000] {
+            same(&e, limit);
+        }
+        let k = same(&e, 100);
+        assert_eq!((k.exact, k.wild), (100, 0));
+        assert_eq!(k.covered[..3], [1, 3, 6]); // 2 passes, 4 has a VLAN, 5 passes
+                                               // 2000 exact drop rules (some with a VLAN, which the kernel cannot take), and the
+                                               // two wildcard drop rules: the udp one fits (no keeping rule is udp), the tcp one not;
+                                               // exact drop rules past the 1024 kept apart are counted, not examined
+        let k = e.kernel_drops_snap(1000, WHOLE_PACKET);
+        assert_eq!((k.wild, k.unlisted), (1, 2000 - 1024));
+        assert_eq!(k.covered.len() + k.left_out(), 2002);
+        // remove most drop rules by id: the kept list runs out, the view walks the table
+        for id in (1..=2700).filter(|i| (i - 1) % 3 != 1) {
+            e.del_rule(id).unwrap();
+        }
+        for limit in [1, 100, 2000] {
+            same(&e, limit);
+        }
+        // add rules live, drop and pass, then remove every pass rule: the tcp wildcard goes
+        let adds: Vec<_> = (0..50u32)
+            .map(|i| {
+                let k = crate::ExactKey::new(
+                    4,
+                    crate::NO_VLAN,
+                    6,
+                    0x0a03_0000 + u128::from(i),
+                    7,
+                    1,
+                    9,
+                );
+                let line = if i % 2 == 0 {
+                    "any -> drop"
+                } else {
+                    "any -> pass"
+                };
+                (k, RuleSet::parse(line).unwrap().rules[0].action.clone())
+            })
+            .collect();
+        e.add_exact(&adds).unwrap();
+        same(&e, 100);
+        let passes: Vec<_> = e
+            .exact_rules()
+            .into_iter()
+            .filter(|r| !super::drops(&r.action))
+            .map(|r| r.key)
+            .collect();
+        assert_eq!(e.del_exact(&passes), passes.len() as u64);
+        same(&e, 100);
+        let k = same(&e, 5000);
+        assert_eq!(k.wild, 2);
     }
 }

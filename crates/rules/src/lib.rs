@@ -83,8 +83,8 @@ mod wild;
 
 pub use crate::counters::{RuleStats, Totals};
 pub use crate::engine::{
-    BuildError, Decision, Engine, Evaluator, ExactRule, ListedRule, Listing, Outcome, Stats,
-    WildStats,
+    BuildError, Decision, Engine, Evaluator, ExactRule, KernelView, ListedRule, Listing, Outcome,
+    ReloadStats, Stats, WildStats,
 };
 pub use crate::exact::SHARDS;
 pub use crate::fields::{

@@ -659,16 +659,117 @@ fn rule_line(lx: &mut Lexer<'_>, first: Tok<'_>, lineno: usize) -> Result<Rule, 
     })
 }
 
-/// Parses a rule file.
+/// The options a stretch of lines set (the last of each wins, in file order).
+#[derive(Default)]
+struct SetOptions {
+    default_drop: Option<bool>,
+    scan_limit: Option<u32>,
+    flows: Option<u32>,
+}
+
+/// Files at least this large are parsed on several threads, in stretches of whole lines.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+/// Parses a rule file. A large file (a million exact rules) is cut at line ends into one
+/// stretch per available core, each parsed on its own thread with its own line numbers; the
+/// rules are then put back in file order and the options applied in file order, so the result
+/// (and the first error, by line) is what one pass gives.
 pub(crate) fn parse(text: &str) -> Result<RuleSet, ParseError> {
+    let threads = if text.len() >= PARALLEL_MIN_BYTES {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
+    } else {
+        1
+    };
+    let newlines = |t: &str| t.bytes().filter(|&b| b == b'\n').count();
+    if threads <= 1 {
+        let mut rules = Vec::with_capacity(newlines(text) + 1);
+        let mut opts = SetOptions::default();
+        parse_lines(text, 0, &mut rules, &mut opts)?;
+        let mut set = RuleSet {
+            rules,
+            ..RuleSet::default()
+        };
+        apply(&mut set.options, &opts);
+        return Ok(set);
+    }
+    // stretches of whole lines, and the number of the line before each
+    let mut cuts = vec![0usize];
+    for i in 1..threads {
+        let from = (text.len() * i / threads).max(*cuts.last().unwrap_or(&0));
+        match text.as_bytes()[from..].iter().position(|&b| b == b'\n') {
+            Some(p) => cuts.push(from + p + 1),
+            None => break,
+        }
+    }
+    cuts.push(text.len());
+    cuts.dedup();
+    let stretches: Vec<&str> = cuts.windows(2).map(|w| &text[w[0]..w[1]]).collect();
+    let counts: Vec<usize> = stretches.iter().map(|t| newlines(t)).collect();
+    let total: usize = counts.iter().sum();
+    let results: Vec<Result<(Vec<Rule>, SetOptions), ParseError>> = std::thread::scope(|s| {
+        let mut line0 = 0;
+        let mut jobs = Vec::with_capacity(stretches.len());
+        for (i, (&t, &n)) in stretches.iter().zip(&counts).enumerate() {
+            let first = line0;
+            line0 += n;
+            // the first stretch's vector gets room for every rule: the others are appended
+            let cap = if i == 0 { total + 1 } else { n + 1 };
+            jobs.push(s.spawn(move || {
+                let mut rules = Vec::with_capacity(cap);
+                let mut opts = SetOptions::default();
+                parse_lines(t, first, &mut rules, &mut opts).map(|()| (rules, opts))
+            }));
+        }
+        jobs.into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(ParseError {
+                        line: 0,
+                        column: 0,
+                        message: "the parser failed".into(),
+                    })
+                })
+            })
+            .collect()
+    });
     let mut set = RuleSet::default();
-    set.rules
-        .reserve(text.bytes().filter(|&b| b == b'\n').count() + 1);
+    for r in results {
+        let (rules, opts) = r?;
+        if set.rules.is_empty() {
+            set.rules = rules;
+        } else {
+            set.rules.extend(rules);
+        }
+        apply(&mut set.options, &opts);
+    }
+    Ok(set)
+}
+
+fn apply(o: &mut crate::rule::Options, s: &SetOptions) {
+    if let Some(v) = s.default_drop {
+        o.default_drop = v;
+    }
+    if let Some(v) = s.scan_limit {
+        o.scan_limit = v;
+    }
+    if let Some(v) = s.flows {
+        o.flows = v;
+    }
+}
+
+/// Parses the lines of `text`, the first being line `line0 + 1` of the file.
+fn parse_lines(
+    text: &str,
+    line0: usize,
+    rules: &mut Vec<Rule>,
+    opts: &mut SetOptions,
+) -> Result<(), ParseError> {
     for (i, line) in text.lines().enumerate() {
+        let lineno = line0 + i + 1;
         let mut lx = Lexer {
             line,
             pos: 0,
-            lineno: i + 1,
+            lineno,
         };
         let Some(first) = lx.next()? else {
             continue;
@@ -676,24 +777,25 @@ pub(crate) fn parse(text: &str) -> Result<RuleSet, ParseError> {
         match &*first.text {
             "default" if !first.quoted => {
                 let v = lx.want(&first, "pass or drop")?;
-                set.options.default_drop = match &*v.text {
+                opts.default_drop = Some(match &*v.text {
                     "pass" => false,
                     "drop" => true,
                     _ => return lx.err(v.col, "`default` takes pass or drop"),
-                };
+                });
             }
             "set" if !first.quoted => {
                 let k = lx.want(&first, "an option name")?;
                 let v = lx.want(&k, "a value")?;
                 match &*k.text {
                     "scan-limit" => {
-                        set.options.scan_limit = size(&lx, &v)?.min(u64::from(u32::MAX)) as u32
+                        opts.scan_limit = Some(size(&lx, &v)?.min(u64::from(u32::MAX)) as u32)
                     }
                     "flows" => {
-                        set.options.flows = num(&lx, &v, "a flow count")?;
-                        if set.options.flows == 0 {
+                        let n: u32 = num(&lx, &v, "a flow count")?;
+                        if n == 0 {
                             return lx.err(v.col, "the flow table needs at least one entry");
                         }
+                        opts.flows = Some(n);
                     }
                     other => {
                         return lx.err(
@@ -704,7 +806,7 @@ pub(crate) fn parse(text: &str) -> Result<RuleSet, ParseError> {
                 }
             }
             _ => {
-                set.rules.push(rule_line(&mut lx, first, i + 1)?);
+                rules.push(rule_line(&mut lx, first, lineno)?);
                 continue;
             }
         }
@@ -715,5 +817,62 @@ pub(crate) fn parse(text: &str) -> Result<RuleSet, ParseError> {
             );
         }
     }
-    Ok(set)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file large enough for the parallel parser gives what one pass over its lines gives:
+    /// the rules in order with their line numbers and default ids, the options as the last
+    /// line setting them says, and the first error by line.
+    #[test]
+    fn the_parallel_parse_is_the_sequential_one() {
+        let mut text = String::from("set flows 100\n");
+        let mut i = 0u32;
+        while text.len() < 3 * PARALLEL_MIN_BYTES {
+            i += 1;
+            text += &match i % 5 {
+                0 => format!(
+                    "id {} proto udp dport {} -> drop\n",
+                    10_000_000 + i,
+                    i % 60000
+                ),
+                1 => "\n# a comment\n".to_string(),
+                _ => format!(
+                    "exact tcp 10.{}.{}.{}:{} 10.0.0.1:80 -> pass\n",
+                    (i >> 16) & 255,
+                    (i >> 8) & 255,
+                    i & 255,
+                    1 + i % 60000
+                ),
+            };
+            if i == 40_000 {
+                text += "set flows 7\ndefault drop\n";
+            }
+        }
+        let mut one = Vec::new();
+        let mut opts = SetOptions::default();
+        parse_lines(&text, 0, &mut one, &mut opts).unwrap();
+        let set = parse(&text).unwrap();
+        assert_eq!(set.rules, one);
+        assert_eq!((set.options.flows, set.options.default_drop), (7, true));
+        let last = set.rules.last().unwrap();
+        assert_eq!(last.line as usize, text.lines().count());
+        // two errors: the first by line is reported
+        let mut bad = text.clone();
+        let at = bad.len() * 3 / 4;
+        let nl = at + bad[at..].find('\n').unwrap() + 1;
+        bad.insert_str(nl, "exact tcp 10.0.0.1:1 10.0.0.x:2 -> drop\n");
+        let half = bad.len() / 2;
+        let nl = half + bad[half..].find('\n').unwrap() + 1;
+        bad.insert_str(nl, "proto tcp -> explode\n");
+        let want = {
+            let mut v = Vec::new();
+            parse_lines(&bad, 0, &mut v, &mut SetOptions::default()).unwrap_err()
+        };
+        assert_eq!(parse(&bad).unwrap_err(), want);
+        assert!(want.message.contains("explode"), "{want}");
+    }
 }
