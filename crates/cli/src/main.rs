@@ -7,6 +7,24 @@
 // Output goes through `output::stdout()` (errors checked, a closed pipe a quiet exit 0).
 #![deny(clippy::print_stdout)]
 
+/// std's `eprintln!` panics when stderr cannot be written (`2>&-`, `2>&1 | head -c0`, a full
+/// disk): this one, in scope for every module below, loses the message instead, so the exit
+/// status still says how the run went.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `eprint!` without the panic, as `eprintln!` above.
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod args;
 mod cmd;
 mod flow_output;

@@ -522,3 +522,43 @@ fn a_capture_killed_with_sigkill_leaves_its_packets_in_the_named_file() {
         .collect();
     assert!(leftovers.is_empty(), "no other files: {leftovers:?}");
 }
+
+/// A closed stderr (`2>&1 | head -c0`, `2>&-`) loses weir's messages but never turns a run into
+/// a panic (exit 101): the exit status is the one the same run gives with stderr open.
+#[test]
+fn closed_stderr_keeps_the_exit_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = sample().display().to_string();
+    let out_file = tmp.path().join("o.pcap").display().to_string();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["read", "-r", &f, "-w", &out_file],
+        vec!["read", "-r", "/nonexistent/in.pcap"],
+        vec!["flows", "-r", &f, "--json", "/dev/null"],
+        vec!["capture", "-i", "weir-no-such0", "-c", "1", "-w", &out_file],
+        vec!["info", "--no-such-flag"],
+    ];
+    let mut failures = Vec::new();
+    for args in cases {
+        let open = weir()
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let closed = weir()
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(closed_pipe())
+            .output()
+            .unwrap();
+        if open.status.code() != closed.status.code() || closed.status.code() == Some(101) {
+            failures.push(format!(
+                "weir {}: stderr open {:?}, closed {:?}",
+                args.join(" "),
+                open.status,
+                closed.status
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
