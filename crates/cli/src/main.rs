@@ -57,6 +57,8 @@ enum Command {
     Lab(cmd::lab::Args),
     /// Change and read a running weir's rules over its control socket; check a rule file.
     Rules(cmd::rules::Args),
+    /// HTTP transaction logs (Zeek http.log fields) and TLS handshake logs, as JSON lines.
+    Http(cmd::http::Args),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
         Command::Latency(a) => cmd::latency::run(a),
         Command::Lab(a) => cmd::lab::run(a),
         Command::Rules(a) => cmd::rules::run(a),
+        Command::Http(a) => cmd::http::run(a),
     };
     match result {
         Ok(status) => status.into(),

@@ -105,6 +105,9 @@ struct Side {
     msg_ts: Option<u64>,
     /// Depth of the transaction this side's body bytes belong to.
     cur: Option<u32>,
+    /// In `Lost` after a gap: the next byte may start a message (after a parse error it may
+    /// not: the search starts at the next line).
+    fresh: bool,
 }
 
 impl Default for Side {
@@ -114,6 +117,7 @@ impl Default for Side {
             buf: Vec::new(),
             msg_ts: None,
             cur: None,
+            fresh: false,
         }
     }
 }
@@ -272,6 +276,12 @@ impl Http {
             let used = self.run(req, ts, &buf);
             buf.drain(..used);
             self.side(req).buf = buf;
+        }
+        // Whatever waits for more bytes is bounded (a header block, a chunk-size line).
+        if self.side(req).buf.len() > MAX_HEADER {
+            self.stats.parse_errors += 1;
+            self.side(req).buf.clear();
+            self.desync(req);
         }
     }
 
@@ -446,6 +456,7 @@ impl Http {
         let side = self.side(req);
         side.state = State::Lost;
         side.msg_ts = None;
+        side.fresh = false;
     }
 
     /// In `Lost`: skips to the next line that starts a message. Returns the bytes skipped.
@@ -457,7 +468,8 @@ impl Http {
                 looks_like_response(b)
             }
         };
-        if starts(rest) {
+        let fresh = std::mem::take(&mut self.side(req).fresh);
+        if fresh && starts(rest) {
             self.side(req).state = State::Start;
             return 0;
         }
@@ -636,6 +648,7 @@ impl Http {
             _ => {
                 self.side(req).buf.clear();
                 self.desync(req);
+                self.side(req).fresh = true;
             }
         }
     }
@@ -735,6 +748,19 @@ mod tests {
         assert_eq!(v[0].response_body_len, 10);
         assert_eq!(v[0].gap_bytes, 5);
         assert_eq!(v[0].end, Some(End::Complete));
+    }
+
+    #[test]
+    fn a_request_httparse_refuses_is_skipped_not_looped_on() {
+        let mut h = Http::default();
+        h.request_data(
+            1,
+            b"GET /a b HTTP/1.1\r\nHost: h\r\n\r\nGET /ok HTTP/1.1\r\n\r\n",
+        );
+        let v = all(&mut h);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].uri.as_deref(), Some("/ok"));
+        assert_eq!(h.stats.parse_errors, 1);
     }
 
     #[test]
