@@ -238,3 +238,179 @@ fn http_and_tls_agree_with_tshark_on_the_corpus() {
     eprintln!("responses: {:?}", totals[1]);
     eprintln!("tls client hellos: {:?}", totals[2]);
 }
+
+/// A small corpus capture with one HTTP transaction, or `None` (after the testkit's skip or
+/// failure) without the corpus.
+fn sample() -> Option<PathBuf> {
+    let f = weir_testkit::corpus_dir()
+        .join("bug-1401-03__80000000-037-PTP_Example_IPv4_HTTP_Session-PUBLIC-tp-01.pcap");
+    if f.is_file() {
+        Some(f)
+    } else {
+        weir_testkit::missing(&format!("corpus file {} is missing", f.display()));
+        None
+    }
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn one_transaction_with_zeek_fields_and_community_id() {
+    let Some(f) = sample() else { return };
+    let out = weir().args(["http", "-r"]).arg(&f).output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1);
+    let r = &lines[0];
+    // Values read off the capture with tshark (-e http.request.method -e http.host
+    // -e http.request.uri -e communityid --enable-protocol communityid).
+    assert_eq!(r["method"], "GET");
+    assert_eq!(r["host"], "suricata-ids.org");
+    assert_eq!(r["uri"], "/features/all-features/");
+    assert_eq!(r["id.orig_h"], "10.0.2.15");
+    assert_eq!(r["id.resp_p"], 80);
+    assert_eq!(r["trans_depth"], 1);
+    let cid = Command::new("tshark")
+        .arg("-r")
+        .arg(&f)
+        .args(["-c", "1", "-T", "fields", "-e", "communityid"])
+        .args(["--enable-protocol", "communityid"])
+        .stderr(Stdio::null())
+        .output();
+    if let Ok(cid) = cid {
+        let cid = String::from_utf8_lossy(&cid.stdout).trim().to_string();
+        if !cid.is_empty() {
+            assert_eq!(r["uid"], cid.as_str());
+        }
+    }
+}
+
+#[test]
+fn hostile_paths_and_numbers_are_clear_errors() {
+    let Some(f) = sample() else { return };
+    let tmp = weir_testkit::TempDir::new("http-hostile");
+    // missing input
+    let out = weir()
+        .args(["http", "-r", "/nonexistent/x.pcap"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("cannot open /nonexistent/x.pcap"),
+        "{}",
+        stderr_of(&out)
+    );
+    // no input at all
+    let out = weir().args(["http"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).contains("give input files with -r"));
+    // output over the input (through a symbolic link too)
+    let copy = tmp.join("in.pcap");
+    std::fs::copy(&f, &copy).unwrap();
+    let link = tmp.join("link.jsonl");
+    std::os::unix::fs::symlink(&copy, &link).unwrap();
+    for out_path in [&copy, &link] {
+        for flag in ["-w", "--tls-log"] {
+            let out = weir()
+                .args(["http", "-r"])
+                .arg(&copy)
+                .arg(flag)
+                .arg(out_path)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(1), "{flag}");
+            assert!(
+                stderr_of(&out).contains("refusing to write"),
+                "{}",
+                stderr_of(&out)
+            );
+        }
+    }
+    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&f).unwrap());
+    // both logs to one place
+    let same = tmp.join("same.jsonl");
+    for (w, t) in [("-", "-"), (same.to_str().unwrap(), same.to_str().unwrap())] {
+        let out = weir()
+            .args(["http", "-r"])
+            .arg(&f)
+            .args(["-w", w, "--tls-log", t])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(stderr_of(&out).contains("give the two logs different outputs"));
+    }
+    // bad numbers: usage errors (exit 2) naming the option
+    for (opt, v) in [
+        ("--max-flows", "0"),
+        ("--max-flows", "-1"),
+        ("--max-flows", "1e99"),
+        ("--max-memory-mib", "0"),
+        ("--max-memory-mib", "99999999"),
+        ("--idle-timeout", "nan"),
+        ("--idle-timeout", "-5"),
+        ("--idle-timeout", "inf"),
+    ] {
+        let out = weir()
+            .args(["http", "-r"])
+            .arg(&f)
+            .args([opt, v])
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{opt} {v}: {err}");
+        assert!(
+            err.contains(opt) && !err.contains("panicked"),
+            "{opt} {v}: {err}"
+        );
+    }
+}
+
+#[test]
+fn full_and_closed_outputs() {
+    let Some(f) = sample() else { return };
+    // /dev/full as the file and as stdout: exit 1 naming it
+    let out = weir()
+        .args(["http", "-r"])
+        .arg(&f)
+        .args(["-w", "/dev/full"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("cannot write /dev/full"),
+        "{}",
+        stderr_of(&out)
+    );
+    let full = std::fs::File::options()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = weir()
+        .args(["http", "-r"])
+        .arg(&f)
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("cannot write to stdout"),
+        "{}",
+        stderr_of(&out)
+    );
+    // closed stdout: a quiet exit 0
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(r#""$0" http -r "$1" | head -c0; exit ${PIPESTATUS[0]}"#)
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(!stderr_of(&out).contains("error"), "{}", stderr_of(&out));
+}
