@@ -52,7 +52,7 @@ if args.tshark_packets:
 scale = size / os.path.getsize(tshark_trace)
 
 cmds = [
-    ("weir http", [weir, "http", "-r", trace, "-w", "/dev/null", "--tls-log", "/dev/null"]),
+    ("weir http", [weir, "http", "-r", trace, "-w", "/dev/null", "--tls-log", os.path.join(tmp, "tls.jsonl")]),
     ("tshark -Y http", ["tshark", "-r", tshark_trace] + tshark_fields),
 ]
 med = runner.compare(cmds, runs=args.runs)
@@ -66,7 +66,7 @@ t = med["tshark (scaled)"]
 print(f"\nweir http: {size / w[1] / 1e9:.2f} GB/s of trace per core of CPU, "
       f"{size / w[0] / 1e9:.2f} GB/s wall")
 print(f"weir vs tshark: {t[0] / w[0]:.1f}x wall, {t[1] / w[1]:.1f}x cpu")
-r = subprocess.run([weir, "http", "-r", trace, "-w", "/dev/null", "--tls-log", "/dev/null"],
+r = subprocess.run([weir, "http", "-r", trace, "-w", "/dev/null", "--tls-log", os.path.join(tmp, "tls.jsonl")],
                    capture_output=True, text=True, check=True)
 print(r.stderr.strip())
 print(f"cpu: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}; "
