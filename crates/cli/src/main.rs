@@ -79,6 +79,8 @@ enum Command {
     Run(cmd::run::Args),
     /// Ask a running `weir run` over its control socket: status, counters, rules.
     Ctl(cmd::ctl::Args),
+    /// HTTP transaction logs (Zeek http.log fields) and TLS handshake logs, as JSON lines.
+    Http(cmd::http::Args),
 }
 
 fn main() -> ExitCode {
@@ -106,6 +108,7 @@ fn main() -> ExitCode {
         Command::Rules(a) => cmd::rules::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Ctl(a) => cmd::ctl::run(a),
+        Command::Http(a) => cmd::http::run(a),
     };
     match result {
         Ok(status) => status.into(),

@@ -6,6 +6,7 @@ pub(crate) mod decode;
 pub(crate) mod extract;
 pub(crate) mod flows;
 pub(crate) mod gen;
+pub(crate) mod http;
 pub(crate) mod info;
 pub(crate) mod inventory;
 pub(crate) mod lab;

@@ -1,0 +1,189 @@
+//! `weir http -r FILE [-w OUT.jsonl] [--tls-log FILE] [EXPR]`: one JSON line per HTTP
+//! transaction (Zeek http.log's fields) and, with `--tls-log`, one per TLS handshake (SNI,
+//! ALPN, negotiated version), from capture files, through weir-http's analyzer. The packets come
+//! from the shared offline loop (BPF filter, damage handling); a summary of the analyzer's
+//! counters (transactions, gaps, evictions) ends the run on stderr.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use weir_filter::FilterSet;
+use weir_http::{Analyzer, Config, Event};
+use weir_pcap::{Interface, Packet};
+
+use crate::args;
+use crate::input::{for_each_packet, Visitor};
+use crate::output::{self, Status};
+
+/// Arguments of `weir http`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    inputs: args::Inputs,
+    /// Write the HTTP transactions as JSON lines to OUT (`-` for stdout, the default).
+    #[arg(short = 'w', long = "write", value_name = "OUT")]
+    out: Option<PathBuf>,
+    /// Also write one JSON line per TLS handshake (SNI, ALPN, version, cipher) to FILE (`-` for
+    /// stdout when -w names a file).
+    #[arg(long, value_name = "FILE")]
+    tls_log: Option<PathBuf>,
+    /// Most TCP connections tracked at once (at least 1); beyond it the least recently seen
+    /// eighth is ended early and counted.
+    #[arg(long, value_name = "N", default_value_t = 500_000,
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000),
+          allow_negative_numbers = true)]
+    max_flows: u64,
+    /// Most MiB held out of order over all connections (1 to 65536); beyond it holes become
+    /// gaps early, counted.
+    #[arg(long, value_name = "MIB", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=65536),
+          allow_negative_numbers = true)]
+    max_memory_mib: u64,
+    /// Seconds without a packet after which a connection ends.
+    #[arg(long, value_name = "S", default_value_t = 300.0, value_parser = args::seconds,
+          allow_negative_numbers = true)]
+    idle_timeout: f64,
+    #[command(flatten)]
+    expr: args::Expr,
+}
+
+struct Sink {
+    analyzer: Analyzer,
+    http: BufWriter<output::Output>,
+    tls: Option<BufWriter<output::Output>>,
+    error: Option<std::io::Error>,
+}
+
+impl Sink {
+    fn write(&mut self, e: Event) {
+        if self.error.is_some() {
+            return;
+        }
+        let res = match e {
+            Event::Http(r) => serde_json::to_writer(&mut self.http, &r)
+                .map_err(std::io::Error::from)
+                .and_then(|()| self.http.write_all(b"\n")),
+            Event::Tls(r) => match &mut self.tls {
+                Some(w) => serde_json::to_writer(&mut *w, &r)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| w.write_all(b"\n")),
+                None => Ok(()),
+            },
+        };
+        if let Err(e) = res {
+            self.error = Some(e);
+        }
+    }
+
+    fn check(&mut self) -> Result<()> {
+        match self.error.take() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Visitor for Sink {
+    fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
+        let mut events = Vec::new();
+        self.analyzer
+            .packet(packet.meta.ts_ns, packet.link, packet.data, &mut |e| {
+                events.push(e)
+            });
+        for e in events {
+            self.write(e);
+        }
+        self.check()
+    }
+
+    fn parallel_read(&self) -> bool {
+        false
+    }
+}
+
+/// Runs `weir http`.
+pub(crate) fn run(args: Args) -> Result<Status> {
+    if args.inputs.files.is_empty() {
+        bail!("give input files with -r (live capture is not supported by `weir http` yet)");
+    }
+    let http_path = args.out.clone().unwrap_or_else(|| PathBuf::from("-"));
+    if let Some(tls) = &args.tls_log {
+        let same_file = tls == &http_path
+            || std::fs::canonicalize(tls)
+                .ok()
+                .zip(std::fs::canonicalize(&http_path).ok())
+                .is_some_and(|(a, b)| a == b);
+        if same_file {
+            bail!(
+                "--tls-log and -w both name {}: give the two logs different outputs",
+                tls.display()
+            );
+        }
+    }
+    let mut filters = FilterSet::new(&args.expr.joined())?;
+    output::check_inputs(&args.inputs.files, Some(&http_path))?;
+    if let Some(t) = &args.tls_log {
+        output::check_inputs(&args.inputs.files, Some(t))?;
+    }
+    let cfg = Config {
+        max_flows: args.max_flows as usize,
+        max_total_pending: (args.max_memory_mib as usize) << 20,
+        idle_timeout_ns: (args.idle_timeout * 1e9) as u64,
+        ..Config::default()
+    };
+    let mut sink = Sink {
+        analyzer: Analyzer::new(cfg),
+        http: BufWriter::with_capacity(1 << 20, output::create(&http_path)?),
+        tls: match &args.tls_log {
+            Some(p) => Some(BufWriter::with_capacity(1 << 16, output::create(p)?)),
+            None => None,
+        },
+        error: None,
+    };
+    let status = for_each_packet(&args.inputs.files, &mut filters, &mut sink)?;
+    let mut events = Vec::new();
+    let stats = sink.analyzer.finish(&mut |e| events.push(e));
+    for e in events {
+        sink.write(e);
+    }
+    sink.check()?;
+    sink.http
+        .into_inner()
+        .map_err(|e| e.into_error())?
+        .commit()?;
+    if let Some(t) = sink.tls {
+        t.into_inner().map_err(|e| e.into_error())?.commit()?;
+    }
+    let s = &stats;
+    eprintln!(
+        "weir: {} http transactions ({} requests, {} responses, {} orphan responses) in {} \
+         connections; {} tls handshakes in {} connections; {} packets, {} tcp",
+        s.http_records,
+        s.http.requests,
+        s.http.responses,
+        s.http.orphan_responses,
+        s.http_flows,
+        s.tls_records,
+        s.tls_flows,
+        s.packets,
+        s.tcp_packets
+    );
+    eprintln!(
+        "weir: reassembly: {} gaps ({} bytes), {} retransmitted bytes, {} conflicting overlap \
+         bytes, {} out-of-order segments, {} bytes evicted ({} evictions), {} connections \
+         evicted, {} timed out; {} http parse errors, {} tls errors",
+        s.stream.gaps,
+        s.stream.gap_bytes,
+        s.stream.retransmitted_bytes,
+        s.stream.overlap_conflicts,
+        s.stream.out_of_order_segments,
+        s.stream.evicted_bytes,
+        s.pending_evictions,
+        s.flows_evicted,
+        s.flows_timed_out,
+        s.http.parse_errors,
+        s.tls.errors
+    );
+    Ok(status)
+}
