@@ -13,7 +13,9 @@ use weir_http::{Analyzer, Config, Event};
 use weir_pcap::{Interface, Packet};
 
 use crate::args;
-use crate::input::{for_each_packet, Visitor};
+use weir_sensor::read::Visitor;
+
+use crate::input::read_filtered;
 use crate::output::{self, Status};
 
 /// Arguments of `weir http`.
@@ -85,6 +87,8 @@ impl Sink {
 }
 
 impl Visitor for Sink {
+    type Error = anyhow::Error;
+
     fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
         let mut events = Vec::new();
         self.analyzer
@@ -121,7 +125,8 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             );
         }
     }
-    let mut filters = FilterSet::new(&args.expr.joined())?;
+    // the expression is checked before any output is created
+    FilterSet::new(&args.expr.joined())?;
     output::check_inputs(&args.inputs.files, Some(&http_path))?;
     if let Some(t) = &args.tls_log {
         output::check_inputs(&args.inputs.files, Some(t))?;
@@ -141,7 +146,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         },
         error: None,
     };
-    let status = for_each_packet(&args.inputs.files, &mut filters, &mut sink)?;
+    let status = read_filtered(&args.inputs.files, args.expr.joined(), &mut sink)?;
     let mut events = Vec::new();
     let stats = sink.analyzer.finish(&mut |e| events.push(e));
     for e in events {
