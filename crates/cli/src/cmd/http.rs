@@ -11,10 +11,9 @@ use anyhow::{bail, Result};
 use weir_filter::FilterSet;
 use weir_http::{Analyzer, Config, Event};
 use weir_pcap::{Interface, Packet};
-
-use crate::args;
 use weir_sensor::read::Visitor;
 
+use crate::args;
 use crate::input::read_filtered;
 use crate::output::{self, Status};
 
