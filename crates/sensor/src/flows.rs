@@ -297,33 +297,9 @@ fn run_live(
 mod tests {
     use super::*;
     use crate::convert::Convert;
+    use crate::record::tests::frame;
     use weir_packet::{LinkType, PacketMeta};
     use weir_pcap::{FileFormat, Precision};
-
-    /// An Ethernet/IPv4/UDP frame from 10.0.0.1:`sport` to 10.0.0.2:53 with `payload` bytes.
-    fn frame(sport: u16, payload: usize) -> Vec<u8> {
-        let ip_len = 20 + 8 + payload;
-        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-        f.extend_from_slice(&[
-            0x45,
-            0,
-            (ip_len >> 8) as u8,
-            ip_len as u8,
-            0,
-            0,
-            0,
-            0,
-            64,
-            17,
-        ]);
-        f.extend_from_slice(&[0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-        f.extend_from_slice(&sport.to_be_bytes());
-        f.extend_from_slice(&53u16.to_be_bytes());
-        f.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
-        f.extend(std::iter::repeat_n(0xab, payload));
-        f
-    }
 
     /// Ten packets alternating between ports 1000 and 2000 (payloads 0 to 9), in a pcap file
     /// in `dir`, and a rule file that drops port 2000 and tags port 1000.

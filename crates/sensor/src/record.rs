@@ -503,13 +503,14 @@ pub fn write_stats(path: &Path, json: &serde_json::Value) -> Result<(), SensorEr
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use weir_packet::{LinkType, PacketMeta};
     use weir_pcap::{FileFormat, Interface, PacketWriter, Precision};
 
-    /// An Ethernet/IPv4/UDP frame from 10.0.0.1:`sport` to 10.0.0.2:53 with `payload` bytes.
-    fn frame(sport: u16, payload: usize) -> Vec<u8> {
+    /// An Ethernet/IPv4/UDP frame from 10.0.0.1:`sport` to 10.0.0.2:53 with `payload` bytes
+    /// (also the frames of the flows job's tests).
+    pub(crate) fn frame(sport: u16, payload: usize) -> Vec<u8> {
         let ip_len = 20 + 8 + payload;
         let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
         f.extend_from_slice(&[
