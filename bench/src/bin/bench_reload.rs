@@ -28,6 +28,9 @@ struct Args {
     /// Where to write the rule file (default: bench/out/rules-reload-N.txt).
     #[arg(long)]
     file: Option<PathBuf>,
+    /// Time reloads only (for a profiler: no separate parse and compile rounds).
+    #[arg(long)]
+    reload_only: bool,
 }
 
 /// The rule file: `exact tcp 100.A.B.C:P 100.64.0.1:80 -> drop|pass`.
@@ -103,6 +106,13 @@ fn main() -> Result<()> {
     let mut reload_cpu = vec![];
     let engine = Engine::new(RuleSet::default(), LinkType::ETHERNET, 262_144)?;
     for _ in 0..a.rounds {
+        if a.reload_only {
+            let (t, c) = (Instant::now(), cpu());
+            engine.reload_file(&path)?;
+            reload.push(t.elapsed());
+            reload_cpu.push(cpu() - c);
+            continue;
+        }
         let t = Instant::now();
         let text = std::fs::read_to_string(&path)?;
         let set = RuleSet::parse(&text)?;
@@ -120,6 +130,14 @@ fn main() -> Result<()> {
         let kd = engine.kernel_drops_snap(100, 262_144);
         kernel.push(t.elapsed());
         assert_eq!(kd.exact, 100);
+    }
+    if a.reload_only {
+        println!(
+            "reload (read, parse, compile, swap) {} wall, {} CPU (medians)",
+            ms(median(reload)),
+            ms(median(reload_cpu))
+        );
+        return Ok(());
     }
     let (n, mem) = engine.exact_size();
     println!(

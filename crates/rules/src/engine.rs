@@ -41,6 +41,7 @@ use weir_packet::LinkType;
 use crate::counters::{self, bump, LocalChunks, RuleStats, ThreadCounters, Totals};
 use crate::exact::ExactTable;
 use crate::fields::PacketFields;
+use crate::parse::Prepared;
 use crate::patterns::{Patterns, Stream};
 use crate::rule::{Action, ExactKey, Match, Options, Rule, RuleId, RuleSet, Verdict, WildMatch};
 use crate::wild::Tss;
@@ -272,12 +273,34 @@ fn uses_flows(a: &Action) -> bool {
 }
 
 impl Shared {
-    fn compile(&self, set: RuleSet, next_slot: &mut u32, id: u64) -> Result<Compiled, BuildError> {
+    fn compile(&self, set: Prepared, next_slot: &mut u32, id: u64) -> Result<Compiled, BuildError> {
+        let Prepared {
+            exact: items,
+            actions,
+            wild,
+            options,
+            ..
+        } = set;
         // unique ids: ids default to line numbers, so they usually rise through the file and
         // are unique without more ado; otherwise a sorted copy finds the first one used twice
-        let rising = set.rules.windows(2).all(|w| w[0].id < w[1].id);
+        let in_order = || {
+            let mut e = items.iter().map(|i| (i.order, i.id, i.line)).peekable();
+            let mut w = wild.iter().map(|(o, r)| (*o, r.id, r.line)).peekable();
+            std::iter::from_fn(move || match (e.peek(), w.peek()) {
+                (Some(a), Some(b)) if a.0 < b.0 => e.next(),
+                (Some(_), Some(_)) => w.next(),
+                (Some(_), None) => e.next(),
+                (None, _) => w.next(),
+            })
+        };
+        let mut prev: Option<RuleId> = None;
+        let rising = in_order().all(|(_, id, _)| {
+            let up = prev.is_none_or(|p| p < id);
+            prev = Some(id);
+            up
+        });
         if !rising {
-            let mut ids: Vec<(RuleId, u32)> = set.rules.iter().map(|r| (r.id, r.line)).collect();
+            let mut ids: Vec<(RuleId, u32)> = in_order().map(|(_, id, line)| (id, line)).collect();
             ids.sort_unstable();
             if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
                 return Err(BuildError::DuplicateId {
@@ -287,41 +310,33 @@ impl Shared {
                 });
             }
         }
-        let exact_ids = Arc::new(ExactIds::of_set(&set, *next_slot));
-        let n_exact = set
-            .rules
-            .iter()
-            .filter(|r| matches!(r.matcher, Match::Exact(_)))
-            .count();
-        let mut needs_flows = false;
-        // exact rules: slots (in file order, before the wildcard rules') and interned actions
-        let mut actions = Vec::new();
-        let mut index = HashMap::new();
-        let mut items = Vec::with_capacity(n_exact);
-        let mut wild = Vec::new();
-        for (pos, r) in set.rules.into_iter().enumerate() {
-            match r.matcher {
-                Match::Exact(k) => {
-                    needs_flows |= uses_flows(&r.action);
-                    let ai = intern(&mut actions, &mut index, &r.action)?;
-                    items.push((k, *next_slot, ai, r.line));
-                    *next_slot += 1;
-                }
-                Match::Wild(m) => wild.push((r.prio, pos, r.id, r.line, m, r.action)),
-            }
+        if actions.len() > usize::from(u16::MAX) + 1 {
+            return Err(BuildError::TooManyActions);
         }
-        wild.sort_by_key(|w| (w.0, w.1));
-        let first_slot = items.first().map_or(0, |i| i.1);
+        let first_slot = *next_slot;
+        let exact_ids = Arc::new(ExactIds::of_ids(items.iter().map(|i| i.id), first_slot));
+        let mut needs_flows = actions.iter().any(uses_flows);
+        // exact rules: slots in file order, before the wildcard rules'
+        let n_exact = items.len() as u32;
         let table = ExactTable::build(
             &items,
-            |&(k, s, a, _)| (k, s, a),
+            |i, it| (it.key, first_slot + i as u32, it.action as u16),
             |a| crate::kernel::drops(&actions[a as usize]),
         )
         .map_err(|(first, second)| BuildError::DuplicateExact {
-            line: items[(second - first_slot) as usize].3,
-            first: items[(first - first_slot) as usize].3,
+            line: items[(second - first_slot) as usize].line,
+            first: items[(first - first_slot) as usize].line,
         })?;
+        *next_slot += n_exact;
         drop(items);
+        let mut wild: Vec<(i32, u32, RuleId, u32, Box<WildMatch>, Action)> = wild
+            .into_iter()
+            .filter_map(|(order, r)| match r.matcher {
+                Match::Wild(m) => Some((r.prio, order, r.id, r.line, m, r.action)),
+                Match::Exact(_) => None,
+            })
+            .collect();
+        wild.sort_by_key(|w| (w.0, w.1));
         let mut rules = Vec::with_capacity(wild.len());
         let mut pats = Vec::new();
         for (rank, (prio, _, id, line, m, action)) in wild.into_iter().enumerate() {
@@ -356,7 +371,7 @@ impl Shared {
         let tss = Tss::new(rules.iter().map(|r| &r.m));
         Ok(Compiled {
             id,
-            options: set.options,
+            options,
             exact: table,
             exact_actions: Arc::new(actions),
             wild: Arc::new(WildPart {
@@ -377,6 +392,30 @@ impl Shared {
             .clone()
     }
 }
+
+/// Lets go of a replaced version. A large one is freed on a thread of its own once the packet
+/// threads' cached references are gone (they move to the new version at their next packet;
+/// an idle thread may keep it, then it is freed wherever the last reference goes, after
+/// [`RELEASE_WAIT`]); a small one, or one whose thread cannot start, is freed here.
+fn release(old: Arc<Compiled>) {
+    if old.exact.len() < 10_000 {
+        return;
+    }
+    // if the thread cannot start, the closure, and the version with it, is dropped here
+    let spawned = std::thread::Builder::new()
+        .name("weir-rules-free".into())
+        .spawn(move || {
+            let t = std::time::Instant::now();
+            while Arc::strong_count(&old) > 1 && t.elapsed() < RELEASE_WAIT {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            drop(old);
+        });
+    drop(spawned);
+}
+
+/// How long [`release`] waits for the packet threads to let go of a replaced version.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Engine {
     /// Compiles `set` for packets of link type `link` captured with `snaplen` (both matter to
@@ -412,25 +451,36 @@ impl Engine {
     /// Replaces the whole rule set (a reload): compiled aside, then swapped in at once. The new
     /// rules get fresh counters; the engine totals go on. Returns the new version.
     pub fn replace(&self, set: RuleSet) -> Result<u64, BuildError> {
+        self.replace_prepared(Prepared::of_set(set))
+    }
+
+    /// [`Engine::replace`] from the compact form. The old version is let go on a thread of its
+    /// own, so that freeing a million-rule table costs neither the caller nor (when that thread
+    /// holds the last reference) a packet thread.
+    fn replace_prepared(&self, set: Prepared) -> Result<u64, BuildError> {
         let mut w = self.0.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (mut slot, id) = *w;
         let c = self.0.compile(set, &mut slot, id)?;
-        self.0.current.store(Arc::new(c));
+        let old = self.0.current.swap(Arc::new(c));
         *w = (slot, id + 1);
+        drop(w);
+        release(old);
         Ok(id)
     }
 
     /// Reads the rule file `path` again and swaps the new set in whole (each packet is decided
     /// under one version); returns the new version. On error the running set stays. Either way
     /// the reload is counted once in [`Engine::reload_stats`], with its time when it took
-    /// effect.
+    /// effect. Exact rules go from the file's lines straight into the compact form the table
+    /// is built from (no [`Rule`] per line).
     pub fn reload_file(&self, path: &std::path::Path) -> Result<u64, crate::FileError> {
         let t = std::time::Instant::now();
-        let swapped = crate::file::load(path).and_then(|set| {
-            self.replace(set).map_err(|source| crate::FileError::Build {
-                path: path.to_path_buf(),
-                source,
-            })
+        let swapped = crate::file::load_prepared(path).and_then(|set| {
+            self.replace_prepared(set)
+                .map_err(|source| crate::FileError::Build {
+                    path: path.to_path_buf(),
+                    source,
+                })
         });
         let took = t.elapsed();
         let mut r = self.0.reloads.lock().unwrap_or_else(|e| e.into_inner());
@@ -1005,22 +1055,18 @@ pub(crate) struct ExactIds {
 }
 
 impl ExactIds {
-    /// The ids of `set`'s exact rules, whose slots start at `first_slot` in file order.
-    fn of_set(set: &RuleSet, first_slot: u32) -> ExactIds {
+    /// The ids of a version's exact rules, whose slots start at `first_slot` in file order.
+    fn of_ids(exact: impl Iterator<Item = RuleId>, first_slot: u32) -> ExactIds {
         let mut ids = ExactIds::default();
         let mut last: Option<(RuleId, u32, u32)> = None; // run being built
-        let exact = set
-            .rules
-            .iter()
-            .filter(|r| matches!(r.matcher, Match::Exact(_)));
-        for (slot, r) in (first_slot..).zip(exact) {
+        for (slot, id) in (first_slot..).zip(exact) {
             last = match last {
-                Some((id0, s0, n)) if r.id.checked_sub(n) == Some(id0) => Some((id0, s0, n + 1)),
+                Some((id0, s0, n)) if id.checked_sub(n) == Some(id0) => Some((id0, s0, n + 1)),
                 Some((id0, s0, n)) => {
                     ids.runs.insert(id0, (s0, n));
-                    Some((r.id, slot, 1))
+                    Some((id, slot, 1))
                 }
-                None => Some((r.id, slot, 1)),
+                None => Some((id, slot, 1)),
             };
         }
         if let Some((id0, s0, n)) = last {

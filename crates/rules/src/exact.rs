@@ -234,22 +234,22 @@ impl Default for ExactTable {
 }
 
 impl ExactTable {
-    /// Builds a table from `items` (each giving a key, a counter slot and an action index, in
-    /// ascending slot order), sizing every shard once; `drops` says which actions drop (for
+    /// Builds a table from `items` (`get(i, item)` giving the `i`th item's key, counter slot and
+    /// action index, in ascending slot order), sizing every shard once; `drops` says which actions drop (for
     /// [`ExactTable::kernel_part`]). A large table is built on several threads (hashes in
     /// stretches of items, then shards in groups). On a duplicate key, returns the slots of
     /// the two rules (the duplicate of lowest slot).
     pub(crate) fn build<T: Sync>(
         items: &[T],
-        get: impl Fn(&T) -> (ExactKey, u32, u16) + Sync,
+        get: impl Fn(usize, &T) -> (ExactKey, u32, u16) + Sync,
         drops: impl Fn(u16) -> bool,
     ) -> Result<Self, (u32, u32)> {
         let mut kernel = KernelPart {
             keeping_keys: Some(Vec::new()),
             ..KernelPart::default()
         };
-        for it in items {
-            let (k, slot, action) = get(it);
+        for (i, it) in items.iter().enumerate() {
+            let (k, slot, action) = get(i, it);
             kernel.add(&k, slot, action, drops(action));
         }
         let threads = if items.len() >= 100_000 {
@@ -262,10 +262,10 @@ impl ExactTable {
         let mut hashes = vec![0u64; items.len()];
         let per = items.len().div_ceil(threads).max(1);
         std::thread::scope(|s| {
-            for (hs, its) in hashes.chunks_mut(per).zip(items.chunks(per)) {
+            for (c, (hs, its)) in hashes.chunks_mut(per).zip(items.chunks(per)).enumerate() {
                 s.spawn(move || {
-                    for (h, it) in hs.iter_mut().zip(its) {
-                        *h = hash_key(&get(it).0);
+                    for (i, (h, it)) in hs.iter_mut().zip(its).enumerate() {
+                        *h = hash_key(&get(c * per + i, it).0);
                     }
                 });
             }
@@ -292,12 +292,12 @@ impl ExactTable {
                     s.spawn(move || {
                         let lo = g * group;
                         let hi = lo + mine.len();
-                        for (it, &h) in items.iter().zip(hashes) {
+                        for (i, (it, &h)) in items.iter().zip(hashes).enumerate() {
                             let sh = shard_of(h);
                             if sh < lo || sh >= hi {
                                 continue;
                             }
-                            let (k, slot, action) = get(it);
+                            let (k, slot, action) = get(i, it);
                             let s = &mut mine[sh - lo];
                             let slab = &s.slab;
                             match s.table.entry(

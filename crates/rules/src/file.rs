@@ -48,6 +48,18 @@ pub fn load(path: &Path) -> Result<RuleSet, FileError> {
     })
 }
 
+/// Reads and parses a rule file into the compact form a reload compiles.
+pub(crate) fn load_prepared(path: &Path) -> Result<crate::parse::Prepared, FileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| FileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    crate::parse::parse_prepared(&text).map_err(|source| FileError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// Whether a rule set tags packets (any rule, learnt actions included).
 pub fn tags_anything(set: &RuleSet) -> bool {
     fn tags(a: &Action) -> bool {
