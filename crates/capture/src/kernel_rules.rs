@@ -38,6 +38,24 @@
 //! arrive in the microseconds between replacing the rings' filter and this socket's during a
 //! swap, and those arriving while the rings drain at stop (which the rings no longer take).
 //!
+//! Why the swap window cannot be closed with these means: a classic BPF program has no side
+//! effect (it can only return a length), the kernel keeps no per-filter count, and
+//! `SO_ATTACH_FILTER` replaces the filter of one socket at a time. With drop sets `OLD` and
+//! `NEW`, whichever socket is swapped first, between the two calls the rings drop one set and
+//! the counter counts the other: a packet in `NEW` but not `OLD` is dropped uncounted (rings
+//! first, as here) or counted and also delivered (counter first), and the reverse for one in
+//! `OLD` but not `NEW`. No order of single swaps (nor a middle step through `OLD ∩ NEW` or
+//! `OLD ∪ NEW`) keeps "dropped by the rings" equal to "counted" at every instant, and a counting
+//! error in the other direction (a packet counted twice) breaks `packets in = sum over the
+//! actions` as surely as one lost. Only packets of the two sets' difference that arrive in
+//! that window are affected (a few microseconds: two `setsockopt` calls per interface). What is
+//! done: a version whose programs are the ones attached (a reload or an edit that leaves the
+//! kernel's drops as they were, the usual case) attaches nothing, so it opens no window at
+//! all, and does not count as a swap. The exact fix is one program that drops and counts: an
+//! eBPF socket filter (`SO_ATTACH_BPF`) incrementing a per-CPU map on the drop path, which
+//! needs `CAP_BPF` (or `CAP_SYS_ADMIN`) besides `CAP_NET_RAW` and a translation of libpcap's
+//! classic programs to eBPF; not built.
+//!
 //! # Live changes
 //!
 //! A watcher thread of the pipeline reads the engine's version every [`WATCH_PERIOD`] (one
@@ -89,7 +107,8 @@ pub struct KernelRules {
     pub dropped: u64,
     /// The engine version the filter was built from.
     pub version: u64,
-    /// Times the filter was replaced after the first (new rule versions).
+    /// Times the filter was replaced after the first (new rule versions whose kernel programs
+    /// differ from the ones attached).
     pub swaps: u64,
     /// Longest time from noticing a new version to the new filter attached on every socket,
     /// in microseconds.
@@ -316,6 +335,9 @@ pub(crate) struct State {
     status: KernelRules,
     /// After stop: nothing is read or attached any more.
     stopped: bool,
+    /// The programs on the sockets now (the rings', the counting sockets' or none: they
+    /// refuse everything), when known: a version whose programs are these attaches nothing.
+    attached: Option<(Vec<Insn>, Option<Vec<Insn>>)>,
 }
 
 impl State {
@@ -338,9 +360,16 @@ impl State {
     }
 
     /// Attaches `programs` (or, without, `base` alone and a counting filter that accepts
-    /// nothing) to every socket.
-    fn attach(&mut self, programs: Option<&Programs>, base: &Base) -> Result<(), CaptureError> {
+    /// nothing) to every socket; false when they are already there (nothing attached).
+    fn attach(&mut self, programs: Option<&Programs>, base: &Base) -> Result<bool, CaptureError> {
         let ring = programs.map_or(base.program.instructions(), |p| &p.ring[..]);
+        let want = (ring.to_vec(), programs.map(|p| p.count.clone()));
+        if self.attached.as_ref() == Some(&want) {
+            // the kernel's share did not change: no swap, so no window (see the module's
+            // "Counting what the kernel dropped")
+            return Ok(false);
+        }
+        self.attached = None;
         for s in &self.rings {
             s.attach_filter(ring)?;
         }
@@ -363,7 +392,8 @@ impl State {
                 }
             }
         }
-        Ok(())
+        self.attached = Some(want);
+        Ok(true)
     }
 
     /// Ends counting: the counting sockets refuse everything, their last counts are folded.
@@ -412,6 +442,7 @@ impl Watcher {
             interfaces,
             status: first,
             stopped: false,
+            attached: None,
         };
         if let Some(p) = programs {
             for iface in &state.interfaces {
@@ -419,6 +450,10 @@ impl Watcher {
             }
         }
         state.rings = rings;
+        state.attached = Some(match programs {
+            Some(p) => (p.ring.clone(), Some(p.count.clone())),
+            None => (base.program.instructions().to_vec(), None),
+        });
         let state = Arc::new(Mutex::new(state));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -488,7 +523,7 @@ fn watch(engine: &Engine, base: &Base, state: &Mutex<State>, stop: &AtomicBool) 
         let r = s.attach(programs.as_ref(), base);
         let us = t0.elapsed().as_micros() as u64;
         let dropped = s.status.dropped;
-        let swaps = s.status.swaps + 1;
+        let swaps = s.status.swaps + u64::from(!matches!(r, Ok(false)));
         let swap_us = s.status.swap_us.max(us);
         s.status = KernelRules {
             dropped,
@@ -496,7 +531,7 @@ fn watch(engine: &Engine, base: &Base, state: &Mutex<State>, stop: &AtomicBool) 
             swap_us,
             ..st
         };
-        if let Err(e) = r {
+        if let Err(e) = &r {
             // The rings keep whichever program they had; the engine decides every packet
             // that reaches it, so nothing is decided wrongly, only less is saved.
             s.status.note = Some(format!("cannot attach the new filter: {e}"));

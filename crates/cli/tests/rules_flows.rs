@@ -18,16 +18,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::netns::VethBench;
+use common::netns::{VethBench, NOWHERE};
 use common::{run, weir};
 use serde_json::Value;
 
-/// A MAC address nobody on the pair has.
-const NOWHERE: &str = "02:00:00:00:00:99";
-
 /// Sends with `weir gen` inside the namespace, to [`NOWHERE`] and 10.50.1.1, and waits.
 fn send(b: &VethBench, src: &str, dport: &str, flows: u32, count: u32, size: u32) {
-    let peer = b.host_if.replacen("wa", "wb", 1);
+    let peer = b.peer_if();
     let (flows, count, size) = (flows.to_string(), count.to_string(), size.to_string());
     let out = run(Command::new("ip")
         .args([

@@ -20,16 +20,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::netns::VethBench;
-use common::{run, segments, tshark_fields, weir};
+use common::netns::{VethBench, NOWHERE};
+use common::{rules_control, run, segments, tshark_fields, weir};
 use serde_json::Value;
-
-/// A MAC address nobody on the pair has.
-const NOWHERE: &str = "02:00:00:00:00:99";
-
-fn peer_if(b: &VethBench) -> String {
-    b.host_if.replacen("wa", "wb", 1)
-}
 
 /// `weir gen` inside the namespace to [`NOWHERE`], 10.50.1.1, `n` packets from `src` to UDP
 /// port `dport` (one flow: source port 40000), and waits; checks it sent everything.
@@ -43,7 +36,7 @@ fn send(b: &VethBench, src: &str, dport: u16, n: u32) {
             "gen",
             "-i",
         ])
-        .arg(peer_if(b))
+        .arg(b.peer_if())
         .args(["--dst-mac", NOWHERE, "--dst", "10.50.1.1", "--src", src])
         .args(["--dport", &dport.to_string(), "-c", &n.to_string()])
         .args(["--size", "120", "--pps", "2000"])
@@ -231,22 +224,6 @@ fn kernel_at(path: &Path, version: u64) -> Value {
     }
 }
 
-fn control(sock: &Path, args: &[&str]) -> Value {
-    let out = run(weir()
-        .arg("rules")
-        .args(args)
-        .arg("--socket")
-        .arg(sock)
-        .arg("--json"));
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "rules {args:?}: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("rules {args:?}: {e}: {text}"))
-}
-
 #[test]
 fn record_replaces_the_kernel_filter_when_rules_change() {
     let b = VethBench::new();
@@ -276,7 +253,7 @@ fn record_replaces_the_kernel_filter_when_rules_change() {
     send(&b, "10.50.0.1", 7000, 10); // kept
 
     // A drop rule for port 7000 through the control socket: the kernel filter is replaced.
-    let added = control(&sock, &["add", "id 5 dport 7000 -> drop"]);
+    let added = rules_control(&sock, &["add", "id 5 dport 7000 -> drop"]);
     assert_eq!(added["version"].as_u64(), Some(2), "{added}");
     let k = kernel_at(&sj, 2);
     assert_eq!(k["rules"], serde_json::json!([1, 5]), "{k}");
@@ -285,7 +262,7 @@ fn record_replaces_the_kernel_filter_when_rules_change() {
     send(&b, "10.50.0.3", 5000, 5); // kept
 
     // Rule 1 deleted: its host's packets reach user space (and the store) again.
-    let deleted = control(&sock, &["del", "1"]);
+    let deleted = rules_control(&sock, &["del", "1"]);
     assert_eq!(deleted["version"].as_u64(), Some(3), "{deleted}");
     let k = kernel_at(&sj, 3);
     assert_eq!(k["rules"], serde_json::json!([5]), "{k}");
@@ -339,7 +316,7 @@ fn send_tagged(b: &VethBench, src: &str, dport: u16, n: u32, vlan: u16) {
             "gen",
             "-i",
         ])
-        .arg(peer_if(b))
+        .arg(b.peer_if())
         .args(["--dst-mac", NOWHERE, "--dst", "10.50.1.1", "--src", src])
         .args(["--dport", &dport.to_string(), "-c", &n.to_string()])
         .args([

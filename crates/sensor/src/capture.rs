@@ -34,9 +34,12 @@ pub struct CaptureConfig {
     pub count: Option<u64>,
     /// Stop after this long.
     pub duration: Option<Duration>,
-    /// The rule file and its control socket. Tags are counted but not written: a capture
-    /// file's writer has no packet comments.
+    /// The rule file and its control socket.
     pub rules: Option<rules::RulesConfig>,
+    /// The sink stores packet comments (a pcapng file): tagged packets' records carry their
+    /// tag as the comment `weir-tag=TAG`, which [`FileSink`] writes as the EPB's `opt_comment`
+    /// (tshark's `frame.comment`), as `weir record` does. Else tags are only counted.
+    pub store_tags: bool,
 }
 
 /// Where a capture job's packets go.
@@ -74,17 +77,21 @@ impl<W: Write> FileSink<W> {
         })
     }
 
-    /// Writes one record.
+    /// Writes one record, with its comment (a rule's tag) in pcapng.
     pub fn write(&mut self, record: &Record<'_>) -> Result<(), WriteError> {
         let interface = if self.pcap { 0 } else { record.iface() };
-        self.writer.write(
-            &PacketMeta {
-                ts_ns: record.ts_ns(),
-                orig_len: record.orig_len(),
-                interface,
-            },
-            record.data(),
-        )
+        let meta = PacketMeta {
+            ts_ns: record.ts_ns(),
+            orig_len: record.orig_len(),
+            interface,
+        };
+        match record.comment() {
+            Some(c) if !self.pcap => self
+                .writer
+                .write_commented(&meta, record.data(), c)
+                .map(drop),
+            _ => self.writer.write(&meta, record.data()),
+        }
     }
 
     /// Flushes the writer.
@@ -164,9 +171,9 @@ impl Capture {
                 let live_rules = LiveRules::new(
                     &r.path,
                     engine.clone(),
-                    false,
+                    cfg.store_tags,
                     set_tags,
-                    "`weir capture` (use `weir record`)",
+                    "`weir capture` to a classic pcap file or to lines (write pcapng)",
                     events,
                 );
                 (Some(engine), control, Some(live_rules))
@@ -175,7 +182,7 @@ impl Capture {
         };
         let pipeline_rules = engine.map(|engine| weir_capture::Rules {
             engine,
-            store_tags: false,
+            store_tags: cfg.store_tags,
         });
         let path = cfg.rules.as_ref().map(|r| r.path.as_path());
         let Source::Live(pipeline) = Source::live(&cfg.live, 1, 0, pipeline_rules)

@@ -64,6 +64,11 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         count: args.count,
         duration: args.live.duration.map(Duration::from_secs_f64),
         rules: args.rules.config(),
+        store_tags: args.out.path.is_some()
+            && !matches!(
+                args.out.format(Format::Pcapng),
+                weir_pcap::FileFormat::Pcap(_)
+            ),
     };
     let mut controls = output::controls(cfg.rules.is_some())?;
     let serving = args.metrics.start()?;

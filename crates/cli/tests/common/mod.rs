@@ -208,3 +208,21 @@ impl Drop for Running {
         }
     }
 }
+
+/// `weir rules ARGS --socket SOCK --json` against a running job's control socket: its JSON
+/// reply (the command must succeed).
+pub(crate) fn rules_control(sock: &Path, args: &[&str]) -> serde_json::Value {
+    let out = run(weir()
+        .arg("rules")
+        .args(args)
+        .arg("--socket")
+        .arg(sock)
+        .arg("--json"));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "rules {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("rules {args:?}: {e}: {text}"))
+}

@@ -28,7 +28,16 @@ pub(crate) struct VethBench {
     pub peer_ip: String,
 }
 
+/// A MAC address nobody on a pair has: the host's stack ignores frames sent to it from the
+/// namespace, capture on our side sees them (promiscuous), and they go nowhere else.
+pub(crate) const NOWHERE: &str = "02:00:00:00:00:99";
+
 impl VethBench {
+    /// The namespace side of the pair (`wa…` on our side is `wb…` there).
+    pub(crate) fn peer_if(&self) -> String {
+        self.host_if.replacen("wa", "wb", 1)
+    }
+
     /// Creates the namespace and the pair.
     pub(crate) fn new() -> VethBench {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
