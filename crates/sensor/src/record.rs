@@ -301,10 +301,14 @@ pub fn run(
             )
             .map_err(SensorError::Thread)?
     };
+    let mut live_exports = None;
     let meter = match &cfg.flows {
         Some(flows) => {
             let links = interfaces.iter().map(|i| i.link).collect();
-            let sinks = flow_outputs(flows, &cfg.dir).open()?;
+            let mut sinks = flow_outputs(flows, &cfg.dir).open()?;
+            if controls.metrics.is_some() {
+                live_exports = Some(sinks.live());
+            }
             let meter = Meter::new(&flows.meter, sinks);
             Some(LiveMeter::spawn(
                 meter,
@@ -327,6 +331,7 @@ pub fn run(
             written: None,
             rules: rules.as_ref().map(|r| r.engine().clone()),
             flows_packets: flows_packets.clone(),
+            exports: live_exports,
         });
     }
 

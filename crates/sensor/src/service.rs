@@ -15,6 +15,10 @@
 //! Pause, resume and rotate-now are not offered: the record job has no way yet to hold its
 //! writer or close a segment on request without closing the store mid-block.
 //!
+//! With `[metrics]`, one Prometheus server serves every job's series
+//! ([`crate::metrics::Board::render_jobs`]: each job's labelled `weir_job`); a job restarted by
+//! a reload starts its counters again from 0 (a counter reset, as Prometheus expects).
+//!
 //! A job that fails before it records (an interface down, a store locked by another recorder)
 //! stops every job: the service runs whole or not at all. A job that fails later is said when
 //! it fails and shown `failed` by `status`; the others go on. An interface that disappears is
@@ -95,6 +99,8 @@ struct Job {
     state: Mutex<(&'static str, Option<String>)>,
     started: Instant,
     published: Arc<Published>,
+    /// Its Prometheus series.
+    board: Arc<crate::metrics::Board>,
     stop: Arc<AtomicBool>,
     reload: &'static AtomicBool,
     /// The job said it was recording.
@@ -163,6 +169,7 @@ impl Job {
             state: Mutex::new(("starting", None)),
             started: Instant::now(),
             published: Arc::default(),
+            board: crate::metrics::Board::new(),
             stop: Arc::default(),
             // one flag per job, for the life of the process: a job's reload takes a static
             reload: Box::leak(Box::new(AtomicBool::new(false))),
@@ -189,7 +196,7 @@ fn spawn(
                 stop: Arc::clone(&j.stop),
                 reload: j.reload,
                 published: Some(Arc::clone(&j.published)),
-                metrics: None,
+                metrics: Some(Arc::clone(&j.board)),
             };
             let r = crate::record::run(&rec, &controls, &mut |e| {
                 if let Event::Notice(t) = &e {
@@ -243,6 +250,27 @@ pub fn run(
             events(
                 None,
                 Event::Notice(format!("control socket on {}", c.socket.display())),
+            );
+            Some(server)
+        }
+        None => None,
+    };
+
+    let _metrics = match &cfg.metrics {
+        Some(m) => {
+            let jobs = Arc::clone(&list);
+            let server = weir_metrics::Server::start(
+                &m.listen.to_string(),
+                Arc::new(move || {
+                    let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                    crate::metrics::Board::render_jobs(
+                        jobs.iter().map(|j| (j.name.as_str(), &*j.board)),
+                    )
+                }),
+            )?;
+            events(
+                None,
+                Event::Notice(format!("metrics on http://{}/metrics", server.local_addr())),
             );
             Some(server)
         }
