@@ -420,6 +420,18 @@ fn series(
             l(&r.dropped),
         );
         e.single(
+            "weir_writer_paused_packets_total",
+            Kind::Counter,
+            "Packets not recorded because recording was paused (weir ctl pause).",
+            l(&r.paused),
+        );
+        e.single(
+            "weir_writer_paused",
+            Kind::Gauge,
+            "1 while recording is paused.",
+            r.pause.load(Ordering::Relaxed),
+        );
+        e.single(
             "weir_store_written_bytes_total",
             Kind::Counter,
             "Bytes written to disk (headers, padding and rewrites of flushed tails included).",

@@ -287,6 +287,9 @@ pub fn run(
         }
     }
     let rstats = recorder.stats();
+    if let Some(p) = &controls.published {
+        p.set_recorder(rstats.clone());
+    }
     let stop_recorder = Arc::new(AtomicBool::new(false));
     let mut reader = buffer.reader(0)?;
     let rec_thread = {
@@ -487,6 +490,8 @@ pub fn stats_json(
             "deleted": l(&r.deleted),
             "direct": r.direct.load(Ordering::Relaxed),
             "failed": r.failed.load(Ordering::Relaxed),
+            "paused": r.pause.load(Ordering::Relaxed),
+            "paused_packets": l(&r.paused),
         },
         "flows": flows,
         "rules": rules.map(|r| r.json(&t.feed)),

@@ -122,7 +122,7 @@ fn summary(name: &str, iface: &str, store: &std::path::Path, r: &RecordReport) {
     };
     eprintln!(
         "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} filtered \
-         out{rules_dropped}; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped",
+         out{rules_dropped}; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped{}",
         t.before_ring_text(),
         t.feed.kernel_packets,
         t.feed.kernel_drops,
@@ -130,7 +130,12 @@ fn summary(name: &str, iface: &str, store: &std::path::Path, r: &RecordReport) {
         t.feed.filtered,
         r.buffer.dropped_full,
         r.buffer.dropped_oversize,
-        s.dropped
+        s.dropped,
+        if s.paused > 0 {
+            format!(", {} not recorded (paused)", s.paused)
+        } else {
+            String::new()
+        }
     );
     if let Some(rules) = &r.rules {
         eprintln!("{rules}");
