@@ -169,3 +169,69 @@ fn rotate_pause_and_resume_a_live_job() {
         .collect();
     assert_eq!(counts, [100, 50, 30]);
 }
+
+/// `weir run --log-format json`: every line of stderr (notices, the summary, the library's
+/// tracing events at `WEIR_LOG=debug`) is a JSON object with `ts`, `level` and `message`; the
+/// job's lines name it. In text mode with stderr not a terminal, no ANSI escape anywhere. A
+/// bad format is a usage error.
+#[test]
+fn json_logs_and_no_colours_off_a_terminal() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = write(
+        tmp.path(),
+        "weir.toml",
+        &format!(
+            "[[record]]\nname = \"one\"\ninterface = \"{}\"\nstore = \"s\"\nsegment_mib = 4\n\
+             write_mib = 1\nbuffer_mib = 16\nfilter = \"udp port 9000\"\n",
+            b.host_if
+        ),
+    );
+    std::env::set_var("WEIR_LOG", "debug");
+    let svc = Running::start(
+        &["run", "--log-format", "json", config.to_str().unwrap()],
+        &tmp.path().join("log"),
+        "recording on",
+    );
+    b.send_udp(9000, 10, 20);
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, log) = svc.signal("-TERM");
+    assert!(status.success(), "{log}");
+    assert!(!log.contains('\u{1b}'), "{log}");
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?} in\n{log}")))
+        .collect();
+    for v in &lines {
+        assert!(v["ts"].as_f64().is_some_and(|t| t > 1.6e9), "{v}");
+        assert!(v["level"].is_string() && v["message"].is_string(), "{v}");
+    }
+    assert!(
+        lines.iter().any(|v| v["job"] == "one"
+            && v["level"] == "info"
+            && v["message"].as_str().unwrap().starts_with(&format!(
+                "weir run: one ({}): 10 packets recorded",
+                b.host_if
+            ))),
+        "{log}"
+    );
+    assert!(lines
+        .iter()
+        .any(|v| v["message"].as_str().unwrap().starts_with("recording on")));
+
+    // Text: the same run, stderr a file: no colour codes, the summary as before.
+    let svc = Running::start(
+        &["run", config.to_str().unwrap()],
+        &tmp.path().join("log2"),
+        "recording on",
+    );
+    let (status, log) = svc.signal("-TERM");
+    std::env::remove_var("WEIR_LOG");
+    assert!(status.success(), "{log}");
+    assert!(!log.contains('\u{1b}'), "{log}");
+    assert!(log.contains("weir: one: recording on"), "{log}");
+    assert!(log.contains("weir run: one ("), "{log}");
+
+    let out = run(weir().args(["run", "--log-format", "xml"]).arg(&config));
+    assert_eq!(out.status.code(), Some(2));
+}
