@@ -698,9 +698,8 @@ impl ServiceConfig {
             )),
             None => s.push_str("no control socket\n"),
         }
-        match &self.metrics {
-            Some(m) => s.push_str(&format!("metrics on http://{}/metrics\n", m.listen)),
-            None => s.push_str("no metrics server\n"),
+        if let Some(m) = &self.metrics {
+            s.push_str(&format!("metrics on http://{}/metrics\n", m.listen));
         }
         for j in &self.jobs {
             let r = &j.record;
