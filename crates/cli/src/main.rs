@@ -30,6 +30,7 @@ mod cmd;
 mod flow_output;
 mod input;
 mod lines;
+mod log;
 mod metrics;
 mod output;
 mod progress;
@@ -84,14 +85,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = parse();
+    log::init(matches!(&cli.command, Command::Run(a) if a.json_logs()));
     let result = match cli.command {
         Command::Info(a) => cmd::info::run(a),
         Command::Read(a) => cmd::read::run(a),

@@ -15,7 +15,12 @@ pub struct Fanout {
     sinks: Vec<(String, Box<dyn FlowSink>)>,
     /// The sink whose error stopped the export.
     failed: Option<usize>,
+    /// Where each output's totals so far are published at every tick, when asked.
+    live: Option<LiveExports>,
 }
+
+/// Each output's totals so far, by name, as of the meter's last tick ([`Fanout::live`]).
+pub type LiveExports = std::sync::Arc<std::sync::Mutex<Vec<(String, ExportStats)>>>;
 
 /// One output that could not finish (flush, send what was pending).
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +51,25 @@ impl Fanout {
     /// Adds an output named `name`.
     pub fn push(&mut self, name: impl Into<String>, sink: Box<dyn FlowSink>) {
         self.sinks.push((name.into(), sink));
+    }
+
+    /// From now on, each output's totals so far are published in the returned cell at every
+    /// tick of the meter (a fraction of a second apart while it runs), for live metrics.
+    pub fn live(&mut self) -> LiveExports {
+        let cell = self.live.get_or_insert_with(LiveExports::default).clone();
+        self.publish();
+        cell
+    }
+
+    fn publish(&self) {
+        if let Some(cell) = &self.live {
+            let now = self
+                .sinks
+                .iter()
+                .map(|(n, s)| (n.clone(), s.stats()))
+                .collect();
+            *cell.lock().unwrap_or_else(|e| e.into_inner()) = now;
+        }
     }
 
     /// Outputs.
@@ -98,6 +122,7 @@ impl RecordSink for Fanout {
         for (i, (_, s)) in self.sinks.iter_mut().enumerate() {
             s.tick(now_ns).inspect_err(|_| self.failed = Some(i))?;
         }
+        self.publish();
         Ok(())
     }
 }

@@ -53,7 +53,7 @@ mod v5;
 mod v9;
 
 pub use error::ExportError;
-pub use fanout::{Fanout, FanoutTotals, SinkError};
+pub use fanout::{Fanout, FanoutTotals, LiveExports, SinkError};
 pub use netflow::{ExportOptions, NetflowFormat};
 pub use open::{open_sink, open_sink_with, SinkSpec};
 pub use outputs::{NetflowOutput, OpenError, Outputs};

@@ -186,4 +186,10 @@ impl FlowSink for NetflowSink {
         self.stats.times_clamped = self.packer.clamped();
         Ok(self.stats)
     }
+
+    fn stats(&self) -> ExportStats {
+        let mut s = self.stats;
+        s.times_clamped = self.packer.clamped();
+        s
+    }
 }

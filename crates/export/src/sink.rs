@@ -19,6 +19,11 @@ pub trait FlowSink: Send {
     fn tick(&mut self, now_ns: u64) -> Result<(), ExportError>;
     /// Sends what is pending, flushes, and returns the totals. Call it once, at the end.
     fn finish(&mut self) -> Result<ExportStats, ExportError>;
+    /// The totals so far, while the sink runs (for live metrics; `finish` gives the final
+    /// ones). A sink that keeps none reports zeros.
+    fn stats(&self) -> ExportStats {
+        ExportStats::default()
+    }
 }
 
 /// Totals of one sink.

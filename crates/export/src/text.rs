@@ -249,6 +249,10 @@ impl FlowSink for TextSink {
         self.out.flush()?;
         Ok(self.stats)
     }
+
+    fn stats(&self) -> ExportStats {
+        self.stats
+    }
 }
 
 #[cfg(test)]

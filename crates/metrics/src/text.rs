@@ -3,7 +3,9 @@
 //!
 //! An [`Exposition`] is written family by family: [`Exposition::family`] writes the family's
 //! `# HELP` and `# TYPE` lines and returns a [`Family`] whose [`sample`](Family::sample)s follow
-//! them, so a family's samples are always together and each family appears once. Label values
+//! them, so a family's samples are always together and each family appears once (a family
+//! started again adds samples to the first one; [`Exposition::set_labels`] puts a label such
+//! as the job on every sample, so several jobs' series share one family). Label values
 //! are escaped (`\\`, `\"`, `\n`), help text too (`\\`, `\n`); values are integers as they are
 //! (a `u64` counter keeps every digit) and floats in Go's spelling (`NaN`, `+Inf`, `-Inf`).
 //!
@@ -13,7 +15,7 @@
 //! `[a-zA-Z_:][a-zA-Z0-9_:]*` is a bug in the caller: it is caught by a debug assertion, and in
 //! a release build the family is written under a sanitized name rather than break the scrape.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// The media type of the text format, for the `Content-Type` header.
@@ -79,8 +81,12 @@ impl From<bool> for Value {
 /// A whole scrape being written (see the module documentation).
 #[derive(Debug, Default)]
 pub struct Exposition {
-    out: String,
-    names: BTreeSet<String>,
+    /// Each family's header and samples, in the order the families were started.
+    families: Vec<(String, String)>,
+    /// A family's name → its index in `families`.
+    names: BTreeMap<String, usize>,
+    /// Labels put first on every sample from now on (see [`Exposition::set_labels`]).
+    labels: Vec<(String, String)>,
 }
 
 impl Exposition {
@@ -90,9 +96,9 @@ impl Exposition {
     }
 
     /// Starts the family `name` of `kind`, described by `help` (one line, escaped here).
-    /// Returns the family to write its samples with. A family started twice gets its
-    /// samples under the first one's header only if started right after it; callers start
-    /// each name once (a debug assertion checks it).
+    /// Returns the family to write its samples with. A family started again (by the next
+    /// job of a process, say) gets its new samples after its earlier ones, under its first
+    /// header: each family appears once, its samples together.
     pub fn family(&mut self, name: &str, kind: Kind, help: &str) -> Family<'_> {
         debug_assert!(valid_name(name), "bad metric name {name:?}");
         debug_assert!(
@@ -100,28 +106,52 @@ impl Exposition {
             "{name}: counters, and only counters, end in _total"
         );
         let name = sanitize(name);
-        let fresh = self.names.insert(name.clone());
-        debug_assert!(fresh, "metric family {name} written twice");
-        if fresh {
-            let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
-            let _ = writeln!(self.out, "# TYPE {name} {}", kind.name());
+        let index = match self.names.get(&name) {
+            Some(&i) => i,
+            None => {
+                let mut head = String::new();
+                let _ = writeln!(head, "# HELP {name} {}", escape_help(help));
+                let _ = writeln!(head, "# TYPE {name} {}", kind.name());
+                self.families.push((head, String::new()));
+                self.names.insert(name.clone(), self.families.len() - 1);
+                self.families.len() - 1
+            }
+        };
+        Family {
+            e: self,
+            index,
+            name,
         }
-        Family { e: self, name }
     }
 
-    /// A family of one sample with no label.
+    /// A family of one sample with no label (but those of [`set_labels`](Self::set_labels)).
     pub fn single(&mut self, name: &str, kind: Kind, help: &str, value: impl Into<Value>) {
         self.family(name, kind, help).sample(&[], value);
     }
 
+    /// Puts `labels` first on every sample written from now on (the job a process's series
+    /// belong to); an empty slice stops it.
+    pub fn set_labels(&mut self, labels: &[(&str, &str)]) {
+        debug_assert!(labels.iter().all(|(k, _)| valid_label(k)));
+        self.labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
     /// The text so far.
-    pub fn as_str(&self) -> &str {
-        &self.out
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for (head, samples) in &self.families {
+            out.push_str(head);
+            out.push_str(samples);
+        }
+        out
     }
 
     /// The finished text.
     pub fn finish(self) -> String {
-        self.out
+        self.text()
     }
 }
 
@@ -129,26 +159,36 @@ impl Exposition {
 #[derive(Debug)]
 pub struct Family<'a> {
     e: &'a mut Exposition,
+    index: usize,
     name: String,
 }
 
 impl Family<'_> {
-    /// Writes one sample with `labels` (name, value pairs; values escaped here).
+    /// Writes one sample with `labels` (name, value pairs; values escaped here), after the
+    /// exposition's own labels ([`Exposition::set_labels`]).
     pub fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) -> &mut Self {
-        let out = &mut self.e.out;
+        let Exposition {
+            families,
+            labels: common,
+            ..
+        } = &mut *self.e;
+        let out = &mut families[self.index].1;
         out.push_str(&self.name);
-        if !labels.is_empty() {
-            out.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                debug_assert!(valid_label(k), "bad label name {k:?}");
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&sanitize(k));
-                out.push_str("=\"");
-                escape_label_into(out, v);
-                out.push('"');
-            }
+        let all = common
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(labels.iter().copied());
+        let mut first = true;
+        for (k, v) in all {
+            debug_assert!(valid_label(k), "bad label name {k:?}");
+            out.push(if first { '{' } else { ',' });
+            first = false;
+            out.push_str(&sanitize(k));
+            out.push_str("=\"");
+            escape_label_into(out, v);
+            out.push('"');
+        }
+        if !first {
             out.push('}');
         }
         out.push(' ');
@@ -280,6 +320,29 @@ mod tests {
              weir_x_ratio{v=\"inf\"} +Inf\n\
              weir_x_ratio{v=\"-inf\"} -Inf\n\
              weir_x_ratio{v=\"tiny\",w=\"\"} 0.0000001\n"
+        );
+    }
+
+    /// Two jobs writing the same families: each family once, its samples together, each
+    /// sample with its job's label first.
+    #[test]
+    fn families_started_again_keep_one_header() {
+        let mut e = Exposition::new();
+        e.single("process_x_bytes", Kind::Gauge, "P.", 7u64);
+        for job in ["a", "b\"c"] {
+            e.set_labels(&[("weir_job", job)]);
+            e.family("weir_y_total", Kind::Counter, "Y.")
+                .sample(&[("interface", "eth0")], 1u64);
+            e.single("weir_z", Kind::Gauge, "Z.", 2u64);
+        }
+        assert_eq!(
+            e.finish(),
+            "# HELP process_x_bytes P.\n# TYPE process_x_bytes gauge\nprocess_x_bytes 7\n\
+             # HELP weir_y_total Y.\n# TYPE weir_y_total counter\n\
+             weir_y_total{weir_job=\"a\",interface=\"eth0\"} 1\n\
+             weir_y_total{weir_job=\"b\\\"c\",interface=\"eth0\"} 1\n\
+             # HELP weir_z Z.\n# TYPE weir_z gauge\n\
+             weir_z{weir_job=\"a\"} 2\nweir_z{weir_job=\"b\\\"c\"} 2\n"
         );
     }
 

@@ -232,6 +232,7 @@ impl Capture {
                 written: Some(written.clone()),
                 rules: self.rules.as_ref().map(|r| r.engine().clone()),
                 flows_packets: None,
+                exports: None,
             });
         }
         let mut sink = Counted {

@@ -70,6 +70,13 @@ pub struct ControlConfig {
     pub group: Option<(String, u32)>,
 }
 
+/// The Prometheus metrics of a service (`[metrics]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// The address to serve `GET /metrics` on (`127.0.0.1:9637` by default).
+    pub listen: std::net::SocketAddr,
+}
+
 /// One job of a service.
 #[derive(Clone, Debug)]
 pub struct JobConfig {
@@ -88,6 +95,8 @@ pub struct ServiceConfig {
     pub path: PathBuf,
     /// The control socket, if any.
     pub control: Option<ControlConfig>,
+    /// The metrics server, if any.
+    pub metrics: Option<MetricsConfig>,
     /// The jobs, in the file's order.
     pub jobs: Vec<JobConfig>,
 }
@@ -96,6 +105,7 @@ pub struct ServiceConfig {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     control: Option<Spanned<RawControl>>,
+    metrics: Option<Spanned<RawMetrics>>,
     #[serde(default)]
     record: Vec<Spanned<RawRecord>>,
 }
@@ -105,6 +115,12 @@ struct RawFile {
 struct RawControl {
     socket: Spanned<String>,
     group: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    listen: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -264,6 +280,7 @@ impl Cx<'_> {
 
     fn build(&self, raw: RawFile) -> Result<ServiceConfig, ConfigError> {
         let control = raw.control.as_ref().map(|c| self.control(c)).transpose()?;
+        let metrics = raw.metrics.as_ref().map(|m| self.metrics(m)).transpose()?;
         if raw.record.is_empty() {
             return Err(self.err(
                 None,
@@ -348,6 +365,7 @@ impl Cx<'_> {
         Ok(ServiceConfig {
             path: self.path.to_path_buf(),
             control,
+            metrics,
             jobs,
         })
     }
@@ -369,6 +387,18 @@ impl Cx<'_> {
             }
         };
         Ok(ControlConfig { socket, group })
+    }
+
+    fn metrics(&self, m: &Spanned<RawMetrics>) -> Result<MetricsConfig, ConfigError> {
+        let listen = match &m.get_ref().listen {
+            None => weir_metrics::DEFAULT_ADDR.parse().ok(),
+            Some(v) => Some(
+                weir_metrics::http::parse_addr(v.get_ref())
+                    .map_err(|e| self.at(v, "metrics.listen", e))?,
+            ),
+        };
+        let listen = listen.ok_or_else(|| self.at(m, "metrics", "no listen address"))?;
+        Ok(MetricsConfig { listen })
     }
 
     fn record(&self, r: &RawRecord, key: &str) -> Result<JobConfig, ConfigError> {
@@ -667,6 +697,9 @@ impl ServiceConfig {
                     .unwrap_or_default()
             )),
             None => s.push_str("no control socket\n"),
+        }
+        if let Some(m) = &self.metrics {
+            s.push_str(&format!("metrics on http://{}/metrics\n", m.listen));
         }
         for j in &self.jobs {
             let r = &j.record;

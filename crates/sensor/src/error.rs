@@ -49,6 +49,9 @@ pub enum SensorError {
         #[source]
         source: weir_control::ControlError,
     },
+    /// The metrics server could not be started (the port is in use, say).
+    #[error(transparent)]
+    Metrics(#[from] weir_metrics::ServeError),
     /// A flow output could not be opened.
     #[error(transparent)]
     FlowOutput(#[from] weir_export::OpenError),

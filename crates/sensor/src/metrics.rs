@@ -47,6 +47,8 @@ pub struct Live {
     pub rules: Option<Engine>,
     /// Packets handed to the flow meter so far, when flows run beside the recorder.
     pub flows_packets: Option<Arc<AtomicU64>>,
+    /// The flow outputs' totals so far (as of the meter's last tick), while it runs.
+    pub exports: Option<weir_export::LiveExports>,
 }
 
 /// How a job's flow meter ended (its counters and each output's).
@@ -131,6 +133,26 @@ impl Board {
     pub fn render(&self) -> String {
         let mut e = Exposition::new();
         process(&mut e);
+        self.render_into(&mut e);
+        e.finish()
+    }
+
+    /// The exposition of several jobs of one process: the process series once, then each
+    /// job's series, every sample labelled `weir_job="NAME"` (`job` itself is the label
+    /// Prometheus gives its scrape targets).
+    pub fn render_jobs<'a>(jobs: impl IntoIterator<Item = (&'a str, &'a Board)>) -> String {
+        let mut e = Exposition::new();
+        process(&mut e);
+        for (name, board) in jobs {
+            e.set_labels(&[("weir_job", name)]);
+            board.render_into(&mut e);
+        }
+        e.finish()
+    }
+
+    /// Writes the job's series (not the process's) into `e`.
+    pub fn render_into(&self, e: &mut Exposition) {
+        let e = &mut *e;
         if let Some(job) = &*self.lock() {
             match job {
                 Job::Running(live) => {
@@ -144,18 +166,22 @@ impl Board {
                         .map(Counters::per_interface)
                         .unwrap_or_default();
                     let b = live.buffer.stats();
-                    series(&mut e, live, &totals, &per, &b, None, false);
+                    series(e, live, &totals, &per, &b, None, false);
                     let table = self
                         .flows_table
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .clone();
                     if let (Some(_), Some((active, m))) = (&live.flows_packets, table) {
-                        flows_table(&mut e, active, &m);
+                        flows_table(e, active, &m);
+                    }
+                    if let Some(cell) = &live.exports {
+                        let now = cell.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                        exports(e, &now);
                     }
                 }
                 Job::Done(d) => series(
-                    &mut e,
+                    e,
                     &d.live,
                     &d.totals,
                     &d.per_interface,
@@ -165,7 +191,6 @@ impl Board {
                 ),
             }
         }
-        e.finish()
     }
 }
 
@@ -395,6 +420,18 @@ fn series(
             l(&r.dropped),
         );
         e.single(
+            "weir_writer_paused_packets_total",
+            Kind::Counter,
+            "Packets not recorded because recording was paused (weir ctl pause).",
+            l(&r.paused),
+        );
+        e.single(
+            "weir_writer_paused",
+            Kind::Gauge,
+            "1 while recording is paused.",
+            r.pause.load(Ordering::Relaxed),
+        );
+        e.single(
             "weir_store_written_bytes_total",
             Kind::Counter,
             "Bytes written to disk (headers, padding and rewrites of flushed tails included).",
@@ -582,7 +619,7 @@ fn flows_end(e: &mut Exposition, f: &FlowsEnd) {
         "Flow records handed to the outputs.",
         f.meter.records,
     );
-    exports(e, f);
+    exports(e, &f.exports);
 }
 
 /// The flow table: flows held now, and the table's counters.
@@ -623,8 +660,8 @@ fn flows_table(e: &mut Exposition, active: u64, m: &weir_flows::MeterStats) {
 }
 
 /// Each output's totals.
-fn exports(e: &mut Exposition, f: &FlowsEnd) {
-    if f.exports.is_empty() {
+fn exports(e: &mut Exposition, sinks: &[(String, weir_export::ExportStats)]) {
+    if sinks.is_empty() {
         return;
     }
     type Get = fn(&weir_export::ExportStats) -> u64;
@@ -652,7 +689,7 @@ fn exports(e: &mut Exposition, f: &FlowsEnd) {
     ];
     for (name, help, get) in fams {
         let mut fam = e.family(name, Kind::Counter, help);
-        for (sink, s) in &f.exports {
+        for (sink, s) in sinks {
             fam.sample(&[("sink", sink)], get(s));
         }
     }

@@ -287,6 +287,9 @@ pub fn run(
         }
     }
     let rstats = recorder.stats();
+    if let Some(p) = &controls.published {
+        p.set_recorder(rstats.clone());
+    }
     let stop_recorder = Arc::new(AtomicBool::new(false));
     let mut reader = buffer.reader(0)?;
     let rec_thread = {
@@ -301,10 +304,14 @@ pub fn run(
             )
             .map_err(SensorError::Thread)?
     };
+    let mut live_exports = None;
     let meter = match &cfg.flows {
         Some(flows) => {
             let links = interfaces.iter().map(|i| i.link).collect();
-            let sinks = flow_outputs(flows, &cfg.dir).open()?;
+            let mut sinks = flow_outputs(flows, &cfg.dir).open()?;
+            if controls.metrics.is_some() {
+                live_exports = Some(sinks.live());
+            }
             let meter = Meter::new(&flows.meter, sinks);
             Some(LiveMeter::spawn(
                 meter,
@@ -327,6 +334,7 @@ pub fn run(
             written: None,
             rules: rules.as_ref().map(|r| r.engine().clone()),
             flows_packets: flows_packets.clone(),
+            exports: live_exports,
         });
     }
 
@@ -482,6 +490,8 @@ pub fn stats_json(
             "deleted": l(&r.deleted),
             "direct": r.direct.load(Ordering::Relaxed),
             "failed": r.failed.load(Ordering::Relaxed),
+            "paused": r.pause.load(Ordering::Relaxed),
+            "paused_packets": l(&r.paused),
         },
         "flows": flows,
         "rules": rules.map(|r| r.json(&t.feed)),

@@ -11,9 +11,14 @@
 //! | `{"cmd":"rules.list" ...}` and the other rule commands of [`weir_control::rules`] | the job's reply; with several jobs that have rules, the request names one with `"job": NAME` |
 //!
 //! | `{"cmd":"config.reload"}` | `queued`: the config file is read again (as on SIGHUP, see [`run`]) |
+//! | `{"cmd":"rotate"}`, `{"cmd":"rotate","job":NAME}` | `rotated`: `[{job, segments_started}]`, once each recorder closed its segment at a block boundary (the next packet starts a new one) |
+//! | `{"cmd":"pause","job":NAME}`, `{"cmd":"resume","job":NAME}` | `job`, `paused`, `changed`, `paused_packets`: a paused job closes its segment and counts every packet it does not record (`paused_packets`, `weir_writer_paused_packets_total`); capture, flows and rules go on |
 //!
-//! Pause, resume and rotate-now are not offered: the record job has no way yet to hold its
-//! writer or close a segment on request without closing the store mid-block.
+//! A paused job restarted by a reload starts unpaused.
+//!
+//! With `[metrics]`, one Prometheus server serves every job's series
+//! ([`crate::metrics::Board::render_jobs`]: each job's labelled `weir_job`); a job restarted by
+//! a reload starts its counters again from 0 (a counter reset, as Prometheus expects).
 //!
 //! A job that fails before it records (an interface down, a store locked by another recorder)
 //! stops every job: the service runs whole or not at all. A job that fails later is said when
@@ -45,6 +50,7 @@ use crate::{Controls, Event, SensorError};
 pub struct Published {
     counters: Mutex<Option<Value>>,
     engine: Mutex<Option<Engine>>,
+    recorder: Mutex<Option<Arc<weir_store::RecorderStats>>>,
 }
 
 impl Published {
@@ -57,6 +63,19 @@ impl Published {
     /// The job's rule engine (a handle sharing its rules and counters).
     pub fn set_engine(&self, e: Engine) {
         *self.engine.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+    }
+
+    /// The job's recorder (its counters, and its rotate and pause requests).
+    pub fn set_recorder(&self, r: Arc<weir_store::RecorderStats>) {
+        *self.recorder.lock().unwrap_or_else(PoisonError::into_inner) = Some(r);
+    }
+
+    /// The recorder, once the job records.
+    pub fn recorder(&self) -> Option<Arc<weir_store::RecorderStats>> {
+        self.recorder
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The last counters published.
@@ -95,6 +114,8 @@ struct Job {
     state: Mutex<(&'static str, Option<String>)>,
     started: Instant,
     published: Arc<Published>,
+    /// Its Prometheus series.
+    board: Arc<crate::metrics::Board>,
     stop: Arc<AtomicBool>,
     reload: &'static AtomicBool,
     /// The job said it was recording.
@@ -163,6 +184,7 @@ impl Job {
             state: Mutex::new(("starting", None)),
             started: Instant::now(),
             published: Arc::default(),
+            board: crate::metrics::Board::new(),
             stop: Arc::default(),
             // one flag per job, for the life of the process: a job's reload takes a static
             reload: Box::leak(Box::new(AtomicBool::new(false))),
@@ -189,7 +211,7 @@ fn spawn(
                 stop: Arc::clone(&j.stop),
                 reload: j.reload,
                 published: Some(Arc::clone(&j.published)),
-                metrics: None,
+                metrics: Some(Arc::clone(&j.board)),
             };
             let r = crate::record::run(&rec, &controls, &mut |e| {
                 if let Event::Notice(t) = &e {
@@ -243,6 +265,27 @@ pub fn run(
             events(
                 None,
                 Event::Notice(format!("control socket on {}", c.socket.display())),
+            );
+            Some(server)
+        }
+        None => None,
+    };
+
+    let _metrics = match &cfg.metrics {
+        Some(m) => {
+            let jobs = Arc::clone(&list);
+            let server = weir_metrics::Server::start(
+                &m.listen.to_string(),
+                Arc::new(move || {
+                    let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                    crate::metrics::Board::render_jobs(
+                        jobs.iter().map(|j| (j.name.as_str(), &*j.board)),
+                    )
+                }),
+            )?;
+            events(
+                None,
+                Event::Notice(format!("metrics on http://{}/metrics", server.local_addr())),
             );
             Some(server)
         }
@@ -477,6 +520,7 @@ fn serve(
                         "store": j.store.display().to_string(),
                         "rules": j.rules_file.as_ref().map(|p| p.display().to_string()),
                         "state": state,
+                        "paused": j.published.recorder().is_some_and(|r| r.pause.load(Ordering::Relaxed)),
                         "interface_present": interface_present(&j.interface),
                         "error": error,
                         "uptime_s": j.started.elapsed().as_secs_f64(),
@@ -512,6 +556,31 @@ fn serve(
             Ok(obj(json!({ "jobs": m })))
         });
     }
+    {
+        let jobs = Arc::clone(jobs);
+        commands.add("rotate", move |req| {
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            rotate(&jobs, req)
+        });
+    }
+    for (name, on) in [("pause", true), ("resume", false)] {
+        let jobs = Arc::clone(jobs);
+        commands.add(name, move |req| {
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let job = named_job(&jobs, req, name)?;
+            let r = job
+                .published
+                .recorder()
+                .ok_or_else(|| format!("job `{}` is not recording yet", job.name))?;
+            let was = r.pause.swap(on, Ordering::AcqRel);
+            Ok(obj(json!({
+                "job": job.name,
+                "paused": on,
+                "changed": was != on,
+                "paused_packets": r.paused.load(Ordering::Relaxed),
+            })))
+        });
+    }
     for name in RULE_COMMANDS {
         let jobs = Arc::clone(jobs);
         commands.add(name, move |req| {
@@ -535,6 +604,72 @@ fn serve(
         })?;
     }
     Ok(server)
+}
+
+/// The job a request names with `"job"` (required).
+fn named_job<'a>(
+    jobs: &'a [Arc<Job>],
+    req: &Map<String, Value>,
+    cmd: &str,
+) -> Result<&'a Arc<Job>, String> {
+    let names = || {
+        jobs.iter()
+            .map(|j| j.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match req.get("job") {
+        Some(Value::String(n)) => jobs
+            .iter()
+            .find(|j| &j.name == n)
+            .ok_or_else(|| format!("no job `{n}` (jobs: {})", names())),
+        Some(v) => Err(format!("\"job\" must be a job's name, not {v}")),
+        None => Err(format!("{cmd} needs \"job\": one of {}", names())),
+    }
+}
+
+/// How long `rotate` waits for the recorders to close their segments.
+const ROTATE_WAIT: Duration = Duration::from_secs(5);
+
+/// `rotate`: the named job's recorder (every job's without `"job"`) closes its segment at
+/// the next block boundary; answered once they all have, with the segments each has started.
+fn rotate(jobs: &[Arc<Job>], req: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    let chosen: Vec<&Arc<Job>> = match req.get("job") {
+        None => jobs.iter().collect(),
+        Some(_) => vec![named_job(jobs, req, "rotate")?],
+    };
+    let mut asked = Vec::new();
+    for j in chosen {
+        let r = j
+            .published
+            .recorder()
+            .ok_or_else(|| format!("job `{}` is not recording yet", j.name))?;
+        r.rotate.store(true, Ordering::Release);
+        asked.push((j, r));
+    }
+    let t = Instant::now();
+    while asked.iter().any(|(_, r)| r.rotate.load(Ordering::Acquire)) {
+        if t.elapsed() > ROTATE_WAIT {
+            let late: Vec<&str> = asked
+                .iter()
+                .filter(|(_, r)| r.rotate.load(Ordering::Acquire))
+                .map(|(j, _)| j.name.as_str())
+                .collect();
+            return Err(format!(
+                "the recorder of {} did not rotate within {} s (stopped?)",
+                late.join(", "),
+                ROTATE_WAIT.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let rotated: Vec<Value> = asked
+        .iter()
+        .map(
+            |(j, r)| json!({"job": j.name, "segments_started": r.segments.load(Ordering::Relaxed)}),
+        )
+        .collect();
+    Ok(obj(json!({ "rotated": rotated })))
 }
 
 /// A rule command for the job the request names (or the only job with rules), answered by

@@ -1,6 +1,7 @@
 //! `weir ctl`: the client of a running `weir run`'s control socket: `status` (the jobs, their
 //! interfaces, states and uptimes), `counters` (each job's live counters), `reload` (the config
-//! file read again) and `rules` (the rule commands, passed to one job's rules), as tables or as the socket's JSON (`--json`).
+//! file read again), `rotate` (close the segments being written), `pause JOB` / `resume JOB`
+//! and `rules` (the rule commands, passed to one job's rules), as tables or as the socket's JSON (`--json`).
 //!
 //! A socket that is missing, left by a process that is gone, not a socket, or not ours to open
 //! is each said as such.
@@ -38,6 +39,26 @@ enum What {
     Commands,
     /// Read the config file again: jobs whose settings changed restart, the others go on.
     Reload,
+    /// Close the segment being written (every job's, or one job's) at a block boundary; the
+    /// next packet starts a new segment.
+    Rotate {
+        /// Only this job.
+        #[arg(long, value_name = "NAME")]
+        job: Option<String>,
+    },
+    /// Stop recording a job (its segment is closed; capture, flows and rules go on, and every
+    /// packet not recorded is counted as paused).
+    Pause {
+        /// The job.
+        #[arg(value_name = "JOB")]
+        job: String,
+    },
+    /// Record a paused job again.
+    Resume {
+        /// The job.
+        #[arg(value_name = "JOB")]
+        job: String,
+    },
     /// The rules of a job: list, stats, add, del, reload, kernel (see `weir rules`).
     Rules {
         /// The job whose rules (needed when several jobs have rules).
@@ -162,6 +183,30 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             }
             s
         }),
+        What::Rotate { job } => {
+            let mut req = json!({"cmd": "rotate"});
+            if let Some(j) = job {
+                req["job"] = json!(j);
+            }
+            (req, |r| {
+                let mut s = String::new();
+                for j in r
+                    .get("rotated")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    s += &format!(
+                        "{}: segment closed ({} segment(s) started so far; the next packet starts a new one)\n",
+                        j.get("job").and_then(Value::as_str).unwrap_or("?"),
+                        num(j, &["segments_started"])
+                    );
+                }
+                s
+            })
+        }
+        What::Pause { job } => (json!({"cmd": "pause", "job": job}), pause_text),
+        What::Resume { job } => (json!({"cmd": "resume", "job": job}), pause_text),
         What::Rules { job, what } => {
             let mut req = match what {
                 RulesWhat::List { limit } => json!({"cmd": "rules.list", "limit": limit}),
@@ -182,6 +227,21 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         return print(&format!("{:#}\n", Value::Object(reply)));
     }
     print(&table(&reply))
+}
+
+fn pause_text(r: &Map<String, Value>) -> String {
+    let paused = r.get("paused") == Some(&Value::Bool(true));
+    format!(
+        "{}: {}{} ({} packet(s) not recorded while paused so far)\n",
+        r.get("job").and_then(Value::as_str).unwrap_or("?"),
+        if paused { "paused" } else { "recording" },
+        if r.get("changed") == Some(&Value::Bool(false)) {
+            " already"
+        } else {
+            ""
+        },
+        r.get("paused_packets").and_then(Value::as_u64).unwrap_or(0)
+    )
 }
 
 fn status_table(r: &Map<String, Value>) -> String {
@@ -207,7 +267,11 @@ fn status_table(r: &Map<String, Value>) -> String {
             "{:<12} {:<12} {:<9} {:>10.1}  {}{}\n",
             str_of("name"),
             str_of("interface"),
-            str_of("state"),
+            if j.get("paused") == Some(&Value::Bool(true)) {
+                "paused".to_string()
+            } else {
+                str_of("state")
+            },
             j.get("uptime_s").and_then(Value::as_f64).unwrap_or(0.0),
             str_of("store"),
             j.get("error")

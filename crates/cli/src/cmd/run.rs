@@ -28,6 +28,44 @@ pub(crate) struct Args {
     /// Only check the config file and print what would run.
     #[arg(long)]
     check: bool,
+    /// How the log on stderr is written: `text`, or `json` (one JSON object per line: ts,
+    /// level, job, message; the library's tracing events too).
+    #[arg(long, value_name = "FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+/// The log formats of `--log-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    /// Human text.
+    Text,
+    /// JSON lines.
+    Json,
+}
+
+impl Args {
+    /// Whether the log is JSON lines.
+    pub(crate) fn json_logs(&self) -> bool {
+        self.log_format == LogFormat::Json
+    }
+}
+
+/// Writes one line (or several) of the log: as text, or each line as a JSON object.
+fn say(json: bool, level: &str, job: Option<&str>, text: &str) {
+    if json {
+        for line in text.lines() {
+            crate::log::json_line(level, job, line);
+        }
+        return;
+    }
+    for line in text.lines() {
+        match (level, job) {
+            ("info", Some(j)) => eprintln!("weir: {j}: {line}"),
+            ("info", None) => eprintln!("weir: {line}"),
+            (l, Some(j)) => eprintln!("weir: {l}: {j}: {line}"),
+            (l, None) => eprintln!("weir: {l}: {line}"),
+        }
+    }
 }
 
 /// Runs `weir run`.
@@ -48,13 +86,11 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let stop = Arc::new(AtomicBool::new(false));
     output::on_signal(stop.clone())?;
     let reload = output::on_hangup()?;
-    let report = weir_sensor::service::run(&cfg, &stop, reload, &mut |job, e| match job {
-        Some(name) => match e {
-            Event::Notice(t) => eprintln!("weir: {name}: {t}"),
-            Event::Warning(t) => eprintln!("weir: warning: {name}: {t}"),
-            Event::Progress(_) => {}
-        },
-        None => output::event(e),
+    let json = args.json_logs();
+    let report = weir_sensor::service::run(&cfg, &stop, reload, &mut |job, e| match e {
+        Event::Notice(t) => say(json, "info", job, &t),
+        Event::Warning(t) => say(json, "warning", job, &t),
+        Event::Progress(_) => {}
     })?;
     let mut status = Status::Clean;
     let mut failed = Vec::new();
@@ -62,16 +98,25 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         match end.result {
             Ok(mut r) => {
                 if let Some(f) = r.flows.take() {
-                    eprintln!("weir: {}: flows:", end.name);
-                    eprint!("{}", f.report.summary());
+                    if json {
+                        say(json, "info", Some(&end.name), &f.report.summary());
+                    } else {
+                        eprintln!("weir: {}: flows:", end.name);
+                        eprint!("{}", f.report.summary());
+                    }
                     if let Some(e) = f.error {
-                        eprintln!("weir: error: {}: flows: {e}", end.name);
+                        say(json, "error", Some(&end.name), &format!("flows: {e}"));
                         failed.push(end.name.clone());
                     }
                 }
-                summary(&end.name, &end.interface, &end.store, &r);
+                let text = summary(&end.name, &end.interface, &end.store, &r);
+                if json {
+                    say(json, "info", Some(&end.name), &text);
+                } else {
+                    eprint!("{text}");
+                }
                 if let Some(e) = &r.capture_error {
-                    eprintln!("weir: error: {}: capture: {e}", end.name);
+                    say(json, "error", Some(&end.name), &format!("capture: {e}"));
                     failed.push(end.name.clone());
                 }
                 if r.damaged() {
@@ -79,17 +124,23 @@ pub(crate) fn run(args: Args) -> Result<Status> {
                 }
             }
             Err(e) => {
-                eprintln!(
-                    "weir: error: {}: {}",
-                    end.name,
-                    output::error_message(&anyhow::Error::from(e))
+                say(
+                    json,
+                    "error",
+                    Some(&end.name),
+                    &output::error_message(&anyhow::Error::from(e)),
                 );
                 failed.push(end.name.clone());
             }
         }
     }
     if let Some(s) = report.stop_s {
-        eprintln!("weir run: every job stopped {s:.2} s after the stop signal");
+        let t = format!("every job stopped {s:.2} s after the stop signal");
+        if json {
+            say(json, "info", None, &t);
+        } else {
+            eprintln!("weir run: {t}");
+        }
     }
     if !failed.is_empty() {
         bail!("job(s) failed: {}", failed.join(", "));
@@ -98,10 +149,13 @@ pub(crate) fn run(args: Args) -> Result<Status> {
 }
 
 /// A job's closing summary (the lines of `weir record`'s, prefixed with the job).
-fn summary(name: &str, iface: &str, store: &std::path::Path, r: &RecordReport) {
+fn summary(name: &str, iface: &str, store: &std::path::Path, r: &RecordReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     let s = &r.summary;
     let t = &r.totals;
-    eprintln!(
+    let _ = writeln!(
+        out,
         "weir run: {name} ({iface}): {} packets recorded in {:.1} s into {} ({} segment(s) now, \
          {}; {} written{})",
         s.packets,
@@ -120,9 +174,10 @@ fn summary(name: &str, iface: &str, store: &std::path::Path, r: &RecordReport) {
         Some(_) => format!(", {} dropped by the rules", t.feed.rules_dropped),
         None => String::new(),
     };
-    eprintln!(
+    let _ = writeln!(
+        out,
         "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} filtered \
-         out{rules_dropped}; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped",
+         out{rules_dropped}; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped{}",
         t.before_ring_text(),
         t.feed.kernel_packets,
         t.feed.kernel_drops,
@@ -130,19 +185,26 @@ fn summary(name: &str, iface: &str, store: &std::path::Path, r: &RecordReport) {
         t.feed.filtered,
         r.buffer.dropped_full,
         r.buffer.dropped_oversize,
-        s.dropped
+        s.dropped,
+        if s.paused > 0 {
+            format!(", {} not recorded (paused)", s.paused)
+        } else {
+            String::new()
+        }
     );
     if let Some(rules) = &r.rules {
-        eprintln!("{rules}");
+        let _ = writeln!(out, "{rules}");
     }
     if let Some((bytes, times)) = r.flows_skipped() {
         if times > 0 {
-            eprintln!(
+            let _ = writeln!(
+        out,
                 "  flows: the meter fell behind and skipped {bytes} bytes of packets ({times} times)"
             );
         }
     }
     if let Some(e) = &s.error {
-        eprintln!("weir: error: {name}: {e}");
+        let _ = writeln!(out, "weir: error: {name}: {e}");
     }
+    out
 }

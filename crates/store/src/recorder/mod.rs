@@ -136,6 +136,14 @@ pub struct RecorderStats {
     pub direct: AtomicBool,
     /// Whether writing has stopped on a disk error.
     pub failed: AtomicBool,
+    /// Packets not recorded because recording was paused ([`pause`](Self::pause)).
+    pub paused: AtomicU64,
+    /// Request: close the segment being written at the next block boundary (a new one starts
+    /// with the next packet). Cleared by the recorder once done.
+    pub rotate: AtomicBool,
+    /// Request: while set, the recorder closes its segment (at a block boundary) and counts
+    /// every packet as [`paused`](Self::paused) instead of recording it.
+    pub pause: AtomicBool,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -155,6 +163,8 @@ pub struct Summary {
     pub segments: u64,
     /// Segments deleted by retention.
     pub deleted: u64,
+    /// Packets not recorded because recording was paused.
+    pub paused: u64,
     /// Whether every segment was written with `O_DIRECT`.
     pub direct: bool,
     /// The disk error that stopped writing, if any.
@@ -249,6 +259,8 @@ pub struct Recorder {
     file_header: Vec<u8>,
     newest_ns: u64,
     last_manifest: Instant,
+    /// Recording is paused (the [`RecorderStats::pause`] request, read between steps).
+    paused: bool,
 }
 
 /// How long writing pauses after a disk error before a new segment is tried.
@@ -299,6 +311,7 @@ impl Recorder {
             file_header,
             newest_ns: 0,
             last_manifest: Instant::now(),
+            paused: false,
             opts,
         })
     }
@@ -317,6 +330,12 @@ impl Recorder {
     /// `stop` only once the capture threads have stopped pushing.
     pub fn run(&mut self, reader: &mut Reader, stop: &AtomicBool) -> Result<Summary, RecordError> {
         loop {
+            // Requests, between steps (so at a block boundary).
+            self.paused = self.stats.pause.load(Ordering::Acquire);
+            if (self.paused && self.seg.is_some()) || self.stats.rotate.load(Ordering::Acquire) {
+                self.close_now(reader)?;
+                self.stats.rotate.store(false, Ordering::Release);
+            }
             if self.step(reader)? {
                 continue;
             }
@@ -378,6 +397,14 @@ impl Recorder {
         let end = blk.offset.wrapping_add(u64::from(blk.len));
         if let Some(p) = &blk.packet {
             self.newest_ns = self.newest_ns.max(p.ts_ns());
+        }
+        if self.paused && self.seg.is_none() {
+            // Paused (the segment was closed before): counted, not recorded.
+            if blk.packet.is_some() {
+                add(&self.stats.paused, 1);
+            }
+            self.release = end;
+            return Ok(());
         }
         if let Some(since) = self.failed_since {
             if since.elapsed() < RETRY_AFTER || blk.packet.is_none() {
@@ -738,6 +765,24 @@ impl Recorder {
 
     /// Writes the last segment's tail, cuts it after its last record, syncs, and reports.
     fn finish(&mut self, reader: &mut Reader) -> Result<Summary, RecordError> {
+        self.close_now(reader)?;
+        self.store.save()?;
+        let s = &self.stats;
+        Ok(Summary {
+            packets: s.packets.load(Ordering::Relaxed),
+            dropped: s.dropped.load(Ordering::Relaxed),
+            disk_bytes: s.disk_bytes.load(Ordering::Relaxed),
+            segments: s.segments.load(Ordering::Relaxed),
+            deleted: s.deleted.load(Ordering::Relaxed),
+            paused: s.paused.load(Ordering::Relaxed),
+            direct: self.all_direct,
+            error: self.error.clone(),
+        })
+    }
+
+    /// Closes the segment being written, if any, after the last block accounted for (cut
+    /// there, as at the end); the next packet starts a new segment.
+    fn close_now(&mut self, reader: &mut Reader) -> Result<(), RecordError> {
         if self.seg.is_some() {
             let walked = self.walked.expect("walked");
             let batch = reader.next_batch();
@@ -762,17 +807,7 @@ impl Recorder {
                 }
             }
         }
-        self.store.save()?;
-        let s = &self.stats;
-        Ok(Summary {
-            packets: s.packets.load(Ordering::Relaxed),
-            dropped: s.dropped.load(Ordering::Relaxed),
-            disk_bytes: s.disk_bytes.load(Ordering::Relaxed),
-            segments: s.segments.load(Ordering::Relaxed),
-            deleted: s.deleted.load(Ordering::Relaxed),
-            direct: self.all_direct,
-            error: self.error.clone(),
-        })
+        Ok(())
     }
 }
 
