@@ -338,10 +338,10 @@ fn hostile_paths_and_numbers_are_clear_errors() {
         "{}",
         stderr_of(&out)
     );
-    // no input at all
+    // no input at all: a usage error
     let out = weir().args(["http"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr_of(&out).contains("give input files with -r"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("give input files with -r, or interfaces with -i"));
     // output over the input (through a symbolic link too)
     let copy = tmp.join("in.pcap");
     std::fs::copy(&f, &copy).unwrap();
