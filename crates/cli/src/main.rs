@@ -139,6 +139,7 @@ fn parse() -> Cli {
         Command::Extract(a) => a.check(),
         Command::Index(a) => a.check(),
         Command::Gen(a) => a.check(m),
+        Command::Http(a) => a.check(m),
         _ => Ok(()),
     };
     if let Err(msg) = checked {

@@ -114,6 +114,49 @@ pub(crate) fn create(path: &Path) -> Result<Output> {
     })
 }
 
+/// Whether two output paths (`-` is stdout) would write to the same place, so that two logs
+/// would interleave: the same name, the same file (through links, or `/dev/stdout` and `-`),
+/// the same terminal or pipe. `/dev/null` is never the same place: what goes there twice is
+/// discarded twice and nothing mixes.
+pub(crate) fn same_output(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = |p: &Path| {
+        let p = if p.as_os_str() == "-" {
+            Path::new("/dev/stdout")
+        } else {
+            p
+        };
+        std::fs::metadata(p).ok()
+    };
+    let (ma, mb) = (meta(a), meta(b));
+    let null = std::fs::metadata("/dev/null").ok();
+    let is_null = |m: &Option<std::fs::Metadata>| {
+        m.as_ref()
+            .zip(null.as_ref())
+            .is_some_and(|(m, n)| m.file_type().is_char_device() && m.rdev() == n.rdev())
+    };
+    if is_null(&ma) || is_null(&mb) {
+        return false;
+    }
+    if a == b {
+        return true;
+    }
+    match (ma, mb) {
+        (Some(x), Some(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        // not created yet: the same name in the same (resolved) directory
+        _ => {
+            let resolved = |p: &Path| {
+                let dir = match p.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d,
+                    _ => Path::new("."),
+                };
+                Some((std::fs::canonicalize(dir).ok()?, p.file_name()?.to_owned()))
+            };
+            resolved(a).is_some_and(|x| resolved(b) == Some(x))
+        }
+    }
+}
+
 /// Opens `path` for writing in place, `-` meaning stdout: for a live capture, whose file must
 /// hold every packet written so far if the process is killed (as `tcpdump -w` does), so it is
 /// not written under a temporary name.

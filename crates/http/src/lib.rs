@@ -19,6 +19,8 @@
 #![forbid(unsafe_code)]
 
 pub mod http;
+pub mod live;
+pub mod log;
 pub mod reassembly;
 pub mod tls;
 
@@ -90,11 +92,10 @@ pub struct Stats {
     pub tls: TlsStats,
 }
 
-/// One HTTP transaction, with Zeek http.log's field names.
+/// The fields Zeek's logs start with: the record's time and its connection.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct HttpRecord {
-    /// Time of the request's first byte (of the response's, without a request), seconds since
-    /// the epoch.
+pub struct ConnId {
+    /// Time of the record's first message, seconds since the epoch.
     pub ts: f64,
     /// The connection's Community ID.
     pub uid: String,
@@ -110,6 +111,29 @@ pub struct HttpRecord {
     /// Responder port.
     #[serde(rename = "id.resp_p")]
     pub resp_p: u16,
+}
+
+impl ConnId {
+    fn of(flow: &Flow, ts_ns: u64) -> ConnId {
+        let ((oh, op), (rh, rp)) = endpoints(flow);
+        ConnId {
+            ts: secs(ts_ns),
+            uid: community_id(oh, op, rh, rp),
+            orig_h: oh,
+            orig_p: op,
+            resp_h: rh,
+            resp_p: rp,
+        }
+    }
+}
+
+/// One HTTP transaction, with Zeek http.log's field names.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct HttpRecord {
+    /// When and on which connection: time of the request's first byte (of the response's,
+    /// without a request).
+    #[serde(flatten)]
+    pub id: ConnId,
     /// Position of the transaction in its connection, from 1.
     pub trans_depth: u32,
     /// Request method.
@@ -167,22 +191,10 @@ pub struct HttpRecord {
 /// One TLS connection's handshake, with Zeek ssl.log's field names.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TlsRecord {
-    /// Time of the ClientHello (of the ServerHello, without one), seconds since the epoch.
-    pub ts: f64,
-    /// The connection's Community ID.
-    pub uid: String,
-    /// Client address.
-    #[serde(rename = "id.orig_h")]
-    pub orig_h: IpAddr,
-    /// Client port.
-    #[serde(rename = "id.orig_p")]
-    pub orig_p: u16,
-    /// Server address.
-    #[serde(rename = "id.resp_h")]
-    pub resp_h: IpAddr,
-    /// Server port.
-    #[serde(rename = "id.resp_p")]
-    pub resp_p: u16,
+    /// When and on which connection: time of the ClientHello (of the ServerHello, without
+    /// one); the originator is the client.
+    #[serde(flatten)]
+    pub id: ConnId,
     /// Negotiated version (`TLSv12`, `TLSv13`...): the ServerHello's supported_versions choice,
     /// else its version field.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -375,6 +387,16 @@ impl Analyzer {
         let fin = flags & tcp::FIN != 0;
         let ackf = flags & tcp::ACK != 0;
         let dir = usize::from(!from_a);
+        // A SYN that is not its stream's own (retransmitted) SYN starts a new connection on
+        // reused ports: the old one ends here, its bytes are not mixed with the new one's.
+        if syn
+            && self
+                .flows
+                .get(&key)
+                .is_some_and(|f| f.streams[dir].is_new_connection(seq))
+        {
+            self.close(key, out);
+        }
         if !self.flows.contains_key(&key) {
             if payload.is_empty() && !syn {
                 return;
@@ -418,8 +440,10 @@ impl Analyzer {
         let mut delta = 0isize;
         // Data of this direction, then what this packet's ACK says of the other direction.
         if !syn || !payload.is_empty() {
+            // Data on a SYN (TCP Fast Open) starts after the SYN's own sequence number.
+            let data_seq = if syn { seq.wrapping_add(1) } else { seq };
             let mut direct = Vec::new();
-            delta += flow.streams[dir].segment(seq, payload, fin, max_pending, &mut |c| {
+            delta += flow.streams[dir].segment(data_seq, payload, fin, max_pending, &mut |c| {
                 direct.push(match c {
                     Chunk::Data(b) => (dir, Some(b.to_vec()), 0),
                     Chunk::Gap(n) => (dir, None, n),
@@ -668,6 +692,15 @@ impl Analyzer {
         }
     }
 
+    /// The wall clock says `now_ns` while no packet came (live capture): connections idle
+    /// longer than the timeout end, their records go to `out`.
+    pub fn tick(&mut self, now_ns: u64, out: &mut dyn FnMut(Event)) {
+        self.now_ns = self.now_ns.max(now_ns);
+        if self.now_ns >= self.last_sweep_ns + 1_000_000_000 {
+            self.sweep(out);
+        }
+    }
+
     /// Ends every connection (the end of the capture) and returns the final counters.
     pub fn finish(&mut self, out: &mut dyn FnMut(Event)) -> Stats {
         let mut keys: Vec<(u64, Key)> = self.flows.values().map(|f| (f.last_ns, f.key)).collect();
@@ -694,14 +727,8 @@ fn endpoints(flow: &Flow) -> ((IpAddr, u16), (IpAddr, u16)) {
 }
 
 fn http_record(flow: &Flow, tx: Tx) -> HttpRecord {
-    let ((oh, op), (rh, rp)) = endpoints(flow);
     HttpRecord {
-        ts: secs(tx.ts_ns),
-        uid: community_id(oh, op, rh, rp),
-        orig_h: oh,
-        orig_p: op,
-        resp_h: rh,
-        resp_p: rp,
+        id: ConnId::of(flow, tx.ts_ns),
         trans_depth: tx.depth,
         method: tx.method,
         host: tx.host,
@@ -725,14 +752,8 @@ fn http_record(flow: &Flow, tx: Tx) -> HttpRecord {
 }
 
 fn tls_record(flow: &Flow, h: &tls::Hello) -> TlsRecord {
-    let ((oh, op), (rh, rp)) = endpoints(flow);
     TlsRecord {
-        ts: secs(h.ts_ns),
-        uid: community_id(oh, op, rh, rp),
-        orig_h: oh,
-        orig_p: op,
-        resp_h: rh,
-        resp_p: rp,
+        id: ConnId::of(flow, h.ts_ns),
         version: h.version.map(tls::version_name),
         cipher: h.cipher.map(tls::cipher_name),
         server_name: h.server_name.clone(),

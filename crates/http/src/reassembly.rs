@@ -57,6 +57,11 @@ pub(crate) struct Stream {
     pending_bytes: usize,
     /// The FIN's offset, once seen.
     fin: Option<u64>,
+    /// The SYN's sequence number, once seen.
+    isn: Option<u32>,
+    /// End offset of the furthest byte the sender was seen to send (data or FIN): what an ACK
+    /// may declare missing is bounded by it.
+    high: u64,
     pub(crate) stats: StreamStats,
 }
 
@@ -71,7 +76,15 @@ impl Stream {
         if !self.started {
             self.started = true;
             self.next_seq = seq.wrapping_add(1);
+            self.isn = Some(seq);
         }
+    }
+
+    /// A SYN with sequence number `seq` starts a new connection on this stream's 5-tuple (the
+    /// port was reused): the stream already carried bytes or another SYN, and this SYN is not a
+    /// retransmission of its own.
+    pub(crate) fn is_new_connection(&self, seq: u32) -> bool {
+        self.started && self.isn != Some(seq)
     }
 
     /// Offset of sequence number `seq` (relative to `next`, within ±2 GiB).
@@ -101,16 +114,16 @@ impl Stream {
             self.next_seq = seq;
         }
         let off = self.offset(seq);
-        if fin {
-            let end = off + data.len() as i128;
-            if end >= 0 && self.fin.is_none() {
-                self.fin = Some(end as u64);
-            }
+        let end = off + data.len() as i128;
+        if fin && end >= 0 && self.fin.is_none() {
+            self.fin = Some(end as u64);
+        }
+        if end > i128::from(self.high) {
+            self.high = end as u64;
         }
         if data.is_empty() {
             return 0;
         }
-        let end = off + data.len() as i128;
         let next = i128::from(self.next);
         if end <= next {
             self.stats.retransmitted_bytes += data.len() as u64;
@@ -260,7 +273,10 @@ impl Stream {
     }
 
     /// The other side acknowledged up to `ack`: bytes before it that the capture never saw are
-    /// a gap (the receiver had them).
+    /// a gap (the receiver had them). Only bytes the sender was seen to send (below the end of
+    /// its furthest segment or its FIN) are declared: beyond them the capture cannot tell how
+    /// many bytes there were (an ACK of another connection on the same ports, or of bytes sent
+    /// while the capture missed everything); the sender's next segment declares that hole.
     pub(crate) fn acked(&mut self, ack: u32, out: &mut dyn FnMut(Chunk<'_>)) -> isize {
         if !self.started {
             return 0;
@@ -269,12 +285,11 @@ impl Stream {
         let a = self.offset(ack);
         // A FIN takes one sequence number that is not a byte.
         let limit = match self.fin {
-            Some(f) => i128::from(f),
-            None => a,
+            Some(f) => i128::from(f).min(i128::from(self.high)),
+            None => i128::from(self.high),
         };
         let a = a.min(limit);
-        // Ignore absurd acks (more than 1 GiB ahead): not this stream's numbers.
-        while a > i128::from(self.next) && a - i128::from(self.next) < (1 << 30) {
+        while a > i128::from(self.next) {
             match self.pending.keys().next() {
                 Some(&o) if i128::from(o) < a => {
                     self.skip_to_held(out);
@@ -379,11 +394,40 @@ mod tests {
         s.syn(0);
         let mut out = Vec::new();
         s.segment(1, b"abc", false, 100, &mut |_| {});
-        s.acked(10, &mut |c| {
+        // held at offset 9: the sender was seen to send up to offset 10
+        s.segment(10, b"z", false, 100, &mut |_| {});
+        s.acked(11, &mut |c| {
             if let Chunk::Gap(n) = c {
                 out.push(n)
             }
         });
         assert_eq!(out, vec![6]);
+    }
+
+    /// An ACK beyond every byte the sender was seen to send declares only the hole before the
+    /// furthest segment seen (here none: 0 bytes), not the up to 1 GiB the ACK claims; the
+    /// sender's next segment then declares the hole by its own numbers.
+    #[test]
+    fn ack_gaps_are_bounded_by_what_the_sender_was_seen_to_send() {
+        let mut s = Stream::default();
+        s.syn(0);
+        let mut gaps = Vec::new();
+        let mut data = Vec::new();
+        let mut step = |s: &mut Stream, seg: Option<(u32, &[u8])>, ack: u32| {
+            let mut take = |c: Chunk<'_>| match c {
+                Chunk::Gap(n) => gaps.push(n),
+                Chunk::Data(b) => data.extend_from_slice(b),
+            };
+            if let Some((seq, d)) = seg {
+                s.segment(seq, d, false, 100, &mut take);
+            }
+            s.acked(ack, &mut take);
+        };
+        step(&mut s, Some((1, b"abc")), 500_000_001);
+        // a segment at offset 100: the ACK covering it declares the 97 bytes before it
+        step(&mut s, Some((101, b"xy")), 500_000_001);
+        assert_eq!(gaps, vec![97]);
+        assert_eq!(data, b"abcxy");
+        assert_eq!((s.stats.gaps, s.stats.gap_bytes), (1, 97));
     }
 }

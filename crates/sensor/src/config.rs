@@ -588,6 +588,7 @@ impl Cx<'_> {
                 duration: None::<Duration>,
                 stats_json,
                 flows,
+                http: None,
                 rules,
             },
         })

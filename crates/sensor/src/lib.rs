@@ -23,6 +23,7 @@ pub mod config;
 pub mod convert;
 mod error;
 pub mod flows;
+pub mod http;
 pub mod live;
 pub mod metrics;
 pub mod read;

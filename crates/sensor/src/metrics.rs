@@ -756,6 +756,7 @@ mod tests {
             max_age_ns: None,
             duration: None,
             stats_json: None,
+            http: None,
             flows: Some(FlowsConfig {
                 meter: weir_flows::Config::default(),
                 outputs: weir_export::Outputs::default(),

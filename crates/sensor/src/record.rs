@@ -56,6 +56,8 @@ pub struct RecordConfig {
     pub stats_json: Option<PathBuf>,
     /// Meter flows from the same buffer.
     pub flows: Option<FlowsConfig>,
+    /// Analyze HTTP and TLS from the same buffer.
+    pub http: Option<crate::http::HttpBeside>,
     /// Rules in the capture threads (or the import thread).
     pub rules: Option<RulesConfig>,
 }
@@ -122,6 +124,8 @@ pub struct RecordReport {
     pub rules: Option<String>,
     /// The flow meter's end, when there is one.
     pub flows: Option<FlowsReport>,
+    /// The HTTP analyzer's end (counters, first write error), when it ran.
+    pub http: Option<weir_http::live::LiveEnd>,
     /// The error that ended live capture, if any (everything captured was still written).
     pub capture_error: Option<CaptureError>,
 }
@@ -167,9 +171,11 @@ pub fn run(
         SourceConfig::Files { files, .. } => open_first(files)?,
         SourceConfig::Live(_) => None,
     };
+    // opened first: a bad path fails before the store is touched
+    let mut http_log = cfg.http.as_ref().map(|h| h.logs.open()).transpose()?;
     let lock = weir_store::StoreLock::take(&cfg.dir)?;
     let readers = 1;
-    let best_effort = usize::from(cfg.flows.is_some());
+    let best_effort = usize::from(cfg.flows.is_some()) + usize::from(cfg.http.is_some());
     let started = match (&cfg.source, first_input) {
         (
             SourceConfig::Files {
@@ -322,13 +328,23 @@ pub fn run(
         }
         None => None,
     };
+    // the HTTP analyzer reads after the flow meter
+    let http_reader = 1 + usize::from(cfg.flows.is_some());
+    let http = match (&cfg.http, http_log.take()) {
+        (Some(h), Some(log)) => Some(h.spawn(log, buffer.reader(http_reader)?, &interfaces)?),
+        _ => None,
+    };
 
     let flows_packets = meter.as_ref().map(|_| Arc::new(AtomicU64::new(0)));
     if let Some(board) = &controls.metrics {
         board.attach(metrics::Live {
             counters: counters.clone(),
             buffer: buffer.clone(),
-            readers: ["recorder", "flows"][..1 + best_effort].to_vec(),
+            readers: ["recorder", "flows", "http"]
+                .into_iter()
+                .zip([true, cfg.flows.is_some(), cfg.http.is_some()])
+                .filter_map(|(n, on)| on.then_some(n))
+                .collect(),
             recorder: Some(rstats.clone()),
             store: Some(cfg.dir.clone()),
             written: None,
@@ -392,6 +408,7 @@ pub fn run(
         let (report, error) = RunReport::finish(m.finish());
         FlowsReport { report, error }
     });
+    let http = http.map(weir_http::live::LiveAnalyzer::finish);
     let totals = counters
         .as_ref()
         .map(Counters::totals)
@@ -428,6 +445,7 @@ pub fn run(
         imported: matches!(cfg.source, SourceConfig::Files { .. }),
         rules,
         flows,
+        http,
         capture_error: source_result.err(),
     })
 }
@@ -593,6 +611,7 @@ pub(crate) mod tests {
             max_age_ns: None,
             duration: None,
             stats_json: Some(stats.clone()),
+            http: None,
             flows: Some(FlowsConfig {
                 meter: weir_flows::Config::default(),
                 outputs: Outputs::default(),

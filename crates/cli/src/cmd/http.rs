@@ -1,30 +1,49 @@
-//! `weir http -r FILE [-w OUT.jsonl] [--tls-log FILE] [EXPR]`: one JSON line per HTTP
-//! transaction (Zeek http.log's fields) and, with `--tls-log`, one per TLS handshake (SNI,
-//! ALPN, negotiated version), from capture files, through weir-http's analyzer. The packets come
-//! from the shared offline loop (BPF filter, damage handling); a summary of the analyzer's
-//! counters (transactions, gaps, evictions) ends the run on stderr.
+//! `weir http (-r FILE | -i IF) [-w OUT] [--format json|apache] [--tls-log FILE] [EXPR]`: one
+//! line per HTTP transaction (JSON with Zeek http.log's fields, or Apache's combined log format)
+//! and, with `--tls-log`, one JSON line per TLS handshake (SNI, ALPN, negotiated version), through
+//! weir-http's analyzer. From files the packets come from the shared offline loop (BPF filter,
+//! damage handling); live, from the capture pipeline ([`weir_sensor::http::run_live`]: the logs
+//! written in place, SIGINT/SIGTERM end it and every pending transaction is written). A summary
+//! of the analyzer's counters (transactions, gaps, evictions) ends the run on stderr.
 
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use weir_filter::FilterSet;
+use weir_http::log::{Format, LogWriter};
 use weir_http::{Analyzer, Config, Event};
 use weir_pcap::{Interface, Packet};
+use weir_sensor::http::{HttpLiveConfig, HttpLogs};
 use weir_sensor::read::Visitor;
 
-use crate::args;
+use crate::args::{self, LiveArgs};
 use crate::input::read_filtered;
 use crate::output::{self, Status};
+
+/// Format of the HTTP log.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    /// JSON lines, Zeek http.log's field names.
+    Json,
+    /// Apache's combined log format (`%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i"`).
+    Apache,
+}
 
 /// Arguments of `weir http`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     #[command(flatten)]
     inputs: args::Inputs,
-    /// Write the HTTP transactions as JSON lines to OUT (`-` for stdout, the default).
+    /// Live capture (instead of -r): interfaces, threads, buffer...
+    #[command(flatten)]
+    live: LiveArgs,
+    /// Write the HTTP transactions to OUT (`-` for stdout, the default).
     #[arg(short = 'w', long = "write", value_name = "OUT")]
     out: Option<PathBuf>,
+    /// Format of the HTTP log (the TLS log is JSON lines).
+    #[arg(long, value_enum, default_value_t = LogFormat::Json)]
+    format: LogFormat,
     /// Also write one JSON line per TLS handshake (SNI, ALPN, version, cipher) to FILE (`-` for
     /// stdout when -w names a file).
     #[arg(long, value_name = "FILE")]
@@ -51,29 +70,14 @@ pub(crate) struct Args {
 
 struct Sink {
     analyzer: Analyzer,
-    http: BufWriter<output::Output>,
-    tls: Option<BufWriter<output::Output>>,
+    log: LogWriter<output::Output>,
     error: Option<std::io::Error>,
 }
 
 impl Sink {
     fn write(&mut self, e: Event) {
-        if self.error.is_some() {
-            return;
-        }
-        let res = match e {
-            Event::Http(r) => serde_json::to_writer(&mut self.http, &r)
-                .map_err(std::io::Error::from)
-                .and_then(|()| self.http.write_all(b"\n")),
-            Event::Tls(r) => match &mut self.tls {
-                Some(w) => serde_json::to_writer(&mut *w, &r)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| w.write_all(b"\n")),
-                None => Ok(()),
-            },
-        };
-        if let Err(e) = res {
-            self.error = Some(e);
+        if self.error.is_none() {
+            self.error = self.log.write(&e).err();
         }
     }
 
@@ -105,24 +109,59 @@ impl Visitor for Sink {
     }
 }
 
+impl Args {
+    /// Usage checks clap cannot express, against what was given (`m`).
+    pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+        self.live.check()?;
+        let reading = !self.inputs.files.is_empty();
+        match (reading, self.live.interfaces.is_empty()) {
+            (true, false) => {
+                return Err("-i and -r: analyze live traffic or files, not both".into())
+            }
+            (false, true) => return Err("give input files with -r, or interfaces with -i".into()),
+            _ => {}
+        }
+        if reading {
+            let live_only = [args::LIVE_ONLY, &[("buffer_mib", "--buffer-mib")]].concat();
+            if let Some(flag) = args::first_given(m, &live_only) {
+                return Err(format!(
+                    "{flag} is for live capture (-i), not for files (-r)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn analyzer(&self) -> Config {
+        Config {
+            max_flows: self.max_flows as usize,
+            max_total_pending: (self.max_memory_mib as usize) << 20,
+            idle_timeout_ns: (self.idle_timeout * 1e9) as u64,
+            ..Config::default()
+        }
+    }
+}
+
+fn format(f: LogFormat) -> Format {
+    match f {
+        LogFormat::Json => Format::Json,
+        LogFormat::Apache => Format::Apache,
+    }
+}
+
 /// Runs `weir http`.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    if args.inputs.files.is_empty() {
-        bail!("give input files with -r (live capture is not supported by `weir http` yet)");
-    }
     let http_path = args.out.clone().unwrap_or_else(|| PathBuf::from("-"));
     if let Some(tls) = &args.tls_log {
-        let same_file = tls == &http_path
-            || std::fs::canonicalize(tls)
-                .ok()
-                .zip(std::fs::canonicalize(&http_path).ok())
-                .is_some_and(|(a, b)| a == b);
-        if same_file {
+        if output::same_output(tls, &http_path) {
             bail!(
                 "--tls-log and -w both name {}: give the two logs different outputs",
                 tls.display()
             );
         }
+    }
+    if !args.live.interfaces.is_empty() {
+        return run_live(args, http_path);
     }
     // the expression is checked before any output is created
     FilterSet::new(&args.expr.joined())?;
@@ -130,19 +169,11 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     if let Some(t) = &args.tls_log {
         output::check_inputs(&args.inputs.files, Some(t))?;
     }
-    let cfg = Config {
-        max_flows: args.max_flows as usize,
-        max_total_pending: (args.max_memory_mib as usize) << 20,
-        idle_timeout_ns: (args.idle_timeout * 1e9) as u64,
-        ..Config::default()
-    };
+    let http = output::create(&http_path)?;
+    let tls = args.tls_log.as_deref().map(output::create).transpose()?;
     let mut sink = Sink {
-        analyzer: Analyzer::new(cfg),
-        http: BufWriter::with_capacity(1 << 20, output::create(&http_path)?),
-        tls: match &args.tls_log {
-            Some(p) => Some(BufWriter::with_capacity(1 << 16, output::create(p)?)),
-            None => None,
-        },
+        analyzer: Analyzer::new(args.analyzer()),
+        log: LogWriter::new(format(args.format), http, tls),
         error: None,
     };
     let status = read_filtered(&args.inputs.files, args.expr.joined(), &mut sink)?;
@@ -152,14 +183,45 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         sink.write(e);
     }
     sink.check()?;
-    sink.http
-        .into_inner()
-        .map_err(|e| e.into_error())?
-        .commit()?;
-    if let Some(t) = sink.tls {
-        t.into_inner().map_err(|e| e.into_error())?.commit()?;
+    let (http, tls) = sink.log.into_inner()?;
+    http.commit()?;
+    if let Some(t) = tls {
+        t.commit()?;
     }
-    let s = &stats;
+    summary(&stats);
+    Ok(status)
+}
+
+/// `weir http -i`: the live job, then its summary.
+fn run_live(args: Args, http_path: PathBuf) -> Result<Status> {
+    let cfg = HttpLiveConfig {
+        pipeline: args.live.pipeline(&args.expr.joined(), 1, 0, 64)?,
+        analyzer: args.analyzer(),
+        logs: HttpLogs {
+            format: format(args.format),
+            http: http_path,
+            tls: args.tls_log.clone(),
+        },
+        duration: args.live.duration.map(Duration::from_secs_f64),
+    };
+    let controls = output::controls(false)?;
+    let report = weir_sensor::http::run_live(&cfg, &controls, &mut output::event)?;
+    summary(&report.end.stats);
+    eprintln!(
+        "{}",
+        output::live_summary(&report.live.totals, &report.live.buffer)
+    );
+    if let Some(e) = report.end.error {
+        return Err(e.into());
+    }
+    if let Some(e) = report.capture_error {
+        return Err(e.into());
+    }
+    Ok(Status::Clean)
+}
+
+/// The analyzer's counters, on stderr.
+fn summary(s: &weir_http::Stats) {
     eprintln!(
         "weir: {} http transactions ({} requests, {} responses, {} orphan responses) in {} \
          connections; {} tls handshakes in {} connections; {} packets, {} tcp",
@@ -189,5 +251,4 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         s.http.parse_errors,
         s.tls.errors
     );
-    Ok(status)
 }

@@ -80,6 +80,10 @@ pub(crate) struct Args {
     flows: bool,
     #[command(flatten)]
     flow: FlowArgs,
+    /// Also log HTTP transactions from the same buffer as JSON lines to FILE (see `weir
+    /// http`; written in place, `-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    http: Option<PathBuf>,
     #[command(flatten)]
     rules: RulesArgs,
     #[command(flatten)]
@@ -168,6 +172,9 @@ impl Args {
 impl Args {
     /// The job these options describe.
     fn config(&self) -> Result<RecordConfig> {
+        if let Some(h) = &self.http {
+            output::check_inputs(&self.inputs.files, Some(h))?;
+        }
         let source = if self.inputs.files.is_empty() {
             SourceConfig::Live(weir_capture::PipelineConfig {
                 kernel_rules: !self.rules.no_kernel_rules,
@@ -208,6 +215,14 @@ impl Args {
             duration: self.live.duration.map(Duration::from_secs_f64),
             stats_json: self.stats_json.clone(),
             flows,
+            http: self.http.clone().map(|http| weir_sensor::http::HttpBeside {
+                analyzer: weir_http::Config::default(),
+                logs: weir_sensor::http::HttpLogs {
+                    format: weir_http::log::Format::Json,
+                    http,
+                    tls: None,
+                },
+            }),
             rules: self.rules.config(),
         })
     }
@@ -230,6 +245,15 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     if let Some(f) = report.flows.take() {
         eprint!("{}", f.report.summary());
         if let Some(e) = f.error {
+            return Err(e.into());
+        }
+    }
+    if let Some(h) = report.http.take() {
+        eprintln!(
+            "weir: http: {} transactions from {} packets",
+            h.stats.http_records, h.packets
+        );
+        if let Some(e) = h.error {
             return Err(e.into());
         }
     }

@@ -1,0 +1,147 @@
+//! The analyzer of a live capture (`weir http -i`, `weir record --http`): one thread reads the
+//! shared packet buffer (`weir_buffer`) as one of its consumers, hands every record to an
+//! [`Analyzer`] and writes what it finds through a [`LogWriter`]. Once a second it ends the
+//! connections idle longer than the timeout by the wall clock ([`Analyzer::tick`]), so a quiet
+//! link still gets its records, and writes the lines gathered so far (whole lines only).
+//! [`LiveAnalyzer::finish`], once capture has stopped, reads what is left in the buffer, ends
+//! every connection (their pending transactions are written) and flushes.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use weir_decode::LinkType;
+
+use crate::log::LogWriter;
+use crate::{Analyzer, Stats};
+
+/// Wall time between two ticks.
+const TICK: Duration = Duration::from_secs(1);
+/// How long the thread sleeps when the buffer is empty.
+const IDLE: Duration = Duration::from_millis(2);
+
+fn wall_clock_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Writes `events` (emptied), keeping the first error and writing nothing after it.
+fn write<W: Write>(
+    writer: &mut LogWriter<W>,
+    events: &mut Vec<crate::Event>,
+    error: &mut Option<std::io::Error>,
+) {
+    for e in events.drain(..) {
+        if error.is_none() {
+            *error = writer.write(&e).err();
+        }
+    }
+}
+
+/// What a live run hands back.
+#[derive(Debug)]
+pub struct LiveEnd {
+    /// The analyzer's counters.
+    pub stats: Stats,
+    /// Records read from the buffer.
+    pub packets: u64,
+    /// The first write error; the analyzer kept reading (and counting) after it.
+    pub error: Option<std::io::Error>,
+}
+
+/// An [`Analyzer`] reading the packet buffer on its own thread.
+pub struct LiveAnalyzer {
+    stop: Arc<AtomicBool>,
+    packets: Arc<AtomicU64>,
+    thread: JoinHandle<LiveEnd>,
+}
+
+impl LiveAnalyzer {
+    /// Starts analyzing the records of `reader` on a new thread; `links` gives the link type
+    /// of each interface index (Ethernet beyond it).
+    pub fn spawn<W: Write + Send + 'static>(
+        mut analyzer: Analyzer,
+        mut reader: weir_buffer::Reader,
+        links: Vec<LinkType>,
+        mut writer: LogWriter<W>,
+    ) -> std::io::Result<LiveAnalyzer> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let packets = Arc::new(AtomicU64::new(0));
+        let (st, pk) = (stop.clone(), packets.clone());
+        let thread = std::thread::Builder::new()
+            .name("http".into())
+            .spawn(move || {
+                let mut n = 0u64;
+                let mut error: Option<std::io::Error> = None;
+                let mut last_tick = Instant::now();
+                let mut events = Vec::new();
+                loop {
+                    // set before this read: an empty read after it means all is read
+                    let stopping = st.load(Ordering::Acquire);
+                    let got = match reader.next_batch() {
+                        Some(batch) => {
+                            for r in batch.records() {
+                                let link = links
+                                    .get(r.iface() as usize)
+                                    .copied()
+                                    .unwrap_or(LinkType::ETHERNET);
+                                analyzer.packet(r.ts_ns(), link, r.data(), &mut |e| events.push(e));
+                                n += 1;
+                            }
+                            batch.release();
+                            pk.store(n, Ordering::Relaxed);
+                            true
+                        }
+                        None => false,
+                    };
+                    if last_tick.elapsed() >= TICK {
+                        analyzer.tick(wall_clock_ns(), &mut |e| events.push(e));
+                    }
+                    write(&mut writer, &mut events, &mut error);
+                    if last_tick.elapsed() >= TICK {
+                        if error.is_none() {
+                            error = writer.flush().err();
+                        }
+                        last_tick = Instant::now();
+                    }
+                    if !got {
+                        if stopping {
+                            break;
+                        }
+                        std::thread::sleep(IDLE);
+                    }
+                }
+                let stats = analyzer.finish(&mut |e| events.push(e));
+                write(&mut writer, &mut events, &mut error);
+                if error.is_none() {
+                    error = writer.flush().err();
+                }
+                LiveEnd {
+                    stats,
+                    packets: n,
+                    error,
+                }
+            })?;
+        Ok(LiveAnalyzer {
+            stop,
+            packets,
+            thread,
+        })
+    }
+
+    /// Records read so far.
+    pub fn packets(&self) -> u64 {
+        self.packets.load(Ordering::Relaxed)
+    }
+
+    /// Once capture has stopped: reads what is left, ends every connection, flushes.
+    pub fn finish(self) -> LiveEnd {
+        self.stop.store(true, Ordering::Release);
+        self.thread
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    }
+}
