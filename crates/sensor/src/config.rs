@@ -21,6 +21,9 @@ use toml::Spanned;
 use weir_export::{NetflowFormat, NetflowOutput, Outputs, Target};
 use weir_store::{Format, Sizes};
 
+mod streams;
+mod web;
+
 use crate::live::SourceConfig;
 use crate::record::{FlowsConfig, RecordConfig};
 use crate::rules::RulesConfig;
@@ -90,6 +93,8 @@ pub struct ServiceConfig {
     pub control: Option<ControlConfig>,
     /// The jobs, in the file's order.
     pub jobs: Vec<JobConfig>,
+    /// The read-only web page's address (`[web] listen`), if any.
+    pub web: Option<std::net::SocketAddr>,
 }
 
 #[derive(Deserialize)]
@@ -98,6 +103,9 @@ struct RawFile {
     control: Option<Spanned<RawControl>>,
     #[serde(default)]
     record: Vec<Spanned<RawRecord>>,
+    #[serde(default)]
+    stream: Vec<Spanned<streams::RawStream>>,
+    web: Option<web::RawWeb>,
 }
 
 #[derive(Deserialize)]
@@ -345,10 +353,13 @@ impl Cx<'_> {
             }
             jobs.push(job);
         }
+        self.streams(&raw.stream, &mut jobs)?;
+        let web = raw.web.as_ref().map(|w| self.web(w)).transpose()?;
         Ok(ServiceConfig {
             path: self.path.to_path_buf(),
             control,
             jobs,
+            web,
         })
     }
 
@@ -559,6 +570,7 @@ impl Cx<'_> {
                 stats_json,
                 flows,
                 rules,
+                streams: Vec::new(),
             },
         })
     }
@@ -668,6 +680,9 @@ impl ServiceConfig {
             )),
             None => s.push_str("no control socket\n"),
         }
+        if let Some(w) = &self.web {
+            s.push_str(&format!("web page on http://{w}/ (read-only)\n"));
+        }
         for j in &self.jobs {
             let r = &j.record;
             let sz = &r.sizes;
@@ -702,6 +717,18 @@ impl ServiceConfig {
             ));
             if let Some(rules) = &r.rules {
                 s.push_str(&format!("  rules {}\n", rules.path.display()));
+            }
+            for st in &r.streams {
+                s.push_str(&format!(
+                    "  stream {} to {}{}\n",
+                    st.name,
+                    st.target,
+                    if st.filter.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", st.filter)
+                    }
+                ));
             }
             if let Some(f) = &r.flows {
                 let mut outs = Vec::new();

@@ -724,6 +724,7 @@ mod tests {
                 outputs: weir_export::Outputs::default(),
             }),
             rules: None,
+            streams: Vec::new(),
         };
         let board = Board::new();
         let before = board.render();

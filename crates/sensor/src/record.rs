@@ -58,6 +58,8 @@ pub struct RecordConfig {
     pub flows: Option<FlowsConfig>,
     /// Rules in the capture threads (or the import thread).
     pub rules: Option<RulesConfig>,
+    /// Live streams of the same buffer ([`crate::stream`]), each a best-effort reader.
+    pub streams: Vec<crate::stream::StreamConfig>,
 }
 
 /// The flow meter beside a recorder.
@@ -122,6 +124,8 @@ pub struct RecordReport {
     pub rules: Option<String>,
     /// The flow meter's end, when there is one.
     pub flows: Option<FlowsReport>,
+    /// Each live stream's end, in the config's order.
+    pub streams: Vec<crate::stream::StreamReport>,
     /// The error that ended live capture, if any (everything captured was still written).
     pub capture_error: Option<CaptureError>,
 }
@@ -169,7 +173,7 @@ pub fn run(
     };
     let lock = weir_store::StoreLock::take(&cfg.dir)?;
     let readers = 1;
-    let best_effort = usize::from(cfg.flows.is_some());
+    let best_effort = usize::from(cfg.flows.is_some()) + cfg.streams.len();
     let started = match (&cfg.source, first_input) {
         (
             SourceConfig::Files {
@@ -316,12 +320,39 @@ pub fn run(
         None => None,
     };
 
+    let streams = match crate::stream::Streams::spawn(
+        &cfg.streams,
+        &buffer,
+        1 + usize::from(cfg.flows.is_some()),
+        &interfaces,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = source.stop();
+            stop_recorder.store(true, Ordering::Release);
+            let _ = rec_thread.join();
+            return Err(e);
+        }
+    };
+    for s in &cfg.streams {
+        events(Event::Notice(format!(
+            "stream {} to {}{}",
+            s.name,
+            s.target,
+            if s.filter.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", s.filter)
+            }
+        )));
+    }
+
     let flows_packets = meter.as_ref().map(|_| Arc::new(AtomicU64::new(0)));
     if let Some(board) = &controls.metrics {
         board.attach(metrics::Live {
             counters: counters.clone(),
             buffer: buffer.clone(),
-            readers: ["recorder", "flows"][..1 + best_effort].to_vec(),
+            readers: ["recorder", "flows"][..1 + usize::from(cfg.flows.is_some())].to_vec(),
             recorder: Some(rstats.clone()),
             store: Some(cfg.dir.clone()),
             written: None,
@@ -363,7 +394,8 @@ pub fn run(
                 let flows = meter
                     .as_ref()
                     .map(|m: &LiveMeter<Fanout>| serde_json::json!({ "packets": m.packets() }));
-                let json = stats_json(started, &t, &buffer, &rstats, flows, rules.as_ref());
+                let mut json = stats_json(started, &t, &buffer, &rstats, flows, rules.as_ref());
+                json["streams"] = streams.json();
                 if let Some(p) = &cfg.stats_json {
                     write_stats(p, &json)?;
                 }
@@ -380,6 +412,7 @@ pub fn run(
     let (summary, recorder) = rec_thread
         .join()
         .map_err(|_| SensorError::Panicked("recorder"))??;
+    let streams = streams.finish(&buffer);
     let flows = meter.map(|m| {
         let (report, error) = RunReport::finish(m.finish());
         FlowsReport { report, error }
@@ -390,7 +423,8 @@ pub fn run(
         .or(file_totals)
         .unwrap_or_default();
     if cfg.stats_json.is_some() || controls.published.is_some() {
-        let json = stats_json(started, &totals, &buffer, &rstats, None, rules.as_ref());
+        let mut json = stats_json(started, &totals, &buffer, &rstats, None, rules.as_ref());
+        json["streams"] = crate::stream::reports_json(&streams);
         if let Some(p) = &cfg.stats_json {
             write_stats(p, &json)?;
         }
@@ -420,6 +454,7 @@ pub fn run(
         imported: matches!(cfg.source, SourceConfig::Files { .. }),
         rules,
         flows,
+        streams,
         capture_error: source_result.err(),
     })
 }
@@ -588,6 +623,7 @@ pub(crate) mod tests {
                 outputs: Outputs::default(),
             }),
             rules: None,
+            streams: Vec::new(),
         };
         let mut events = Vec::new();
         let report = run(&cfg, &Controls::default(), &mut |e| events.push(e)).unwrap();

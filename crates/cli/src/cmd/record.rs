@@ -209,6 +209,7 @@ impl Args {
             stats_json: self.stats_json.clone(),
             flows,
             rules: self.rules.config(),
+            streams: Vec::new(),
         })
     }
 }

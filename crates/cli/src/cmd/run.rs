@@ -142,6 +142,9 @@ fn summary(name: &str, iface: &str, store: &std::path::Path, r: &RecordReport) {
             );
         }
     }
+    for st in &r.streams {
+        eprintln!("  {}", st.line());
+    }
     if let Some(e) = &s.error {
         eprintln!("weir: error: {name}: {e}");
     }
