@@ -12,6 +12,7 @@ PACKAGES=(
   fonts-dejavu-core                        # the font weir latency's charts are drawn with
   python3 time hyperfine                   # benchmark runners
   prometheus                               # peers: promtool and a real server scraping --metrics
+  chromium chromium-driver                 # the web page of `weir run` ([web]) tested in a real headless browser
 )
 
 missing=()

@@ -82,6 +82,10 @@ enum Command {
     Ctl(cmd::ctl::Args),
     /// HTTP transaction logs (Zeek http.log fields) and TLS handshake logs, as JSON lines.
     Http(cmd::http::Args),
+    /// A filtered live pcap stream to stdout, a FIFO or a Unix socket (a slow reader loses packets, counted).
+    Stream(cmd::stream::Args),
+    /// A running `weir run` seen live from its control socket: rates, drops, fill, streams.
+    Top(cmd::top::Args),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +108,8 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::Ctl(a) => cmd::ctl::run(a),
         Command::Http(a) => cmd::http::run(a),
+        Command::Stream(a) => cmd::stream::run(a),
+        Command::Top(a) => cmd::top::run(a),
     };
     match result {
         Ok(status) => status.into(),

@@ -26,6 +26,7 @@
 
 pub mod client;
 pub mod rules;
+pub mod top;
 
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Read, Write};

@@ -226,7 +226,7 @@ impl Capture {
             board.attach(metrics::Live {
                 counters: Some(self.pipeline.counters()),
                 buffer: self.pipeline.buffer().clone(),
-                readers: vec!["capture"],
+                readers: vec!["capture".to_string()],
                 recorder: None,
                 store: None,
                 written: Some(written.clone()),

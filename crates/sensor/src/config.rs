@@ -21,6 +21,9 @@ use toml::Spanned;
 use weir_export::{NetflowFormat, NetflowOutput, Outputs, Target};
 use weir_store::{Format, Sizes};
 
+mod streams;
+mod web;
+
 use crate::live::SourceConfig;
 use crate::record::{FlowsConfig, RecordConfig};
 use crate::rules::RulesConfig;
@@ -99,6 +102,8 @@ pub struct ServiceConfig {
     pub metrics: Option<MetricsConfig>,
     /// The jobs, in the file's order.
     pub jobs: Vec<JobConfig>,
+    /// The read-only web page's address (`[web] listen`), if any.
+    pub web: Option<std::net::SocketAddr>,
 }
 
 #[derive(Deserialize)]
@@ -108,6 +113,9 @@ struct RawFile {
     metrics: Option<Spanned<RawMetrics>>,
     #[serde(default)]
     record: Vec<Spanned<RawRecord>>,
+    #[serde(default)]
+    stream: Vec<Spanned<streams::RawStream>>,
+    web: Option<web::RawWeb>,
 }
 
 #[derive(Deserialize)]
@@ -362,11 +370,14 @@ impl Cx<'_> {
             }
             jobs.push(job);
         }
+        self.streams(&raw.stream, &mut jobs)?;
+        let web = raw.web.as_ref().map(|w| self.web(w)).transpose()?;
         Ok(ServiceConfig {
             path: self.path.to_path_buf(),
             control,
             metrics,
             jobs,
+            web,
         })
     }
 
@@ -590,6 +601,7 @@ impl Cx<'_> {
                 flows,
                 http: None,
                 rules,
+                streams: Vec::new(),
             },
         })
     }
@@ -702,6 +714,9 @@ impl ServiceConfig {
         if let Some(m) = &self.metrics {
             s.push_str(&format!("metrics on http://{}/metrics\n", m.listen));
         }
+        if let Some(w) = &self.web {
+            s.push_str(&format!("web page on http://{w}/ (read-only)\n"));
+        }
         for j in &self.jobs {
             let r = &j.record;
             let sz = &r.sizes;
@@ -736,6 +751,18 @@ impl ServiceConfig {
             ));
             if let Some(rules) = &r.rules {
                 s.push_str(&format!("  rules {}\n", rules.path.display()));
+            }
+            for st in &r.streams {
+                s.push_str(&format!(
+                    "  stream {} to {}{}\n",
+                    st.name,
+                    st.target,
+                    if st.filter.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", st.filter)
+                    }
+                ));
             }
             if let Some(f) = &r.flows {
                 let mut outs = Vec::new();

@@ -91,6 +91,12 @@ pub enum SensorError {
     /// A flow statistics file could not be created or written.
     #[error(transparent)]
     Stats(#[from] weir_export::StatsFileError),
+    /// A live stream could not be served.
+    #[error(transparent)]
+    Stream(#[from] crate::stream::StreamError),
+    /// The web page could not be served.
+    #[error(transparent)]
+    Web(#[from] crate::web::WebError),
     /// A job's thread panicked.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),

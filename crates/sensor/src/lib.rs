@@ -30,6 +30,8 @@ pub mod read;
 pub mod record;
 pub mod rules;
 pub mod service;
+pub mod stream;
+pub mod web;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

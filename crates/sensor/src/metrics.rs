@@ -36,7 +36,7 @@ pub struct Live {
     /// The packet buffer.
     pub buffer: PacketBuffer,
     /// The buffer's readers' names, in reader order (`recorder`, `flows`, `capture`).
-    pub readers: Vec<&'static str>,
+    pub readers: Vec<String>,
     /// The recorder's counters (record).
     pub recorder: Option<Arc<RecorderStats>>,
     /// The store directory, for the space left on its filesystem (record).
@@ -375,7 +375,7 @@ fn series(
         .readers
         .iter()
         .zip(&live.readers)
-        .map(|(r, n)| (*n, r))
+        .map(|(r, n)| (n.as_str(), r))
         .collect();
     let mut fam = e.family(
         "weir_buffer_reader_lag_bytes",
@@ -762,6 +762,7 @@ mod tests {
                 outputs: weir_export::Outputs::default(),
             }),
             rules: None,
+            streams: Vec::new(),
         };
         let board = Board::new();
         let before = board.render();

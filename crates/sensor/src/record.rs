@@ -60,6 +60,8 @@ pub struct RecordConfig {
     pub http: Option<crate::http::HttpBeside>,
     /// Rules in the capture threads (or the import thread).
     pub rules: Option<RulesConfig>,
+    /// Live streams of the same buffer ([`crate::stream`]), each a best-effort reader.
+    pub streams: Vec<crate::stream::StreamConfig>,
 }
 
 /// The flow meter beside a recorder.
@@ -126,6 +128,8 @@ pub struct RecordReport {
     pub flows: Option<FlowsReport>,
     /// The HTTP analyzer's end (counters, first write error), when it ran.
     pub http: Option<weir_http::live::LiveEnd>,
+    /// Each live stream's end, in the config's order.
+    pub streams: Vec<crate::stream::StreamReport>,
     /// The error that ended live capture, if any (everything captured was still written).
     pub capture_error: Option<CaptureError>,
 }
@@ -175,7 +179,9 @@ pub fn run(
     let mut http_log = cfg.http.as_ref().map(|h| h.logs.open()).transpose()?;
     let lock = weir_store::StoreLock::take(&cfg.dir)?;
     let readers = 1;
-    let best_effort = usize::from(cfg.flows.is_some()) + usize::from(cfg.http.is_some());
+    let best_effort = usize::from(cfg.flows.is_some())
+        + usize::from(cfg.http.is_some())
+        + cfg.streams.len();
     let started = match (&cfg.source, first_input) {
         (
             SourceConfig::Files {
@@ -335,6 +341,34 @@ pub fn run(
         _ => None,
     };
 
+    let streams = match crate::stream::Streams::spawn(
+        &cfg.streams,
+        &buffer,
+        // streams read after the flow meter and the HTTP analyzer
+        1 + usize::from(cfg.flows.is_some()) + usize::from(cfg.http.is_some()),
+        &interfaces,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = source.stop();
+            stop_recorder.store(true, Ordering::Release);
+            let _ = rec_thread.join();
+            return Err(e);
+        }
+    };
+    for s in &cfg.streams {
+        events(Event::Notice(format!(
+            "stream {} to {}{}",
+            s.name,
+            s.target,
+            if s.filter.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", s.filter)
+            }
+        )));
+    }
+
     let flows_packets = meter.as_ref().map(|_| Arc::new(AtomicU64::new(0)));
     if let Some(board) = &controls.metrics {
         board.attach(metrics::Live {
@@ -343,7 +377,8 @@ pub fn run(
             readers: ["recorder", "flows", "http"]
                 .into_iter()
                 .zip([true, cfg.flows.is_some(), cfg.http.is_some()])
-                .filter_map(|(n, on)| on.then_some(n))
+                .filter_map(|(n, on)| on.then(|| n.to_string()))
+                .chain(cfg.streams.iter().map(|s| format!("stream {}", s.name)))
                 .collect(),
             recorder: Some(rstats.clone()),
             store: Some(cfg.dir.clone()),
@@ -387,7 +422,8 @@ pub fn run(
                 let flows = meter
                     .as_ref()
                     .map(|m: &LiveMeter<Fanout>| serde_json::json!({ "packets": m.packets() }));
-                let json = stats_json(started, &t, &buffer, &rstats, flows, rules.as_ref());
+                let mut json = stats_json(started, &t, &buffer, &rstats, flows, rules.as_ref());
+                json["streams"] = streams.json();
                 if let Some(p) = &cfg.stats_json {
                     write_stats(p, &json)?;
                 }
@@ -404,6 +440,7 @@ pub fn run(
     let (summary, recorder) = rec_thread
         .join()
         .map_err(|_| SensorError::Panicked("recorder"))??;
+    let streams = streams.finish(&buffer);
     let flows = meter.map(|m| {
         let (report, error) = RunReport::finish(m.finish());
         FlowsReport { report, error }
@@ -415,7 +452,8 @@ pub fn run(
         .or(file_totals)
         .unwrap_or_default();
     if cfg.stats_json.is_some() || controls.published.is_some() {
-        let json = stats_json(started, &totals, &buffer, &rstats, None, rules.as_ref());
+        let mut json = stats_json(started, &totals, &buffer, &rstats, None, rules.as_ref());
+        json["streams"] = crate::stream::reports_json(&streams);
         if let Some(p) = &cfg.stats_json {
             write_stats(p, &json)?;
         }
@@ -446,6 +484,7 @@ pub fn run(
         rules,
         flows,
         http,
+        streams,
         capture_error: source_result.err(),
     })
 }
@@ -617,6 +656,7 @@ pub(crate) mod tests {
                 outputs: Outputs::default(),
             }),
             rules: None,
+            streams: Vec::new(),
         };
         let mut events = Vec::new();
         let report = run(&cfg, &Controls::default(), &mut |e| events.push(e)).unwrap();

@@ -40,6 +40,8 @@ use serde_json::{json, Map, Value};
 use weir_control::{Commands, Server};
 use weir_rules::Engine;
 
+mod web_page;
+
 use crate::config::{ControlConfig, ServiceConfig};
 use crate::record::RecordReport;
 use crate::{Controls, Event, SensorError};
@@ -291,6 +293,7 @@ pub fn run(
         }
         None => None,
     };
+    let _web = web_page::start(cfg, &list, started, events)?;
 
     let (tx, rx) = mpsc::channel::<(String, Event)>();
     let mut running: Vec<Running> = Vec::new();

@@ -98,7 +98,7 @@ enum RulesWhat {
 }
 
 /// The socket's reply to `req`, or why there is none, in words.
-fn ask(socket: &Path, req: Value) -> Result<Map<String, Value>> {
+pub(crate) fn ask(socket: &Path, req: Value) -> Result<Map<String, Value>> {
     match std::fs::symlink_metadata(socket) {
         Err(e) if e.kind() == ErrorKind::NotFound => bail!(
             "{}: no such control socket (is `weir run` running, with this `[control] socket`?)",

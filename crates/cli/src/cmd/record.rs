@@ -224,6 +224,7 @@ impl Args {
                 },
             }),
             rules: self.rules.config(),
+            streams: Vec::new(),
         })
     }
 }

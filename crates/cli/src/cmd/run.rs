@@ -203,6 +203,9 @@ fn summary(name: &str, iface: &str, store: &std::path::Path, r: &RecordReport) -
             );
         }
     }
+    for st in &r.streams {
+        eprintln!("  {}", st.line());
+    }
     if let Some(e) = &s.error {
         let _ = writeln!(out, "weir: error: {name}: {e}");
     }
