@@ -377,7 +377,8 @@ pub fn run(
             readers: ["recorder", "flows", "http"]
                 .into_iter()
                 .zip([true, cfg.flows.is_some(), cfg.http.is_some()])
-                .filter_map(|(n, on)| on.then(|| n.to_string()))
+                .filter(|&(_, on)| on)
+                .map(|(n, _)| n.to_string())
                 .chain(cfg.streams.iter().map(|s| format!("stream {}", s.name)))
                 .collect(),
             recorder: Some(rstats.clone()),
