@@ -507,13 +507,15 @@ fn protobuf_records_decode_with_goflow2_flow_proto_and_equal_the_json() {
 #[test]
 fn broker_killed_mid_run_and_restarted_loses_nothing_uncounted() {
     let Some(mut b) = Broker::start() else { return };
-    let Some(f) = files()
-        .into_iter()
-        .find(|f| f.ends_with("smb2-async-read__input.pcap"))
-    else {
-        missing("corpus file smb2-async-read__input.pcap");
-        return;
-    };
+    // 200 flows over 20 s of packet time: with a 1 s active timeout, records all along the file
+    let dir = TempDir::new("kafka-restart");
+    let f = dir.join("g.pcap");
+    let out = run(weir()
+        .args(["gen", "-w"])
+        .arg(&f)
+        .args(["--pps", "2000", "-c", "40000", "--flows", "200"])
+        .args(["--start", "1700000000000000000"]));
+    assert!(out.status.success(), "{out:?}");
     let flags = ["--idle-timeout", "0.5", "--active-timeout", "1"];
     let want = json_lines(&f, &flags);
     let data = std::fs::read(&f).unwrap();

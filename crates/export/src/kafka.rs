@@ -291,6 +291,12 @@ impl KafkaSink {
             )
             .set("queue.buffering.max.kbytes", "1048576")
             .set("message.timeout.ms", out.delivery_timeout_ms.to_string())
+            // a topic not known yet (auto-created on first use, or the broker away when the
+            // first record comes) is waited for as long as a message may wait, not 30 s
+            .set(
+                "topic.metadata.propagation.max.ms",
+                out.delivery_timeout_ms.to_string(),
+            )
             .set("partitioner", "murmur2_random")
             .set("client.id", format!("weir-{}", out.sensor));
         let producer: BaseProducer<Reports> = cfg
