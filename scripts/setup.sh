@@ -13,6 +13,9 @@ PACKAGES=(
   python3 time hyperfine                   # benchmark runners
   prometheus                               # peers: promtool and a real server scraping --metrics
   chromium chromium-driver                 # the web page of `weir run` ([web]) tested in a real headless browser
+  librdkafka-dev                           # build: the Kafka flow sink (rdkafka, linked dynamically)
+  kcat protobuf-compiler                   # peers: consume weir's Kafka records, protoc --decode them
+  maven default-jre-headless               # the real Kafka broker of the tests (jars from Maven Central)
 )
 
 missing=()
@@ -35,4 +38,7 @@ if ! command -v cargo >/dev/null; then
   fi
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# Apache Kafka 3.9.1's jars for crates/cli/tests/kafka.rs (cached in ~/.m2; the classpath goes to
+# target/kafka/classpath.txt)
+"$(dirname "$0")/kafka/jars.sh"
 echo "setup: ok ($(cargo --version))"

@@ -37,6 +37,9 @@ pub enum ExportError {
         /// The smallest workable value.
         needed: usize,
     },
+    /// A Kafka output could not be opened or used (bad settings, no broker answering).
+    #[error("kafka: {0}")]
+    Kafka(String),
     /// Writing to a file or stdout failed.
     #[error("write failed")]
     Write(#[from] std::io::Error),

@@ -13,6 +13,9 @@
 //! its end [`RunReport::finish`] finishes them and gathers every counter of the run, which
 //! [`RunReport::summary`] puts in words and a [`StatsFile`] writes as JSON.
 //!
+//! Flow records also go to Kafka ([`KafkaOutput`], module `kafka`: JSON or goflow2's protobuf,
+//! idempotent producer, bounded queue whose overflow is counted).
+//!
 //! # Time base
 //!
 //! Every clock the formats carry (sys_uptime, unix_secs, export time) is packet time, so file runs
@@ -36,7 +39,9 @@
 mod clock;
 mod error;
 mod fanout;
+mod flowpb;
 mod ipfix;
+mod kafka;
 mod netflow;
 mod open;
 mod outputs;
@@ -54,6 +59,9 @@ mod v9;
 
 pub use error::ExportError;
 pub use fanout::{Fanout, FanoutTotals, LiveExports, SinkError};
+pub use kafka::{
+    check_topic, KafkaCompression, KafkaFormat, KafkaOutput, KafkaStats, DEFAULT_FLOWS_TOPIC,
+};
 pub use netflow::{ExportOptions, NetflowFormat};
 pub use open::{open_sink, open_sink_with, SinkSpec};
 pub use outputs::{NetflowOutput, OpenError, Outputs};

@@ -1,5 +1,6 @@
 //! Opening an output: [`SinkSpec`] says what, [`open_sink`] / [`open_sink_with`] open it.
 
+use crate::kafka::{KafkaOutput, KafkaSink};
 use crate::netflow::{ExportOptions, NetflowFormat, NetflowSink};
 use crate::sink::FlowSink;
 use crate::text::{TextFormat, TextSink};
@@ -25,6 +26,8 @@ pub enum SinkSpec {
     Json(Target),
     /// CSV (with a header row) to a file or stdout.
     Csv(Target),
+    /// Messages to a Kafka topic.
+    Kafka(KafkaOutput),
 }
 
 /// Opens a sink with the default [`ExportOptions`].
@@ -48,6 +51,7 @@ pub fn open_sink_with(
             TextFormat::Csv,
             opts.tags,
         )?)),
+        SinkSpec::Kafka(k) => Ok(Box::new(KafkaSink::open(k)?)),
         SinkSpec::Netflow {
             target,
             format,
@@ -130,6 +134,7 @@ mod tests {
                 dropped_v5_ipv6: 1,
                 times_clamped: 0,
                 tags_not_exported: 0,
+                kafka: None,
             }
         );
     }

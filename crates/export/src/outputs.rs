@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::open::{open_sink_with, SinkSpec};
-use crate::{ExportError, ExportOptions, Fanout, NetflowFormat, Target};
+use crate::{ExportError, ExportOptions, Fanout, KafkaOutput, NetflowFormat, Target};
 
 /// Every output of a run (see the module documentation).
 #[derive(Debug, Clone, Default)]
@@ -16,6 +16,8 @@ pub struct Outputs {
     pub csv: Option<PathBuf>,
     /// JSON lines to this file (`-`: stdout). With no output at all, JSON lines go to stdout.
     pub json: Option<PathBuf>,
+    /// Flow records to Kafka.
+    pub kafka: Option<KafkaOutput>,
     /// Export each record's tag (a run with rules): see
     /// [`ExportOptions::tags`](crate::ExportOptions::tags).
     pub tags: bool,
@@ -59,7 +61,7 @@ impl Target {
 }
 
 impl Outputs {
-    /// Opens every output, in the order NetFlow, CSV, JSON; each is named for messages and
+    /// Opens every output, in the order NetFlow, CSV, Kafka, JSON; each is named for messages and
     /// counters by its format and where it goes, in lower case (`v9 udp://127.0.0.1:2055`,
     /// `csv out.csv`, `json -`).
     pub fn open(&self) -> Result<Fanout, OpenError> {
@@ -84,6 +86,10 @@ impl Outputs {
         if let Some(p) = &self.csv {
             let s = open(&SinkSpec::Csv(Target::from_path(p)), "the CSV output")?;
             sinks.push(format!("csv {}", p.display()), s);
+        }
+        if let Some(k) = &self.kafka {
+            let s = open(&SinkSpec::Kafka(k.clone()), "the Kafka output")?;
+            sinks.push(k.name(), s);
         }
         if self.json.is_some() || sinks.is_empty() {
             let p = self.json.clone().unwrap_or_else(|| PathBuf::from("-"));
@@ -120,6 +126,7 @@ mod tests {
             }),
             csv: Some(csv.clone()),
             json: Some(json.clone()),
+            kafka: None,
             tags: false,
         };
         let f = outputs.open().unwrap();

@@ -39,6 +39,17 @@ pub enum RunError {
         /// Records in the datagrams not sent.
         records: u64,
     },
+    /// A Kafka output could not deliver some messages.
+    #[error(
+        "export to {name}: {messages} messages not delivered (failed, or lost to a full queue: \
+         see the summary)"
+    )]
+    KafkaLost {
+        /// The output.
+        name: String,
+        /// Messages failed or lost to overflow.
+        messages: u64,
+    },
 }
 
 impl RunReport {
@@ -61,9 +72,15 @@ impl RunReport {
                 .exports
                 .iter()
                 .find(|(_, e)| e.dropped > 0)
-                .map(|(name, e)| RunError::Dropped {
-                    name: name.clone(),
-                    records: e.dropped,
+                .map(|(name, e)| match e.kafka {
+                    Some(_) => RunError::KafkaLost {
+                        name: name.clone(),
+                        messages: e.dropped,
+                    },
+                    None => RunError::Dropped {
+                        name: name.clone(),
+                        records: e.dropped,
+                    },
                 });
         }
         let report = RunReport {
@@ -80,6 +97,17 @@ impl RunReport {
     pub fn summary(&self) -> String {
         let mut outputs = String::new();
         for (name, e) in &self.exports {
+            if let Some(k) = &e.kafka {
+                outputs += &format!(
+                    "  {name}: {} records, {} messages ({} bytes): {} delivered, {} failed, {} \
+                     lost to a full queue (of {})\n",
+                    e.records, k.messages, e.bytes, k.delivered, k.failed, k.overflow, k.queue
+                );
+                if let Some(err) = k.last_error().filter(|_| k.failed > 0) {
+                    outputs += &format!("weir: warning: {name}: last delivery error: {err}\n");
+                }
+                continue;
+            }
             outputs += &format!(
                 "  {name}: {} records, {} datagrams, {} bytes, {} dropped, {} IPv6 flows not \
                  exportable as v5\n",
@@ -124,6 +152,16 @@ impl RunReport {
             });
             if e.tags_not_exported > 0 {
                 o["tags_not_exported"] = e.tags_not_exported.into();
+            }
+            if let Some(k) = &e.kafka {
+                o["kafka"] = json!({
+                    "messages": k.messages,
+                    "delivered": k.delivered,
+                    "failed": k.failed,
+                    "overflow": k.overflow,
+                    "queue": k.queue,
+                    "last_error": k.last_error(),
+                });
             }
             o
         });

@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
-use weir_export::{NetflowFormat, NetflowOutput, Outputs, Target};
+use weir_export::{
+    check_topic, KafkaCompression, KafkaFormat, KafkaOutput, NetflowFormat, NetflowOutput, Outputs,
+    Target, DEFAULT_FLOWS_TOPIC,
+};
 use weir_store::{Format, Sizes};
 
 mod streams;
@@ -165,6 +168,18 @@ struct RawFlows {
     export_format: Option<Spanned<String>>,
     json: Option<Spanned<String>>,
     csv: Option<Spanned<String>>,
+    kafka: Option<Spanned<RawKafka>>,
+}
+
+/// `[record.flows.kafka]`: the flow records to Kafka (see weir_export::KafkaOutput).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKafka {
+    brokers: Spanned<String>,
+    topic: Option<Spanned<String>>,
+    format: Option<Spanned<String>>,
+    compression: Option<Spanned<String>>,
+    sensor: Option<Spanned<String>>,
 }
 
 /// Reads and checks the config file `path` (see the module documentation).
@@ -660,15 +675,73 @@ impl Cx<'_> {
             .as_ref()
             .map(|v| self.out_path(v, &k("csv")))
             .transpose()?;
+        let kafka = f
+            .kafka
+            .as_ref()
+            .map(|v| self.kafka(v.get_ref(), &k("kafka")))
+            .transpose()?;
         Ok(FlowsConfig {
             meter,
             outputs: Outputs {
                 netflow,
                 csv,
                 json,
+                kafka,
                 tags,
             },
         })
+    }
+
+    fn kafka(&self, r: &RawKafka, key: &str) -> Result<KafkaOutput, ConfigError> {
+        let k = |n: &str| format!("{key}.{n}");
+        let topic = r
+            .topic
+            .as_ref()
+            .map_or(DEFAULT_FLOWS_TOPIC, |t| t.get_ref());
+        let mut out = KafkaOutput::new(r.brokers.get_ref(), topic);
+        if let Some(v) = &r.format {
+            out.format = match v.get_ref().as_str() {
+                "json" => KafkaFormat::Json,
+                "protobuf" => KafkaFormat::Protobuf,
+                o => {
+                    return Err(self.at(
+                        v,
+                        &k("format"),
+                        format!("`{o}` is no Kafka format (json or protobuf)"),
+                    ))
+                }
+            };
+        }
+        if let Some(v) = &r.compression {
+            out.compression = match v.get_ref().as_str() {
+                "zstd" => KafkaCompression::Zstd,
+                "lz4" => KafkaCompression::Lz4,
+                "none" => KafkaCompression::None,
+                o => {
+                    return Err(self.at(
+                        v,
+                        &k("compression"),
+                        format!("`{o}` is no compression (zstd, lz4 or none)"),
+                    ))
+                }
+            };
+        }
+        if let Some(v) = &r.sensor {
+            out.sensor = v.get_ref().clone();
+        }
+        if let Err(e) = out.check() {
+            let at = match &r.topic {
+                Some(t) if check_topic(t.get_ref()).is_err() => t,
+                _ => &r.brokers,
+            };
+            let name = if std::ptr::eq(at, &r.brokers) {
+                "brokers"
+            } else {
+                "topic"
+            };
+            return Err(self.at(at, &k(name), e));
+        }
+        Ok(out)
     }
 }
 
@@ -774,6 +847,9 @@ impl ServiceConfig {
                 }
                 if let Some(p) = &f.outputs.csv {
                     outs.push(format!("CSV to {}", p.display()));
+                }
+                if let Some(k) = &f.outputs.kafka {
+                    outs.push(k.name());
                 }
                 if outs.is_empty() {
                     outs.push(format!(

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use weir_export::DEFAULT_COLLECTOR;
+use weir_export::{
+    KafkaCompression, KafkaFormat, KafkaOutput, DEFAULT_COLLECTOR, DEFAULT_FLOWS_TOPIC,
+};
 use weir_flows::Config;
 use weir_sensor::flows::{FlowsJobConfig, FlowsSource};
 use weir_sensor::Controls;
@@ -96,15 +98,134 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
     #[command(flatten)]
+    kafka: KafkaArgs,
+    #[command(flatten)]
     rules: RulesArgs,
     #[command(flatten)]
     expr: args::Expr,
+}
+
+/// The Kafka output of `weir flows` (see `weir_export::KafkaOutput`).
+#[derive(clap::Args, Debug)]
+pub(crate) struct KafkaArgs {
+    /// Send the flow records to Kafka: bootstrap brokers HOST:PORT[,HOST:PORT...]
+    /// (idempotent producer; a broker must answer within 10 s).
+    #[arg(long, value_name = "BROKERS")]
+    kafka: Option<String>,
+    /// Topic of the flow records.
+    #[arg(long, value_name = "T", default_value = DEFAULT_FLOWS_TOPIC)]
+    kafka_topic: String,
+    /// Encoding: json (the records --json prints) or protobuf (goflow2's flow.proto,
+    /// length-delimited; one message per direction).
+    #[arg(long, value_enum, default_value_t = KafkaFormatArg::Json)]
+    kafka_format: KafkaFormatArg,
+    /// Batch compression.
+    #[arg(long, value_enum, default_value_t = KafkaCompressionArg::Zstd)]
+    kafka_compression: KafkaCompressionArg,
+    /// The sensor's name in message keys (default: the host name).
+    #[arg(long, value_name = "NAME")]
+    kafka_sensor: Option<String>,
+    /// Most messages waiting in the producer (1 to 10000000); beyond it (after waiting up to
+    /// 1 s for room) messages are dropped and counted.
+    #[arg(long, value_name = "N", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000),
+          allow_negative_numbers = true)]
+    kafka_queue: u32,
+    /// Milliseconds a batch may wait to fill (0 to 900000).
+    #[arg(long, value_name = "MS", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(0..=900_000),
+          allow_negative_numbers = true)]
+    kafka_linger_ms: u32,
+    /// Largest batch in bytes (1024 to 1073741824).
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20,
+          value_parser = clap::value_parser!(u32).range(1024..=(1 << 30)),
+          allow_negative_numbers = true)]
+    kafka_batch_bytes: u32,
+    /// Seconds to try to deliver a message before it counts as failed (1 to 2000000); the end
+    /// of the run waits at most this long for pending messages.
+    #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = kafka_seconds,
+          allow_negative_numbers = true)]
+    kafka_timeout: f64,
+}
+
+/// `--kafka-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum KafkaFormatArg {
+    Json,
+    Protobuf,
+}
+
+/// `--kafka-compression`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum KafkaCompressionArg {
+    Zstd,
+    Lz4,
+    None,
+}
+
+/// `--kafka-timeout`: 1 s to 2·10⁶ s (librdkafka's message.timeout.ms is an int of ms).
+fn kafka_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (1.0..=2e6).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a number of seconds from 1 to 2000000"
+        )),
+    }
+}
+
+impl KafkaArgs {
+    /// Usage: the other --kafka-* options without --kafka are refused, and the values checked.
+    fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+        if self.kafka.is_none() {
+            const OPTS: &[(&str, &str)] = &[
+                ("kafka_topic", "--kafka-topic"),
+                ("kafka_format", "--kafka-format"),
+                ("kafka_compression", "--kafka-compression"),
+                ("kafka_sensor", "--kafka-sensor"),
+                ("kafka_queue", "--kafka-queue"),
+                ("kafka_linger_ms", "--kafka-linger-ms"),
+                ("kafka_batch_bytes", "--kafka-batch-bytes"),
+                ("kafka_timeout", "--kafka-timeout"),
+            ];
+            if let Some(flag) = args::first_given(m, OPTS) {
+                return Err(format!("{flag} describes the Kafka output; give --kafka"));
+            }
+        }
+        self.output().map(drop)
+    }
+
+    /// The output, when --kafka is given.
+    fn output(&self) -> Result<Option<KafkaOutput>, String> {
+        let Some(brokers) = &self.kafka else {
+            return Ok(None);
+        };
+        let mut out = KafkaOutput::new(brokers, &self.kafka_topic);
+        out.format = match self.kafka_format {
+            KafkaFormatArg::Json => KafkaFormat::Json,
+            KafkaFormatArg::Protobuf => KafkaFormat::Protobuf,
+        };
+        out.compression = match self.kafka_compression {
+            KafkaCompressionArg::Zstd => KafkaCompression::Zstd,
+            KafkaCompressionArg::Lz4 => KafkaCompression::Lz4,
+            KafkaCompressionArg::None => KafkaCompression::None,
+        };
+        if let Some(s) = &self.kafka_sensor {
+            out.sensor = s.clone();
+        }
+        out.queue_messages = self.kafka_queue;
+        out.linger_ms = self.kafka_linger_ms;
+        out.batch_bytes = self.kafka_batch_bytes;
+        out.delivery_timeout_ms = (self.kafka_timeout * 1000.0).round() as u32;
+        out.check().map_err(|e| format!("--kafka: {e}"))?;
+        Ok(Some(out))
+    }
 }
 
 impl Args {
     /// Usage checks clap cannot express, against what was given (`m`).
     pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
         self.live.check()?;
+        self.kafka.check(m)?;
         let reading = !self.inputs.files.is_empty();
         match (reading, self.live.interfaces.is_empty()) {
             (true, false) => return Err("-i and -r: meter live traffic or files, not both".into()),
@@ -191,13 +312,16 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             seed: args.seed,
             ..Config::default()
         },
-        outputs: outputs(
-            args.export.as_deref(),
-            args.format,
-            (args.biflow, args.ts_nanos, args.rules.rules.is_some()),
-            args.json.as_deref(),
-            args.csv.as_deref(),
-        )?,
+        outputs: weir_export::Outputs {
+            kafka: args.kafka.output().map_err(anyhow::Error::msg)?,
+            ..outputs(
+                args.export.as_deref(),
+                args.format,
+                (args.biflow, args.ts_nanos, args.rules.rules.is_some()),
+                args.json.as_deref(),
+                args.csv.as_deref(),
+            )?
+        },
         stats: args.stats.clone(),
         duration: args.live.duration.map(Duration::from_secs_f64),
     };

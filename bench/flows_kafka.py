@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""weir flows with and without the Kafka sink: meter the >= 3 M-packet bench trace into flows,
+page cache warm, median of N interleaved runs (wall, CPU, peak RSS, records/s), against a real
+Apache Kafka 3.9.1 broker (KRaft, one node, from scripts/kafka's jars) this script starts on
+loopback and stops.
+
+The reference writes the same records as JSON lines to /dev/null (the record formatting weir
+does anyway); the Kafka runs send them instead to the broker (`--kafka`, JSON and protobuf,
+zstd, each run to a topic of its own) and end only when every message is acknowledged. The
+broker runs on the same machine and its CPU is not in weir's CPU time, but it competes for the
+same cores during the wall time. Target: the sink costs at most 10 % of `weir flows -r`.
+
+usage: bench/flows_kafka.py [--runs N] [--packets N]
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runner  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--runs", type=int, default=5)
+ap.add_argument("--packets", type=int, default=3_000_000)
+args = ap.parse_args()
+
+root = runner.repo_root()
+out = os.path.join(root, "bench", "out")
+os.makedirs(out, exist_ok=True)
+subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
+weir = os.path.join(root, "target", "release", "weir")
+trace = os.path.join(out, f"trace-{args.packets}.pcap")
+if not os.path.exists(trace):
+    subprocess.run([os.path.join(root, "target", "release", "mktrace"), "--packets", str(args.packets), "-w", trace], check=True)
+runner.warm(trace)
+
+subprocess.run([os.path.join(root, "scripts", "kafka", "jars.sh")], check=True, stdout=subprocess.DEVNULL)
+with open(os.path.join(root, "target", "kafka", "classpath.txt")) as f:
+    cp = f.read().strip()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+kdir = tempfile.mkdtemp(prefix="weir-bench-kafka-")
+port, ctrl = free_port(), free_port()
+props = os.path.join(kdir, "server.properties")
+with open(props, "w") as f:
+    f.write(f"""process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{ctrl}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{ctrl}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs={kdir}/data
+num.partitions=3
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+""")
+subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "-t", "weirkafkabenchcluster", "-c", props],
+               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+log = open(os.path.join(kdir, "broker.log"), "w")
+broker = subprocess.Popen(["java", "-Xmx1g", "-cp", cp, "kafka.Kafka", props], stdout=log, stderr=log)
+brokers = f"127.0.0.1:{port}"
+try:
+    t0 = time.time()
+    while subprocess.run(["kcat", "-L", "-b", brokers, "-m", "5"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL).returncode != 0:
+        if broker.poll() is not None or time.time() - t0 > 180:
+            sys.exit(f"the broker did not start; see {kdir}/broker.log")
+        time.sleep(0.5)
+
+    topic_n = [0]
+
+    def kafka(fmt):
+        # each measured run gets a fresh topic (runner calls the command list each time: the
+        # topic name is made per call through a small wrapper script)
+        return [sys.executable, "-c",
+                "import os,sys,itertools;"
+                "n=open(sys.argv[1]).read().strip() if os.path.exists(sys.argv[1]) else '0';"
+                "open(sys.argv[1],'w').write(str(int(n)+1));"
+                "os.execv(sys.argv[2], sys.argv[2:] + ['--kafka-topic', 'bench' + n])",
+                os.path.join(kdir, f"topic-{fmt}"), weir, "flows", "-r", trace,
+                "--kafka", brokers, "--kafka-format", fmt]
+
+    cmds = [
+        ("json to /dev/null", [weir, "flows", "-r", trace, "--json", "/dev/null"]),
+        ("--kafka json", kafka("json")),
+        ("--kafka protobuf", kafka("protobuf")),
+    ]
+    med = runner.compare(cmds, runs=args.runs)
+
+    # one more run of each for the counters (records, messages delivered)
+    stats = os.path.join(out, "flows-kafka-stats.json")
+    counts = {}
+    for fmt in ("json", "protobuf"):
+        subprocess.run([weir, "flows", "-r", trace, "--kafka", brokers, "--kafka-format", fmt,
+                        "--kafka-topic", f"count-{fmt}", "--stats", stats],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(stats) as f:
+            st = json.load(f)
+        counts[fmt] = st
+finally:
+    broker.terminate()
+    try:
+        broker.wait(30)
+    except subprocess.TimeoutExpired:
+        broker.kill()
+    subprocess.run(["rm", "-rf", kdir])
+
+st = counts["json"]
+packets, records = st["packets_read"], st["records"]
+runner.report(f"flows to Kafka: {os.path.basename(trace)}, {packets} packets, {records} records, "
+              f"median of {args.runs}", med, "json to /dev/null", packets)
+for fmt, s in counts.items():
+    k = s["exports"][0]["kafka"]
+    print(f"--kafka {fmt}: {k['messages']} messages, {k['delivered']} delivered, {k['failed']} failed, "
+          f"{k['overflow']} overflow, {s['exports'][0]['bytes']} bytes")
+ref_wall, ref_cpu = med["json to /dev/null"][0], med["json to /dev/null"][1]
+for name, (wall, cpu, rss) in med.items():
+    print(f"{name}: {records / wall / 1e3:.0f} k records/s, wall {100 * (wall / ref_wall - 1):+.1f} %, "
+          f"cpu {100 * (cpu / ref_cpu - 1):+.1f} % vs json to /dev/null, peak {rss / 1024:.0f} MiB")
+model = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+print(next((l for l in model.splitlines() if l.startswith("Model name")), "Model name: ?"))

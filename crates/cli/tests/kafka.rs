@@ -1,0 +1,663 @@
+//! `weir flows --kafka` against a real Apache Kafka 3.9.1 broker (KRaft, one node, from Maven
+//! Central's jars: `scripts/kafka/jars.sh` writes their classpath to target/kafka/classpath.txt),
+//! started and stopped by each test on free loopback ports.
+//!
+//! * JSON: the records consumed back with kcat equal, record by record, what `weir flows --json`
+//!   prints for the same files; every record of one flow key is on one partition, in the order
+//!   weir exported them; the message key is the documented one.
+//! * protobuf: `protoc --decode` with goflow2's flow.proto (proto/flow.proto) reads every message,
+//!   and its fields equal the JSON record's.
+//! * broker killed mid-run and restarted: every record is delivered or counted as failed, and
+//!   what was delivered is consumed exactly once (idempotent producer).
+//! * hostile input: bad numbers and names, a missing broker: clear errors, no panic, no hang.
+//!
+//! java, kcat, protoc and the jars are peers: missing, the test is skipped, or fails under
+//! WEIR_REQUIRE_PEERS=1.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{run, weir};
+use serde_json::Value;
+use weir_testkit::{have, missing, TempDir};
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A one-node KRaft broker this test started (killed on drop).
+struct Broker {
+    dir: TempDir,
+    classpath: String,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Broker {
+    /// Starts a broker, or says what is missing (`None`).
+    fn start() -> Option<Broker> {
+        if !(have("java") && have("kcat") && have("protoc")) {
+            return None;
+        }
+        let cp_file = root().join("target/kafka/classpath.txt");
+        if !cp_file.exists() {
+            // fetch the jars now (mvn, Maven Central), as scripts/setup.sh does
+            let ok = Command::new(root().join("scripts/kafka/jars.sh"))
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                missing("Kafka's jars (scripts/kafka/jars.sh failed: is mvn installed?)");
+                return None;
+            }
+        }
+        let classpath = std::fs::read_to_string(&cp_file).unwrap().trim().to_owned();
+        let dir = TempDir::new("kafka");
+        let (port, ctrl) = (free_port(), free_port());
+        std::fs::write(
+            dir.join("server.properties"),
+            format!(
+                "process.roles=broker,controller\nnode.id=1\n\
+                 controller.quorum.voters=1@127.0.0.1:{ctrl}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{ctrl}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 controller.listener.names=CONTROLLER\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 log.dirs={}\nnum.partitions=3\n\
+                 offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n\
+                 transaction.state.log.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n",
+                dir.join("data").display()
+            ),
+        )
+        .unwrap();
+        let out = run(Command::new("java")
+            .args(["-cp", &classpath, "kafka.tools.StorageTool", "format"])
+            .args(["-t", "weirkafkatestclusterA", "-c"])
+            .arg(dir.join("server.properties")));
+        assert!(out.status.success(), "storage format: {out:?}");
+        let mut b = Broker {
+            dir,
+            classpath,
+            port,
+            child: None,
+        };
+        b.run();
+        Some(b)
+    }
+
+    fn brokers(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the broker process and waits until it answers metadata requests.
+    fn run(&mut self) {
+        let log = std::fs::File::create(self.dir.join("broker.log")).unwrap();
+        let child = Command::new("java")
+            .args(["-Xmx512m", "-cp", &self.classpath, "kafka.Kafka"])
+            .arg(self.dir.join("server.properties"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start the broker");
+        self.child = Some(child);
+        let start = Instant::now();
+        loop {
+            let up = TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+                && Command::new("kcat")
+                    .args(["-L", "-b", &self.brokers(), "-m", "5"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success());
+            if up {
+                return;
+            }
+            let log = std::fs::read_to_string(self.dir.join("broker.log")).unwrap_or_default();
+            assert!(
+                start.elapsed() < Duration::from_secs(180),
+                "the broker did not start: {log}"
+            );
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("the broker exited ({st}): {log}");
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// Kills the broker process (SIGKILL: no clean shutdown) and waits for it.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Every message of `topic`: (partition, offset, key, payload), in offset order.
+    fn consume(&self, topic: &str) -> Vec<(u32, u64, String, Vec<u8>)> {
+        let out = run(Command::new("kcat")
+            .args(["-C", "-b", &self.brokers(), "-t", topic, "-e", "-q"])
+            .args(["-f", "%p %o %K %S %k%s"]));
+        if String::from_utf8_lossy(&out.stderr).contains("Unknown topic or partition") {
+            return Vec::new(); // nothing was ever sent to it
+        }
+        assert!(out.status.success(), "kcat: {out:?}");
+        // each message: "P O KEYLEN PAYLOADLEN " then the key and the payload, raw
+        let (b, mut at, mut msgs) = (&out.stdout, 0, Vec::new());
+        while at < b.len() {
+            let mut nums = [0u64; 4];
+            for n in &mut nums {
+                let sp = b[at..].iter().position(|&c| c == b' ').unwrap();
+                *n = std::str::from_utf8(&b[at..at + sp])
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                at += sp + 1;
+            }
+            let (kl, pl) = (nums[2] as usize, nums[3] as usize);
+            let key = String::from_utf8(b[at..at + kl].to_vec()).unwrap();
+            let payload = b[at + kl..at + kl + pl].to_vec();
+            at += kl + pl;
+            msgs.push((nums[0] as u32, nums[1], key, payload));
+        }
+        msgs.sort_by_key(|m| (m.0, m.1));
+        msgs
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Corpus files for the comparisons: IPv4 and IPv6, TCP/UDP/ICMP, VLAN.
+fn files() -> Vec<PathBuf> {
+    let dir = weir_testkit::corpus_dir();
+    [
+        "bug-2158__public-ex1_section8_Sofacy.pcap",
+        "arp__detect-arp-03-vlan__input.pcap",
+        "bug-2769__issue_no_icmp.pcap",
+        "ipv6-evasion__ipv6-dos-with-ext-headers-6__denial6-6.pcap",
+        "smb2-async-read__input.pcap",
+        "dhcp-request-flood__test.pcap",
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .filter(|p| p.exists())
+    .collect()
+}
+
+/// `weir flows --json -` of `file` (one worker: records in a fixed order), one line each.
+fn json_lines(file: &Path, extra: &[&str]) -> Vec<String> {
+    let out = run(weir()
+        .args(["flows", "--workers", "1", "--json", "-", "-r"])
+        .arg(file)
+        .args(extra));
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs `weir flows -r file --kafka ...`, returns its stderr.
+fn to_kafka(b: &Broker, file: &Path, topic: &str, extra: &[&str]) -> String {
+    let out = run(weir()
+        .args(["flows", "--workers", "1", "-r"])
+        .arg(file)
+        .args(["--kafka", &b.brokers(), "--kafka-topic", topic])
+        .args(["--kafka-sensor", "s1"])
+        .args(extra));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing on stdout with --kafka alone"
+    );
+    err
+}
+
+/// The key weir documents for a JSON record.
+fn expected_key(v: &Value) -> String {
+    let ep = |a: &str, p: &str| {
+        (
+            v[a].as_str().unwrap().parse::<IpAddr>().unwrap(),
+            v[p].as_u64().unwrap(),
+        )
+    };
+    let a = ep("sourceIPAddress", "sourceTransportPort");
+    let b = ep("destinationIPAddress", "destinationTransportPort");
+    let (l, h) = if a <= b { (a, b) } else { (b, a) };
+    format!(
+        "s1/{}/{}/{}/{}/{}/{}",
+        v["vlanId"], v["protocolIdentifier"], l.0, l.1, h.0, h.1
+    )
+}
+
+/// The summary's Kafka line: (records, messages, delivered, failed, overflow).
+fn kafka_counts(stderr: &str) -> (u64, u64, u64, u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("kafka "))
+        .unwrap_or_else(|| panic!("no kafka line in {stderr}"));
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    // "kafka json T@127.0.0.1:PORT: R records, M messages (B bytes): D delivered, F failed,
+    //  O lost to a full queue (of Q)" — the numbers after the port
+    let n = nums.len();
+    (
+        nums[n - 7],
+        nums[n - 6],
+        nums[n - 4],
+        nums[n - 3],
+        nums[n - 2],
+    )
+}
+
+#[test]
+fn json_records_equal_weir_flows_json_in_order_per_key() {
+    let Some(b) = Broker::start() else { return };
+    let files = files();
+    assert!(files.len() >= 4, "corpus files missing: {files:?}");
+    for (i, f) in files.iter().enumerate() {
+        let topic = format!("json{i}");
+        let compression = ["zstd", "lz4", "none"][i % 3];
+        let err = to_kafka(&b, f, &topic, &["--kafka-compression", compression]);
+        let want = json_lines(f, &[]);
+        let (records, messages, delivered, failed, overflow) = kafka_counts(&err);
+        assert_eq!(
+            (records, messages, delivered, failed, overflow),
+            (
+                want.len() as u64,
+                want.len() as u64,
+                want.len() as u64,
+                0,
+                0
+            ),
+            "{}: {err}",
+            f.display()
+        );
+        let got = b.consume(&topic);
+        // record by record: the same multiset of lines
+        let mut g: Vec<String> = got
+            .iter()
+            .map(|m| String::from_utf8(m.3.clone()).unwrap())
+            .collect();
+        let mut w = want.clone();
+        g.sort();
+        w.sort();
+        assert_eq!(g, w, "{}", f.display());
+        // keys as documented; one partition per key; per key, weir's export order
+        let mut by_key: BTreeMap<&str, (BTreeSet<u32>, Vec<&[u8]>)> = BTreeMap::new();
+        for (p, _, k, payload) in &got {
+            let v: Value = serde_json::from_slice(payload).unwrap();
+            assert_eq!(k, &expected_key(&v));
+            let e = by_key.entry(k).or_default();
+            e.0.insert(*p);
+            e.1.push(payload);
+        }
+        for (k, (parts, seq)) in &by_key {
+            assert_eq!(parts.len(), 1, "key {k} on partitions {parts:?}");
+            let in_json: Vec<&[u8]> = want
+                .iter()
+                .filter(|l| expected_key(&serde_json::from_str(l).unwrap()) == *k)
+                .map(|l| l.as_bytes())
+                .collect();
+            assert_eq!(seq, &in_json, "order of key {k}");
+        }
+    }
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+fn days(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468
+}
+
+/// `2015-03-22T13:35:47.797855000Z` as ns since the epoch.
+fn iso_ns(s: &str) -> u64 {
+    let n = |a: usize, b: usize| s[a..b].parse::<i64>().unwrap();
+    let secs =
+        days(n(0, 4), n(5, 7), n(8, 10)) * 86_400 + n(11, 13) * 3600 + n(14, 16) * 60 + n(17, 19);
+    secs as u64 * 1_000_000_000 + n(20, 29) as u64
+}
+
+/// protoc's text escapes of a bytes field (`"\300\250#\001"`), undone.
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let (mut i, mut o) = (0, Vec::new());
+    while i < b.len() {
+        if b[i] != b'\\' {
+            o.push(b[i]);
+            i += 1;
+            continue;
+        }
+        match b[i + 1] {
+            d @ b'0'..=b'7' => {
+                let mut v = u32::from(d - b'0');
+                let mut j = i + 2;
+                while j < i + 4 && j < b.len() && (b'0'..=b'7').contains(&b[j]) {
+                    v = v * 8 + u32::from(b[j] - b'0');
+                    j += 1;
+                }
+                o.push(v as u8);
+                i = j;
+            }
+            c => {
+                o.push(match c {
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    c => c,
+                });
+                i += 2;
+            }
+        }
+    }
+    o
+}
+
+fn ip(bytes: &[u8]) -> IpAddr {
+    match bytes.len() {
+        4 => IpAddr::from(<[u8; 4]>::try_from(bytes).unwrap()),
+        16 => IpAddr::from(<[u8; 16]>::try_from(bytes).unwrap()),
+        n => panic!("address of {n} bytes"),
+    }
+}
+
+/// The fields a JSON record must have in goflow2's message, as protoc prints them (proto3
+/// text format leaves out zero values, so zeros are left out here too).
+fn expected_fields(v: &Value) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    let mut put = |k: &str, val: String| {
+        if val != "0" {
+            m.insert(k.to_owned(), val);
+        }
+    };
+    let u = |k: &str| v[k].as_u64().unwrap().to_string();
+    put("type", "IPFIX".into());
+    put("sampling_rate", "1".into());
+    let start = iso_ns(v["flowStartNanoseconds"].as_str().unwrap());
+    let end = iso_ns(v["flowEndNanoseconds"].as_str().unwrap());
+    put("time_flow_start_ns", start.to_string());
+    put("time_flow_end_ns", end.to_string());
+    put("time_received_ns", end.to_string());
+    put("bytes", u("octetDeltaCount"));
+    put("packets", u("packetDeltaCount"));
+    let src: IpAddr = v["sourceIPAddress"].as_str().unwrap().parse().unwrap();
+    put("src_addr", src.to_string());
+    put(
+        "dst_addr",
+        v["destinationIPAddress"].as_str().unwrap().to_owned(),
+    );
+    put("etype", if src.is_ipv4() { "2048" } else { "34525" }.into());
+    let proto = v["protocolIdentifier"].as_u64().unwrap();
+    put("proto", proto.to_string());
+    put("src_port", u("sourceTransportPort"));
+    let dport = v["destinationTransportPort"].as_u64().unwrap();
+    put("dst_port", dport.to_string());
+    if proto == 1 || proto == 58 {
+        put("icmp_type", (dport >> 8).to_string());
+        put("icmp_code", (dport & 0xff).to_string());
+    }
+    put("vlan_id", u("vlanId"));
+    put("src_vlan", u("vlanId"));
+    put("ip_tos", u("ipClassOfService"));
+    put("ip_ttl", u("minimumTTL"));
+    put("tcp_flags", u("tcpControlBits"));
+    m
+}
+
+#[test]
+fn protobuf_records_decode_with_goflow2_flow_proto_and_equal_the_json() {
+    let Some(b) = Broker::start() else { return };
+    let dir = TempDir::new("kafka-pb");
+    // a wrapper whose field 1 is a FlowMessage: tag 0x0a then a length-delimited message, which
+    // is exactly 0x0a followed by one of weir's (varint-length-prefixed) Kafka messages
+    std::fs::write(
+        dir.join("batch.proto"),
+        "syntax = \"proto3\";\nimport \"flow.proto\";\nmessage Batch { repeated flowpb.FlowMessage m = 1; }\n",
+    )
+    .unwrap();
+    for (i, f) in files().iter().enumerate() {
+        let topic = format!("pb{i}");
+        let err = to_kafka(&b, f, &topic, &["--kafka-format", "protobuf"]);
+        let want = json_lines(f, &[]);
+        let (records, messages, delivered, ..) = kafka_counts(&err);
+        assert_eq!(
+            (records, messages, delivered),
+            (want.len() as u64, want.len() as u64, want.len() as u64),
+            "{err}"
+        );
+        let got = b.consume(&topic);
+        assert_eq!(got.len(), want.len());
+        let mut batch = Vec::new();
+        for m in &got {
+            batch.push(0x0a);
+            batch.extend_from_slice(&m.3);
+        }
+        let mut child = Command::new("protoc")
+            .arg(format!("-I{}", root().join("proto").display()))
+            .arg(format!("-I{}", dir.path().display()))
+            .args(["--decode=Batch", "batch.proto"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("protoc");
+        child.stdin.take().unwrap().write_all(&batch).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "protoc: {out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        // "m {", "  field: value", "}"
+        let mut decoded: Vec<BTreeMap<String, String>> = Vec::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line == "m {" {
+                decoded.push(BTreeMap::new());
+            } else if let Some((k, v)) = line.split_once(": ") {
+                let v = if k.ends_with("_addr") {
+                    ip(&unescape(&v[1..v.len() - 1])).to_string()
+                } else {
+                    v.to_owned()
+                };
+                decoded.last_mut().unwrap().insert(k.to_owned(), v);
+            }
+        }
+        assert_eq!(decoded.len(), want.len());
+        // sequence numbers: 0..n, each once (protoc leaves out the 0)
+        let mut seqs: Vec<u64> = decoded
+            .iter_mut()
+            .map(|d| d.remove("sequence_num").map_or(0, |s| s.parse().unwrap()))
+            .collect();
+        seqs.sort();
+        assert_eq!(seqs, (0..want.len() as u64).collect::<Vec<_>>());
+        let mut w: Vec<_> = want
+            .iter()
+            .map(|l| expected_fields(&serde_json::from_str(l).unwrap()))
+            .collect();
+        decoded.sort();
+        w.sort();
+        assert_eq!(decoded, w, "{}", f.display());
+    }
+}
+
+#[test]
+fn broker_killed_mid_run_and_restarted_loses_nothing_uncounted() {
+    let Some(mut b) = Broker::start() else { return };
+    // 200 flows over 20 s of packet time: with a 1 s active timeout, records all along the file
+    let dir = TempDir::new("kafka-restart");
+    let f = dir.join("g.pcap");
+    let out = run(weir()
+        .args(["gen", "-w"])
+        .arg(&f)
+        .args(["--pps", "2000", "-c", "40000", "--flows", "200"])
+        .args(["--start", "1700000000000000000"]));
+    assert!(out.status.success(), "{out:?}");
+    let flags = ["--idle-timeout", "0.5", "--active-timeout", "1"];
+    let want = json_lines(&f, &flags);
+    let data = std::fs::read(&f).unwrap();
+    let mut child = weir()
+        .args(["flows", "--workers", "1", "-r", "-"])
+        .args(flags)
+        .args(["--kafka", &b.brokers(), "--kafka-topic", "restart"])
+        .args(["--kafka-sensor", "s1", "--kafka-timeout", "300"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&data[..data.len() / 2]).unwrap();
+    stdin.flush().unwrap();
+    // let some records through before the broker goes (at most 30 s; fewer is fine)
+    let t = Instant::now();
+    let before = loop {
+        let n = b.consume("restart").len();
+        if n > 0 || t.elapsed() > Duration::from_secs(30) {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    b.kill();
+    stdin.write_all(&data[data.len() / 2..]).unwrap();
+    drop(stdin);
+    // the rest is metered and produced while the broker is away; it comes back
+    std::thread::sleep(Duration::from_secs(2));
+    b.run();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (records, messages, delivered, failed, overflow) = kafka_counts(&err);
+    eprintln!("before the kill: {before} consumed; {err}");
+    assert_eq!(records, want.len() as u64, "{err}");
+    assert_eq!(messages, delivered + failed + overflow, "{err}");
+    assert_eq!(out.status.success(), failed + overflow == 0, "{err}");
+    // what was delivered is consumed exactly once, and is weir's
+    let got: Vec<String> = b
+        .consume("restart")
+        .into_iter()
+        .map(|m| String::from_utf8(m.3).unwrap())
+        .collect();
+    assert_eq!(
+        got.len() as u64,
+        delivered,
+        "no duplicate, no uncounted loss"
+    );
+    let mut pool: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in &want {
+        *pool.entry(l).or_default() += 1;
+    }
+    for g in &got {
+        let n = pool
+            .get_mut(g.as_str())
+            .unwrap_or_else(|| panic!("not weir's: {g}"));
+        assert!(*n > 0, "duplicate: {g}");
+        *n -= 1;
+    }
+    // with a 300 s delivery timeout and a broker back within it, nothing failed
+    assert_eq!((failed, overflow), (0, 0), "{err}");
+}
+
+#[test]
+fn hostile_kafka_options_are_clear_errors() {
+    let f = weir_testkit::corpus_dir().join("bug-2158__public-ex1_section8_Sofacy.pcap");
+    if !f.exists() {
+        missing("corpus file bug-2158__public-ex1_section8_Sofacy.pcap");
+        return;
+    }
+    let closed = format!("127.0.0.1:{}", free_port());
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["--kafka-topic", "t"],
+            2,
+            "--kafka-topic describes the Kafka output; give --kafka",
+        ),
+        (
+            &["--kafka-format", "protobuf"],
+            2,
+            "--kafka-format describes the Kafka output",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-queue", "0"],
+            2,
+            "--kafka-queue",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-queue", "-5"],
+            2,
+            "--kafka-queue",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-queue", "99999999999"],
+            2,
+            "--kafka-queue",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-timeout", "nan"],
+            2,
+            "not a number of seconds from 1",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-timeout", "inf"],
+            2,
+            "not a number of seconds from 1",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-linger-ms", "-1"],
+            2,
+            "--kafka-linger-ms",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-batch-bytes", "10"],
+            2,
+            "--kafka-batch-bytes",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-format", "avro"],
+            2,
+            "--kafka-format",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-topic", "a b"],
+            2,
+            "bad topic name \"a b\"",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-topic", ""],
+            2,
+            "bad topic name",
+        ),
+        (&["--kafka", ""], 2, "bad broker list"),
+        (&["--kafka", &closed], 1, "no Kafka broker answered at"),
+    ];
+    for (args, code, msg) in cases {
+        let out = run(weir().args(["flows", "-r"]).arg(&f).args(*args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}

@@ -1,0 +1,529 @@
+//! The Kafka sink: flow records to a Kafka topic through librdkafka (the `rdkafka` crate, linked
+//! to the system's librdkafka), one message per record, as JSON or as goflow2's protobuf.
+//!
+//! * **Producer**: idempotent (`enable.idempotence`: acks from every in-sync replica, retries
+//!   without duplicates, order kept per partition), compression `zstd` (default), `lz4` or none,
+//!   batching by `linger.ms` (default 50) and `batch.size` (default 1 MiB), partitioner
+//!   `murmur2_random` (Java's: Kafka Streams and Java consumers agree on a key's partition).
+//! * **Key**: `SENSOR/VLAN/PROTO/ADDR/PORT/ADDR/PORT` with the two endpoints in a canonical
+//!   order (the smaller address/port pair first), so every record of one flow of one sensor
+//!   (both directions of a one-way export, every active-timeout part) lands on one partition, in
+//!   the order weir exported them. The sensor is the host name unless given.
+//! * **Payload**: [`KafkaFormat::Json`] is exactly the line `weir flows --json` prints for the
+//!   record (without its newline); [`KafkaFormat::Protobuf`] is goflow2's `FlowMessage`
+//!   (module `flowpb`, schema `proto/flow.proto`) preceded by its varint length, goflow2's
+//!   default framing: one message per direction with packets.
+//! * **Bounded queue**: at most [`KafkaOutput::queue_messages`] messages wait in librdkafka.
+//!   When it is full the sink waits (serving delivery reports) up to 1 s for room; if none comes
+//!   the message is dropped and counted as overflow, and so is every next one until the queue
+//!   takes a message again (so a broker that is away costs one wait, not one per record).
+//! * **Accounting**: every message is delivered (acknowledged), failed (librdkafka gave up after
+//!   [`KafkaOutput::delivery_timeout_ms`], or the broker refused it), lost to overflow, or still
+//!   pending when the run ended (purged after that same timeout, counted as failed):
+//!   `messages = delivered + failed + overflow`, reported in [`KafkaStats`]. Any loss makes
+//!   the run's result an error ([`RunError::Dropped`](crate::RunError::Dropped)).
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prost::Message as _;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+use weir_flows::FlowRecord;
+
+use crate::sink::{ExportStats, FlowSink};
+use crate::text::{format_line_tags, TextFormat};
+use crate::ExportError;
+
+/// The default topic of flow records.
+pub const DEFAULT_FLOWS_TOPIC: &str = "weir.flows";
+
+/// How records are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaFormat {
+    /// One JSON object, as `weir flows --json` prints it (IPFIX names).
+    Json,
+    /// goflow2's `FlowMessage`, length-delimited (varint length first).
+    Protobuf,
+}
+
+/// Compression of the producer's batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaCompression {
+    /// zstd.
+    Zstd,
+    /// lz4.
+    Lz4,
+    /// None.
+    None,
+}
+
+impl KafkaCompression {
+    fn name(self) -> &'static str {
+        match self {
+            KafkaCompression::Zstd => "zstd",
+            KafkaCompression::Lz4 => "lz4",
+            KafkaCompression::None => "none",
+        }
+    }
+}
+
+/// A Kafka output (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaOutput {
+    /// Bootstrap brokers, `HOST:PORT[,HOST:PORT...]`.
+    pub brokers: String,
+    /// The topic of flow records.
+    pub topic: String,
+    /// The encoding.
+    pub format: KafkaFormat,
+    /// Batch compression.
+    pub compression: KafkaCompression,
+    /// The sensor's name, first part of every key.
+    pub sensor: String,
+    /// The most messages waiting in the producer's queue (1 to 10 000 000).
+    pub queue_messages: u32,
+    /// How long a batch may wait to fill, ms (0 to 900 000).
+    pub linger_ms: u32,
+    /// The largest batch, bytes (at least 1024).
+    pub batch_bytes: u32,
+    /// How long librdkafka tries to deliver a message before it counts as failed, ms (at least
+    /// 1000). The end of the run waits at most this long for pending messages.
+    pub delivery_timeout_ms: u32,
+    /// How long opening waits for a broker to answer, ms.
+    pub connect_timeout_ms: u32,
+}
+
+impl KafkaOutput {
+    /// An output to `topic` on `brokers` with the defaults: JSON, zstd, the host name as
+    /// sensor, a queue of 100 000 messages, linger 50 ms, 1 MiB batches, 60 s delivery timeout,
+    /// 10 s to connect.
+    pub fn new(brokers: &str, topic: &str) -> KafkaOutput {
+        KafkaOutput {
+            brokers: brokers.to_owned(),
+            topic: topic.to_owned(),
+            format: KafkaFormat::Json,
+            compression: KafkaCompression::Zstd,
+            sensor: host_name(),
+            queue_messages: 100_000,
+            linger_ms: 50,
+            batch_bytes: 1 << 20,
+            delivery_timeout_ms: 60_000,
+            connect_timeout_ms: 10_000,
+        }
+    }
+
+    /// The output's name in messages and counters: `kafka json weir.flows@127.0.0.1:9092`.
+    pub fn name(&self) -> String {
+        let f = match self.format {
+            KafkaFormat::Json => "json",
+            KafkaFormat::Protobuf => "protobuf",
+        };
+        format!("kafka {f} {}@{}", self.topic, self.brokers)
+    }
+
+    /// Checks the values (topic name, brokers, bounds) without connecting.
+    pub fn check(&self) -> Result<(), ExportError> {
+        check_topic(&self.topic)?;
+        if self.brokers.is_empty()
+            || self
+                .brokers
+                .split(',')
+                .any(|b| b.is_empty() || b.contains(|c: char| c.is_whitespace() || c == '\0'))
+        {
+            return Err(ExportError::Kafka(format!(
+                "bad broker list {:?}: give HOST:PORT[,HOST:PORT...]",
+                self.brokers
+            )));
+        }
+        if self.sensor.contains('\0') {
+            return Err(ExportError::Kafka(
+                "the sensor name holds a NUL byte".into(),
+            ));
+        }
+        let bounds = [
+            ("queue", u64::from(self.queue_messages), 1, 10_000_000),
+            ("linger", self.linger_ms.into(), 0, 900_000),
+            ("batch size", self.batch_bytes.into(), 1024, 1 << 30),
+            (
+                "delivery timeout",
+                self.delivery_timeout_ms.into(),
+                1000,
+                1 << 31,
+            ),
+        ];
+        for (what, v, lo, hi) in bounds {
+            if !(lo..=hi).contains(&v) {
+                return Err(ExportError::Kafka(format!(
+                    "{what} {v} is out of range ({lo} to {hi})"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A Kafka topic name: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn check_topic(topic: &str) -> Result<(), ExportError> {
+    let ok = !topic.is_empty()
+        && topic.len() <= 249
+        && topic != "."
+        && topic != ".."
+        && topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(ExportError::Kafka(format!(
+            "bad topic name {topic:?}: 1 to 249 of a-z A-Z 0-9 . _ -"
+        )))
+    }
+}
+
+/// This machine's host name (`weir` when it cannot be read).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "weir".to_owned())
+}
+
+/// What a Kafka output counted (messages: one per JSON record, one per direction in protobuf).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KafkaStats {
+    /// Messages made from the records.
+    pub messages: u64,
+    /// Messages the broker acknowledged.
+    pub delivered: u64,
+    /// Messages that failed: not delivered within the delivery timeout, refused by the broker,
+    /// or still pending at the end of the run.
+    pub failed: u64,
+    /// Messages dropped because the producer's queue was full.
+    pub overflow: u64,
+    /// The queue's bound, messages.
+    pub queue: u32,
+    /// The last delivery error, if any.
+    last_error: Option<RDKafkaErrorCode>,
+}
+
+impl KafkaStats {
+    /// The last delivery error, in words.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.map(|e| e.to_string())
+    }
+}
+
+/// Delivery reports, counted (librdkafka calls it from `poll`, on the sink's thread).
+#[derive(Default)]
+struct Reports {
+    delivered: AtomicU64,
+    failed: AtomicU64,
+    last_error: Mutex<Option<RDKafkaErrorCode>>,
+}
+
+impl ClientContext for Reports {
+    /// librdkafka's log lines (broker connections coming and going) are not printed: what
+    /// counts is in the delivery reports.
+    fn log(&self, _: rdkafka::config::RDKafkaLogLevel, _: &str, _: &str) {}
+
+    fn error(&self, _: KafkaError, _: &str) {}
+}
+
+impl ProducerContext for Reports {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
+        match r {
+            Ok(_) => {
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((e, _)) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                if let Some(code) = e.rdkafka_error_code() {
+                    if let Ok(mut l) = self.last_error.lock() {
+                        *l = Some(code);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The Kafka sink (see the module documentation).
+pub(crate) struct KafkaSink {
+    producer: Option<BaseProducer<Reports>>,
+    reports: Arc<Reports>,
+    out: KafkaOutput,
+    /// Messages made so far (protobuf's sequence_num).
+    seq: u64,
+    stats: ExportStats,
+    kafka: KafkaStats,
+    key: String,
+    payload: Vec<u8>,
+    /// The queue was full and stayed full for the whole wait: drop without waiting until it
+    /// takes a message again.
+    overflowing: bool,
+}
+
+/// How long a full queue is waited for before messages overflow.
+const QUEUE_WAIT: Duration = Duration::from_secs(1);
+
+impl KafkaSink {
+    /// Creates the producer and checks that a broker answers (within
+    /// [`KafkaOutput::connect_timeout_ms`]).
+    pub(crate) fn open(out: &KafkaOutput) -> Result<KafkaSink, ExportError> {
+        out.check()?;
+        let mut cfg = ClientConfig::new();
+        cfg.set("bootstrap.servers", &out.brokers)
+            .set("enable.idempotence", "true")
+            .set("compression.type", out.compression.name())
+            .set("linger.ms", out.linger_ms.to_string())
+            .set("batch.size", out.batch_bytes.to_string())
+            .set(
+                "queue.buffering.max.messages",
+                out.queue_messages.to_string(),
+            )
+            .set("queue.buffering.max.kbytes", "1048576")
+            .set("message.timeout.ms", out.delivery_timeout_ms.to_string())
+            // a topic not known yet (auto-created on first use, or the broker away when the
+            // first record comes) is waited for as long as a message may wait, not 30 s
+            .set(
+                "topic.metadata.propagation.max.ms",
+                out.delivery_timeout_ms.to_string(),
+            )
+            .set("partitioner", "murmur2_random")
+            .set("client.id", format!("weir-{}", out.sensor));
+        let producer: BaseProducer<Reports> = cfg
+            .create_with_context(Reports::default())
+            .map_err(|e| ExportError::Kafka(format!("cannot create the producer: {e}")))?;
+        producer
+            .client()
+            .fetch_metadata(None, Duration::from_millis(out.connect_timeout_ms.into()))
+            .map_err(|e| {
+                ExportError::Kafka(format!(
+                    "no Kafka broker answered at {} within {} s: {e}",
+                    out.brokers,
+                    out.connect_timeout_ms / 1000
+                ))
+            })?;
+        let reports = producer.context().clone();
+        Ok(KafkaSink {
+            producer: Some(producer),
+            reports,
+            out: out.clone(),
+            seq: 0,
+            stats: ExportStats::default(),
+            kafka: KafkaStats {
+                queue: out.queue_messages,
+                ..KafkaStats::default()
+            },
+            key: String::new(),
+            payload: Vec::new(),
+            overflowing: false,
+        })
+    }
+
+    /// Sends `self.payload` under `self.key`, waiting for room as the module says.
+    fn send(&mut self) {
+        let Some(p) = &self.producer else { return };
+        self.kafka.messages += 1;
+        let started = Instant::now();
+        loop {
+            let rec = BaseRecord::to(&self.out.topic)
+                .key(self.key.as_bytes())
+                .payload(&self.payload[..]);
+            match p.send(rec) {
+                Ok(()) => {
+                    self.overflowing = false;
+                    self.stats.bytes += self.payload.len() as u64;
+                    return;
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    if self.overflowing || started.elapsed() >= QUEUE_WAIT {
+                        self.overflowing = true;
+                        self.kafka.overflow += 1;
+                        return;
+                    }
+                    p.poll(Duration::from_millis(10));
+                }
+                Err((e, _)) => {
+                    // refused before queueing (a message too large, say): failed
+                    self.kafka.failed += 1;
+                    self.kafka.last_error = e.rdkafka_error_code().or(self.kafka.last_error);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The key of a record: the sensor, the VLAN, the protocol and the endpoints in canonical order.
+fn flow_key(sensor: &str, rec: &FlowRecord, out: &mut String) {
+    use std::fmt::Write as _;
+    let k = &rec.key;
+    let (a, b) = ((k.src, k.src_port), (k.dst, k.dst_port));
+    let ((la, lp), (ha, hp)): ((IpAddr, u16), (IpAddr, u16)) = if a <= b { (a, b) } else { (b, a) };
+    out.clear();
+    let _ = write!(out, "{sensor}/{}/{}/{la}/{lp}/{ha}/{hp}", k.vlan, k.proto);
+}
+
+impl FlowSink for KafkaSink {
+    fn export(&mut self, rec: &FlowRecord) -> Result<(), ExportError> {
+        flow_key(&self.out.sensor, rec, &mut self.key);
+        self.stats.records += 1;
+        match self.out.format {
+            KafkaFormat::Json => {
+                let mut line = format_line_tags(TextFormat::Json, rec, false);
+                line.pop(); // the newline
+                self.payload = line.into_bytes();
+                self.send();
+            }
+            KafkaFormat::Protobuf => {
+                for m in crate::flowpb::messages(rec, &mut self.seq) {
+                    self.payload.clear();
+                    m.encode_length_delimited(&mut self.payload)
+                        .map_err(|e| ExportError::Kafka(format!("protobuf encoding: {e}")))?;
+                    self.send();
+                }
+            }
+        }
+        if self.kafka.messages % 256 == 0 {
+            if let Some(p) = &self.producer {
+                p.poll(Duration::ZERO);
+            }
+        }
+        Ok(())
+    }
+
+    /// Serves delivery reports.
+    fn tick(&mut self, _now_ns: u64) -> Result<(), ExportError> {
+        if let Some(p) = &self.producer {
+            p.poll(Duration::ZERO);
+        }
+        Ok(())
+    }
+
+    /// Waits up to the delivery timeout for pending messages, then purges what is left (each
+    /// purged message is reported as failed) and counts.
+    fn finish(&mut self) -> Result<ExportStats, ExportError> {
+        if let Some(p) = self.producer.take() {
+            // flush polls; an Err is a timeout, and what is left is purged below
+            let _ = p.flush(Duration::from_millis(
+                u64::from(self.out.delivery_timeout_ms) + 5_000,
+            ));
+            drop(p); // purges the queue and serves the purge's delivery reports
+        }
+        let r = &self.reports;
+        self.kafka.delivered = r.delivered.load(Ordering::Relaxed);
+        self.kafka.failed += r.failed.load(Ordering::Relaxed);
+        if let Ok(l) = r.last_error.lock() {
+            self.kafka.last_error = l.or(self.kafka.last_error);
+        }
+        // messages never handed back (there should be none): failed, so nothing is uncounted
+        let accounted = self.kafka.delivered + self.kafka.failed + self.kafka.overflow;
+        self.kafka.failed += self.kafka.messages.saturating_sub(accounted);
+        self.stats.dropped = self.kafka.failed + self.kafka.overflow;
+        self.stats.datagrams = self.kafka.messages;
+        self.stats.kafka = Some(self.kafka);
+        Ok(self.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_flows::{Direction, EndReason, FlowKey};
+
+    fn rec(src: &str, sp: u16, dst: &str, dp: u16) -> FlowRecord {
+        FlowRecord {
+            key: FlowKey {
+                vlan: 3,
+                src: src.parse().unwrap(),
+                dst: dst.parse().unwrap(),
+                proto: 6,
+                src_port: sp,
+                dst_port: dp,
+                tos: 0,
+            },
+            forward: Direction::default(),
+            reverse: Direction::default(),
+            end_reason: EndReason::IdleTimeout,
+            tag: None,
+        }
+    }
+
+    #[test]
+    fn both_directions_of_a_flow_have_one_key() {
+        let (mut a, mut b) = (String::new(), String::new());
+        flow_key("s1", &rec("10.0.0.9", 80, "10.0.0.1", 5000), &mut a);
+        flow_key("s1", &rec("10.0.0.1", 5000, "10.0.0.9", 80), &mut b);
+        assert_eq!(a, "s1/3/6/10.0.0.1/5000/10.0.0.9/80");
+        assert_eq!(a, b);
+        flow_key("s1", &rec("2001:db8::1", 1, "10.0.0.1", 2), &mut b);
+        assert_eq!(b, "s1/3/6/10.0.0.1/2/2001:db8::1/1", "IPv4 sorts first");
+    }
+
+    #[test]
+    fn bad_values_are_refused_before_connecting() {
+        let ok = KafkaOutput::new("127.0.0.1:9092", DEFAULT_FLOWS_TOPIC);
+        assert!(ok.check().is_ok());
+        for (out, msg) in [
+            (
+                KafkaOutput::new("127.0.0.1:9092", "a b"),
+                "bad topic name \"a b\"",
+            ),
+            (KafkaOutput::new("127.0.0.1:9092", ".."), "bad topic name"),
+            (KafkaOutput::new("", "t"), "bad broker list \"\""),
+            (KafkaOutput::new("a:1,,b:2", "t"), "bad broker list"),
+            (
+                KafkaOutput {
+                    queue_messages: 0,
+                    ..ok.clone()
+                },
+                "queue 0 is out of range (1 to 10000000)",
+            ),
+            (
+                KafkaOutput {
+                    delivery_timeout_ms: 10,
+                    ..ok.clone()
+                },
+                "delivery timeout 10 is out of range",
+            ),
+        ] {
+            let e = out.check().unwrap_err().to_string();
+            assert!(e.contains(msg), "{e}");
+        }
+        assert!(check_topic(&"t".repeat(250)).is_err());
+        assert!(check_topic(&"t".repeat(249)).is_ok());
+    }
+
+    /// Nothing listens on the port: opening says so (after the connect timeout), it does not
+    /// hang and does not panic.
+    #[test]
+    fn a_missing_broker_fails_at_open() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let out = KafkaOutput {
+            connect_timeout_ms: 1000,
+            ..KafkaOutput::new(&format!("127.0.0.1:{port}"), "t")
+        };
+        let Err(e) = KafkaSink::open(&out) else {
+            panic!("opened a producer with no broker")
+        };
+        assert!(
+            e.to_string().starts_with(&format!(
+                "kafka: no Kafka broker answered at 127.0.0.1:{port}"
+            )),
+            "{e}"
+        );
+    }
+}
