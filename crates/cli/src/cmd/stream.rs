@@ -48,6 +48,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         count: None,
         duration: args.live.duration.map(Duration::from_secs_f64),
         rules: None,
+        store_tags: false,
     };
     let controls = output::controls(false)?;
     let job = Capture::start(&cfg, &mut output::event)?;
