@@ -12,6 +12,7 @@ PACKAGES=(
   fonts-dejavu-core                        # the font weir latency's charts are drawn with
   python3 time hyperfine                   # benchmark runners
   prometheus                               # peers: promtool and a real server scraping --metrics
+  sip-tester                               # peers: sipp calls (with RTP from a pcap) for weir voip
 )
 
 missing=()

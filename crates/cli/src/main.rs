@@ -81,6 +81,8 @@ enum Command {
     Ctl(cmd::ctl::Args),
     /// HTTP transaction logs (Zeek http.log fields) and TLS handshake logs, as JSON lines.
     Http(cmd::http::Args),
+    /// SIP call records and RTP stream quality (RFC 3550 loss/jitter, E-model MOS), as JSON lines.
+    Voip(cmd::voip::Args),
 }
 
 fn main() -> ExitCode {
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::Ctl(a) => cmd::ctl::run(a),
         Command::Http(a) => cmd::http::run(a),
+        Command::Voip(a) => cmd::voip::run(a),
     };
     match result {
         Ok(status) => status.into(),
