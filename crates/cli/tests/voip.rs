@@ -206,14 +206,15 @@ fn compare(file: &Path, t: &TView, ws: &[serde_json::Value], wc: &[serde_json::V
             );
         };
         close("max_delta_ms", ts.max_delta);
-        close("max_jitter_ms", ts.max_jitter);
         // tshark's mean jitter is a running mean divided by all packets so far but updated on
-        // regular packets only; it is the plain mean weir reports when every packet after the
-        // first is regular (no sequence error, marker, payload type change)
+        // regular packets only, and around duplicates and reordered packets its reference
+        // packet differs from weir's (the hand-built stream: max jitter 4.901 vs weir 4.839);
+        // on streams where every packet after the first is regular both are the same formula
         if w["seq_errors"] == 0
             && w["markers"].as_u64() <= Some(1)
             && w["payload_type_changes"] == 0
         {
+            close("max_jitter_ms", ts.max_jitter);
             close("mean_jitter_ms", ts.mean_jitter);
         }
         n.streams += 1;
@@ -611,7 +612,12 @@ fn hand_capture() -> Vec<u8> {
         "",
         None,
     ));
-    p.tcp(11_050.0, s, c, 5000, &resp);
+    // the 100 alone, then the 486 in its own segment: tshark's fields output (-E
+    // occurrence=f) shows one message per segment; two messages in one segment are framed in
+    // weir-voip's unit test `stream_framing_by_content_length`
+    let split = resp.windows(11).position(|w| w == b"SIP/2.0 486").unwrap();
+    p.tcp(11_050.0, s, c, 5000, &resp[..split]);
+    p.tcp(11_060.0, s, c, 5000 + split as u32, &resp[split..]);
     p.0
 }
 
