@@ -408,6 +408,9 @@ fn sdp(addr: &str, port: u16) -> String {
     )
 }
 
+/// An IPv4 address and port.
+type Ep4 = ([u8; 4], u16);
+
 const A: [u8; 4] = [10, 0, 0, 1];
 const B: [u8; 4] = [10, 0, 0, 2];
 
@@ -492,7 +495,7 @@ fn hand_capture() -> Vec<u8> {
     order.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
     // B → A: 10 packets, index 4 arrives 8 ms late, the others on time
     let t1 = 3105.0;
-    let mut all: Vec<(f64, ([u8; 4], u16), ([u8; 4], u16), Vec<u8>)> = Vec::new();
+    let mut all: Vec<(f64, Ep4, Ep4, Vec<u8>)> = Vec::new();
     for (at, i) in order {
         all.push((
             at,
@@ -621,7 +624,7 @@ fn hand_capture() -> Vec<u8> {
     p.0
 }
 
-fn stream<'a>(ws: &'a [serde_json::Value], src_port: u64, dst_port: u64) -> &'a serde_json::Value {
+fn stream(ws: &[serde_json::Value], src_port: u64, dst_port: u64) -> &serde_json::Value {
     ws.iter()
         .find(|s| s["src_port"] == src_port && s["dst_port"] == dst_port)
         .unwrap_or_else(|| panic!("no stream {src_port} → {dst_port} in {ws:?}"))

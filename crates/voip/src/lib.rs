@@ -615,18 +615,16 @@ impl Analyzer {
                             c.reinvites += 1;
                         }
                     }
-                    "BYE" | "CANCEL" => {
-                        if c.end_ns.is_none() {
-                            c.end_ns = Some(ts_ns);
-                            c.end_method = Some(if method == "BYE" { "BYE" } else { "CANCEL" });
-                            c.ended_by = if Some(src) == c.caller {
-                                Some("caller")
-                            } else if Some(src) == c.callee {
-                                Some("callee")
-                            } else {
-                                None
-                            };
-                        }
+                    "BYE" | "CANCEL" if c.end_ns.is_none() => {
+                        c.end_ns = Some(ts_ns);
+                        c.end_method = Some(if method == "BYE" { "BYE" } else { "CANCEL" });
+                        c.ended_by = if Some(src) == c.caller {
+                            Some("caller")
+                        } else if Some(src) == c.callee {
+                            Some("callee")
+                        } else {
+                            None
+                        };
                     }
                     _ => {}
                 }
