@@ -16,6 +16,7 @@ PACKAGES=(
   librdkafka-dev                           # build: the Kafka flow sink (rdkafka, linked dynamically)
   kcat protobuf-compiler                   # peers: consume weir's Kafka records, protoc --decode them
   maven default-jre-headless               # the real Kafka broker of the tests (jars from Maven Central)
+  sip-tester                               # peers: sipp calls (with RTP from a pcap) for weir voip
 )
 
 missing=()

@@ -86,6 +86,8 @@ enum Command {
     Stream(cmd::stream::Args),
     /// A running `weir run` seen live from its control socket: rates, drops, fill, streams.
     Top(cmd::top::Args),
+    /// SIP call records and RTP stream quality (RFC 3550 loss/jitter, E-model MOS), as JSON lines.
+    Voip(cmd::voip::Args),
 }
 
 fn main() -> ExitCode {
@@ -110,6 +112,7 @@ fn main() -> ExitCode {
         Command::Http(a) => cmd::http::run(a),
         Command::Stream(a) => cmd::stream::run(a),
         Command::Top(a) => cmd::top::run(a),
+        Command::Voip(a) => cmd::voip::run(a),
     };
     match result {
         Ok(status) => status.into(),

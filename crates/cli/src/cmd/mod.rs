@@ -17,3 +17,4 @@ pub(crate) mod rules;
 pub(crate) mod run;
 pub(crate) mod stream;
 pub(crate) mod top;
+pub(crate) mod voip;

@@ -1,0 +1,153 @@
+//! `weir voip -r FILE [-w CALLS.jsonl] [--streams STREAMS.jsonl] [EXPR]`: one JSON line per SIP
+//! Call-ID (call times, final status, post-dial delay, duration, MOS of its worst stream) and
+//! one per RTP stream (RFC 3550 loss and jitter, RTCP reports, E-model MOS), from capture files,
+//! through weir-voip's analyzer. The packets come from the shared offline loop (BPF filter,
+//! damage handling). Without `--streams` the stream records go to the calls' output, so nothing
+//! found is left out; each record says its `type`. A summary ends the run on stderr.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use weir_filter::FilterSet;
+use weir_pcap::{Interface, Packet};
+use weir_sensor::read::Visitor;
+use weir_voip::{Analyzer, Config, Event};
+
+use crate::args;
+use crate::input::read_filtered;
+use crate::output::{self, Status};
+
+/// Arguments of `weir voip`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    inputs: args::Inputs,
+    /// Write the call records as JSON lines to OUT (`-` for stdout, the default).
+    #[arg(short = 'w', long = "write", value_name = "OUT")]
+    out: Option<PathBuf>,
+    /// Write the RTP stream records to FILE (`-` for stdout when -w names a file) instead of
+    /// beside the calls.
+    #[arg(long, value_name = "FILE")]
+    streams: Option<PathBuf>,
+    /// Most SIP Call-IDs tracked (at least 1); later ones are counted and ignored.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000,
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000),
+          allow_negative_numbers = true)]
+    max_calls: u64,
+    /// Most RTP streams tracked (at least 1); packets of later ones are counted and ignored.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000,
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000),
+          allow_negative_numbers = true)]
+    max_streams: u64,
+    #[command(flatten)]
+    expr: args::Expr,
+}
+
+/// Runs `weir voip`.
+pub(crate) fn run(args: Args) -> Result<Status> {
+    if args.inputs.files.is_empty() {
+        bail!("give input files with -r (live capture is not supported by `weir voip` yet)");
+    }
+    let calls_path = args.out.clone().unwrap_or_else(|| PathBuf::from("-"));
+    if let Some(s) = &args.streams {
+        let same_file = s == &calls_path
+            || std::fs::canonicalize(s)
+                .ok()
+                .zip(std::fs::canonicalize(&calls_path).ok())
+                .is_some_and(|(a, b)| a == b);
+        if same_file {
+            bail!(
+                "--streams and -w both name {}: leave --streams out to write both to one place",
+                s.display()
+            );
+        }
+    }
+    // the expression and the inputs are checked before any output is created
+    FilterSet::new(&args.expr.joined())?;
+    output::check_inputs(&args.inputs.files, Some(&calls_path))?;
+    if let Some(s) = &args.streams {
+        output::check_inputs(&args.inputs.files, Some(s))?;
+    }
+    let cfg = Config {
+        max_calls: args.max_calls as usize,
+        max_streams: args.max_streams as usize,
+        ..Config::default()
+    };
+    let mut calls = BufWriter::with_capacity(1 << 16, output::create(&calls_path)?);
+    let mut streams = match &args.streams {
+        Some(p) => Some(BufWriter::with_capacity(1 << 16, output::create(p)?)),
+        None => None,
+    };
+    let mut feed = Feed(Analyzer::new(cfg));
+    let status = read_filtered(&args.inputs.files, args.expr.joined(), &mut feed)?;
+    let mut error: Option<std::io::Error> = None;
+    let stats = feed.0.finish(&mut |e| {
+        if error.is_some() {
+            return;
+        }
+        let res = match &e {
+            Event::Stream(r) => {
+                let w = streams.as_mut().unwrap_or(&mut calls);
+                line(w, r)
+            }
+            Event::Call(r) => line(&mut calls, r),
+        };
+        if let Err(e) = res {
+            error = Some(e);
+        }
+    });
+    if let Some(e) = error {
+        return Err(e.into());
+    }
+    calls.into_inner().map_err(|e| e.into_error())?.commit()?;
+    if let Some(s) = streams {
+        s.into_inner().map_err(|e| e.into_error())?.commit()?;
+    }
+    let s = &stats;
+    eprintln!(
+        "weir: {} sip call-ids ({} messages, {} over tcp, {} unparsable); {} rtp streams \
+         ({} from sdp, {} by heuristic; {} candidates not steady); {} rtp packets, {} rtcp \
+         packets ({} report blocks matched); {} packets",
+        s.calls,
+        s.sip_messages,
+        s.sip_tcp_messages,
+        s.sip_errors,
+        s.streams,
+        s.sdp_streams,
+        s.heuristic_streams,
+        s.candidates_discarded,
+        s.rtp_packets,
+        s.rtcp_packets,
+        s.rtcp_reports,
+        s.packets
+    );
+    if s.calls_dropped + s.streams_dropped_packets + s.tcp_bytes_dropped > 0 {
+        eprintln!(
+            "weir: bounds: {} call-ids ignored (--max-calls), {} rtp packets of untracked \
+             streams (--max-streams), {} sip tcp bytes dropped (gaps or overflow)",
+            s.calls_dropped, s.streams_dropped_packets, s.tcp_bytes_dropped
+        );
+    }
+    Ok(status)
+}
+
+fn line<W: Write, T: serde::Serialize>(w: &mut W, r: &T) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *w, r).map_err(std::io::Error::from)?;
+    w.write_all(b"\n")
+}
+
+struct Feed(Analyzer);
+
+impl Visitor for Feed {
+    type Error = anyhow::Error;
+
+    fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
+        self.0.packet(packet.meta.ts_ns, packet.link, packet.data);
+        Ok(())
+    }
+
+    fn parallel_read(&self) -> bool {
+        false
+    }
+}
