@@ -42,6 +42,7 @@ pub(crate) fn outputs(
         netflow,
         csv: csv.map(Path::to_path_buf),
         json: json.map(Path::to_path_buf),
+        parquet: None,
         tags,
     })
 }

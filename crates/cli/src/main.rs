@@ -81,6 +81,8 @@ enum Command {
     Ctl(cmd::ctl::Args),
     /// HTTP transaction logs (Zeek http.log fields) and TLS handshake logs, as JSON lines.
     Http(cmd::http::Args),
+    /// Serve a store's extract, listing and health over HTTP (for `weir extract --sensor`).
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::Ctl(a) => cmd::ctl::run(a),
         Command::Http(a) => cmd::http::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
     };
     match result {
         Ok(status) => status.into(),

@@ -37,6 +37,9 @@ pub enum ExportError {
         /// The smallest workable value.
         needed: usize,
     },
+    /// The Parquet writer failed (an I/O error is its source).
+    #[error("Parquet write failed")]
+    Parquet(#[source] parquet::errors::ParquetError),
     /// Writing to a file or stdout failed.
     #[error("write failed")]
     Write(#[from] std::io::Error),

@@ -13,6 +13,9 @@
 //! its end [`RunReport::finish`] finishes them and gathers every counter of the run, which
 //! [`RunReport::summary`] puts in words and a [`StatsFile`] writes as JSON.
 //!
+//! [`ParquetOutput`] writes the records as Parquet files, one per interval and sensor, in
+//! Hive-style `date=/hour=` directories (module `parquet_sink`).
+//!
 //! # Time base
 //!
 //! Every clock the formats carry (sys_uptime, unix_secs, export time) is packet time, so file runs
@@ -41,6 +44,7 @@ mod netflow;
 mod open;
 mod outputs;
 mod packer;
+mod parquet_sink;
 mod report;
 mod sets;
 mod sink;
@@ -57,6 +61,7 @@ pub use fanout::{Fanout, FanoutTotals, SinkError};
 pub use netflow::{ExportOptions, NetflowFormat};
 pub use open::{open_sink, open_sink_with, SinkSpec};
 pub use outputs::{NetflowOutput, OpenError, Outputs};
+pub use parquet_sink::{ParquetOutput, DEFAULT_INTERVAL_NS, ROW_GROUP_ROWS};
 pub use report::{RunError, RunReport, StatsFile, StatsFileError};
 pub use sink::{ExportStats, FlowSink};
 pub use target::{Target, DEFAULT_COLLECTOR};

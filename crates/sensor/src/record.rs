@@ -145,7 +145,11 @@ impl RecordReport {
 /// The outputs of `flows`, with the store's `flows.json` when none is named.
 fn flow_outputs(flows: &FlowsConfig, dir: &Path) -> Outputs {
     let mut outputs = flows.outputs.clone();
-    if outputs.netflow.is_none() && outputs.json.is_none() && outputs.csv.is_none() {
+    if outputs.netflow.is_none()
+        && outputs.json.is_none()
+        && outputs.csv.is_none()
+        && outputs.parquet.is_none()
+    {
         outputs.json = Some(dir.join("flows.json"));
     }
     outputs

@@ -15,3 +15,4 @@ pub(crate) mod read;
 pub(crate) mod record;
 pub(crate) mod rules;
 pub(crate) mod run;
+pub(crate) mod serve;
