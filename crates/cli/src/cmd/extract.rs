@@ -34,9 +34,14 @@ pub(crate) struct Args {
     more: Vec<PathBuf>,
     /// Ask these `weir serve` instances instead (http://HOST:PORT, comma-separated), in
     /// parallel, and merge their packets in time order. A sensor that fails is reported and
-    /// the others' packets still written (exit status 1).
-    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',',
-          conflicts_with_all = ["input", "more"])]
+    /// the others' packets still written (exit status 1). Every word after the options is
+    /// then the expression.
+    #[arg(
+        long,
+        value_name = "URL[,URL...]",
+        value_delimiter = ',',
+        conflicts_with = "more"
+    )]
     sensor: Vec<String>,
     /// Bearer token sent to the sensors (`weir serve --token`).
     #[arg(long, value_name = "TOKEN", requires = "sensor")]
@@ -110,12 +115,18 @@ pub(crate) fn run(args: Args) -> Result<Status> {
 /// `--sensor`: the extract of every sensor, merged ([`weir_store::remote::merge`]); each
 /// sensor's failure and notices are said on stderr, and make the exit status 1.
 fn remote(args: &Args, from: u64, to: u64) -> Result<Status> {
+    // the first word of the expression lands in the DIR|FILE slot
+    let filter = match &args.input {
+        Some(first) => format!("{} {}", first.display(), args.expr.joined()),
+        None => args.expr.joined(),
+    };
+    let filter = filter.trim().to_owned();
     // checked before any sensor is asked
-    BpfMatcher::new(&args.expr.joined())?;
+    BpfMatcher::new(&filter)?;
     let q = weir_store::remote::RemoteQuery {
         from,
         to,
-        filter: args.expr.joined(),
+        filter,
         token: args.token.clone(),
     };
     let format = args.out.format(Format::Pcap);
