@@ -30,6 +30,13 @@ if ((${#missing[@]})); then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Readers of `weir flows --parquet` files in the tests (and the README's DuckDB query), from PyPI.
+if ! python3 -c 'import duckdb, pyarrow' 2>/dev/null; then
+  echo "setup: installing duckdb and pyarrow (PyPI)"
+  python3 -m pip install -q --break-system-packages duckdb pyarrow 2>/dev/null ||
+    python3 -m pip install -q duckdb pyarrow
+fi
+
 if ! command -v cargo >/dev/null; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     export PATH="$HOME/.cargo/bin:$PATH"

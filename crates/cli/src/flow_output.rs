@@ -43,6 +43,7 @@ pub(crate) fn outputs(
         csv: csv.map(Path::to_path_buf),
         json: json.map(Path::to_path_buf),
         kafka: None,
+        parquet: None,
         tags,
     })
 }

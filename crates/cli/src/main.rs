@@ -88,6 +88,8 @@ enum Command {
     Top(cmd::top::Args),
     /// SIP call records and RTP stream quality (RFC 3550 loss/jitter, E-model MOS), as JSON lines.
     Voip(cmd::voip::Args),
+    /// Serve a store's extract, listing and health over HTTP (for `weir extract --sensor`).
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +115,7 @@ fn main() -> ExitCode {
         Command::Stream(a) => cmd::stream::run(a),
         Command::Top(a) => cmd::top::run(a),
         Command::Voip(a) => cmd::voip::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
     };
     match result {
         Ok(status) => status.into(),

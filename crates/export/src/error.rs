@@ -40,6 +40,9 @@ pub enum ExportError {
     /// A Kafka output could not be opened or used (bad settings, no broker answering).
     #[error("kafka: {0}")]
     Kafka(String),
+    /// The Parquet writer failed (an I/O error is its source).
+    #[error("Parquet write failed")]
+    Parquet(#[source] parquet::errors::ParquetError),
     /// Writing to a file or stdout failed.
     #[error("write failed")]
     Write(#[from] std::io::Error),

@@ -15,6 +15,8 @@
 //!
 //! Flow records also go to Kafka ([`KafkaOutput`], module `kafka`: JSON or goflow2's protobuf,
 //! idempotent producer, bounded queue whose overflow is counted).
+//! [`ParquetOutput`] writes the records as Parquet files, one per interval and sensor, in
+//! Hive-style `date=/hour=` directories (module `parquet_sink`).
 //!
 //! # Time base
 //!
@@ -46,6 +48,7 @@ mod netflow;
 mod open;
 mod outputs;
 mod packer;
+mod parquet_sink;
 mod report;
 mod sets;
 mod sink;
@@ -65,6 +68,7 @@ pub use kafka::{
 pub use netflow::{ExportOptions, NetflowFormat};
 pub use open::{open_sink, open_sink_with, SinkSpec};
 pub use outputs::{NetflowOutput, OpenError, Outputs};
+pub use parquet_sink::{ParquetOutput, DEFAULT_INTERVAL_NS, ROW_GROUP_ROWS};
 pub use report::{RunError, RunReport, StatsFile, StatsFileError};
 pub use sink::{ExportStats, FlowSink};
 pub use target::{Target, DEFAULT_COLLECTOR};

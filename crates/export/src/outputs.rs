@@ -5,7 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::open::{open_sink_with, SinkSpec};
-use crate::{ExportError, ExportOptions, Fanout, KafkaOutput, NetflowFormat, Target};
+use crate::parquet_sink::ParquetSink;
+use crate::{
+    ExportError, ExportOptions, Fanout, KafkaOutput, NetflowFormat, ParquetOutput, Target,
+};
 
 /// Every output of a run (see the module documentation).
 #[derive(Debug, Clone, Default)]
@@ -14,6 +17,8 @@ pub struct Outputs {
     pub netflow: Option<NetflowOutput>,
     /// CSV rows to this file (`-`: stdout).
     pub csv: Option<PathBuf>,
+    /// Parquet files under a directory (see [`ParquetOutput`]).
+    pub parquet: Option<ParquetOutput>,
     /// JSON lines to this file (`-`: stdout). With no output at all, JSON lines go to stdout.
     pub json: Option<PathBuf>,
     /// Flow records to Kafka.
@@ -61,7 +66,7 @@ impl Target {
 }
 
 impl Outputs {
-    /// Opens every output, in the order NetFlow, CSV, Kafka, JSON; each is named for messages and
+    /// Opens every output, in the order NetFlow, CSV, Kafka, Parquet, JSON; each is named for messages and
     /// counters by its format and where it goes, in lower case (`v9 udp://127.0.0.1:2055`,
     /// `csv out.csv`, `json -`).
     pub fn open(&self) -> Result<Fanout, OpenError> {
@@ -90,6 +95,13 @@ impl Outputs {
         if let Some(k) = &self.kafka {
             let s = open(&SinkSpec::Kafka(k.clone()), "the Kafka output")?;
             sinks.push(k.name(), s);
+        }
+        if let Some(p) = &self.parquet {
+            let s = ParquetSink::open(p).map_err(|error| OpenError {
+                what: "the Parquet output",
+                error,
+            })?;
+            sinks.push(format!("parquet {}", p.dir.display()), Box::new(s));
         }
         if self.json.is_some() || sinks.is_empty() {
             let p = self.json.clone().unwrap_or_else(|| PathBuf::from("-"));
@@ -127,6 +139,7 @@ mod tests {
             csv: Some(csv.clone()),
             json: Some(json.clone()),
             kafka: None,
+            parquet: None,
             tags: false,
         };
         let f = outputs.open().unwrap();

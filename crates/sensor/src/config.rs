@@ -20,7 +20,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use weir_export::{
     check_topic, KafkaCompression, KafkaFormat, KafkaOutput, NetflowFormat, NetflowOutput, Outputs,
-    Target, DEFAULT_FLOWS_TOPIC,
+    ParquetOutput, Target, DEFAULT_FLOWS_TOPIC,
 };
 use weir_store::{Format, Sizes};
 
@@ -168,6 +168,8 @@ struct RawFlows {
     export_format: Option<Spanned<String>>,
     json: Option<Spanned<String>>,
     csv: Option<Spanned<String>>,
+    parquet: Option<Spanned<String>>,
+    parquet_interval_s: Option<Spanned<f64>>,
     kafka: Option<Spanned<RawKafka>>,
 }
 
@@ -367,6 +369,7 @@ impl Cx<'_> {
                 (rr.stats_json.as_ref(), "stats_json"),
                 (flows.and_then(|f| f.json.as_ref()), "flows.json"),
                 (flows.and_then(|f| f.csv.as_ref()), "flows.csv"),
+                (flows.and_then(|f| f.parquet.as_ref()), "flows.parquet"),
             ];
             for (v, name) in files {
                 let Some(v) = v else { continue };
@@ -600,7 +603,7 @@ impl Cx<'_> {
         let flows = r
             .flows
             .as_ref()
-            .map(|f| self.flows(f.get_ref(), &k("flows"), rules.is_some()))
+            .map(|f| self.flows(f.get_ref(), &k("flows"), rules.is_some(), &name))
             .transpose()?;
         Ok(JobConfig {
             name,
@@ -621,7 +624,13 @@ impl Cx<'_> {
         })
     }
 
-    fn flows(&self, f: &RawFlows, key: &str, tags: bool) -> Result<FlowsConfig, ConfigError> {
+    fn flows(
+        &self,
+        f: &RawFlows,
+        key: &str,
+        tags: bool,
+        job: &str,
+    ) -> Result<FlowsConfig, ConfigError> {
         let k = |n: &str| format!("{key}.{n}");
         let mut meter = weir_flows::Config::default();
         if let Some(v) = &f.idle_timeout_s {
@@ -680,6 +689,7 @@ impl Cx<'_> {
             .as_ref()
             .map(|v| self.kafka(v.get_ref(), &k("kafka")))
             .transpose()?;
+        let parquet = self.parquet(f, &k, job)?;
         Ok(FlowsConfig {
             meter,
             outputs: Outputs {
@@ -687,6 +697,7 @@ impl Cx<'_> {
                 csv,
                 json,
                 kafka,
+                parquet,
                 tags,
             },
         })
@@ -742,6 +753,34 @@ impl Cx<'_> {
             return Err(self.at(at, &k(name), e));
         }
         Ok(out)
+    }
+
+    /// The flows' Parquet output: files named after the job (the sensor).
+    fn parquet(
+        &self,
+        f: &RawFlows,
+        k: &dyn Fn(&str) -> String,
+        job: &str,
+    ) -> Result<Option<ParquetOutput>, ConfigError> {
+        let interval_ns = match &f.parquet_interval_s {
+            None => weir_export::DEFAULT_INTERVAL_NS,
+            Some(v) => {
+                if f.parquet.is_none() {
+                    return Err(self.at(v, &k("parquet_interval_s"), "give `parquet` too"));
+                }
+                (self.secs(v, &k("parquet_interval_s"), 1.0, 86400.0)? * 1e9) as u64
+            }
+        };
+        let Some(v) = &f.parquet else {
+            return Ok(None);
+        };
+        // the directory itself is created when missing, so its parent must exist
+        let dir = self.out_path(v, &k("parquet"))?;
+        Ok(Some(ParquetOutput {
+            dir,
+            interval_ns,
+            sensor: job.to_owned(),
+        }))
     }
 }
 
@@ -850,6 +889,9 @@ impl ServiceConfig {
                 }
                 if let Some(k) = &f.outputs.kafka {
                     outs.push(k.name());
+                }
+                if let Some(p) = &f.outputs.parquet {
+                    outs.push(format!("Parquet files under {}", p.dir.display()));
                 }
                 if outs.is_empty() {
                     outs.push(format!(

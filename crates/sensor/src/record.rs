@@ -153,7 +153,10 @@ impl RecordReport {
 /// The outputs of `flows`, with the store's `flows.json` when none is named.
 fn flow_outputs(flows: &FlowsConfig, dir: &Path) -> Outputs {
     let mut outputs = flows.outputs.clone();
-    let named = outputs.netflow.is_some() || outputs.kafka.is_some() || outputs.csv.is_some();
+    let named = outputs.netflow.is_some()
+        || outputs.kafka.is_some()
+        || outputs.csv.is_some()
+        || outputs.parquet.is_some();
     if !named && outputs.json.is_none() {
         outputs.json = Some(dir.join("flows.json"));
     }

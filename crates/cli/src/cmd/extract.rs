@@ -7,6 +7,9 @@
 //! compiled for the segment exactly as `tcpdump -r` would compile it, and by its timestamp, so
 //! the result is exactly tcpdump's selection; the index only decides what need not be read. A
 //! missing, corrupt or stale index is reported and the segment scanned whole.
+//!
+//! With `--sensor URL[,URL...]` the same extract is asked of several `weir serve` instances at
+//! once and their packets merged in time order (`weir_store::remote`).
 
 use std::path::PathBuf;
 
@@ -24,11 +27,25 @@ use crate::output::{self, Status};
 #[command(mut_arg("path", |a| a.required(true)))]
 pub(crate) struct Args {
     /// Store directory (or a capture file with its `.idx`) to search.
-    #[arg(value_name = "DIR|FILE")]
-    input: PathBuf,
+    #[arg(value_name = "DIR|FILE", required_unless_present = "sensor")]
+    input: Option<PathBuf>,
     /// More stores or files to search with it.
     #[arg(short = 'r', long = "read", value_name = "DIR|FILE")]
     more: Vec<PathBuf>,
+    /// Ask these `weir serve` instances instead (http://HOST:PORT, comma-separated), in
+    /// parallel, and merge their packets in time order. A sensor that fails is reported and
+    /// the others' packets still written (exit status 1). Every word after the options is
+    /// then the expression.
+    #[arg(
+        long,
+        value_name = "URL[,URL...]",
+        value_delimiter = ',',
+        conflicts_with = "more"
+    )]
+    sensor: Vec<String>,
+    /// Bearer token sent to the sensors (`weir serve --token`).
+    #[arg(long, value_name = "TOKEN", requires = "sensor")]
+    token: Option<String>,
     /// Earliest packet time: seconds since the epoch or a UTC date (`2026-11-22T10:00:00Z`).
     #[arg(long, value_name = "TIME", value_parser = args::time, allow_negative_numbers = true)]
     from: Option<u64>,
@@ -52,7 +69,7 @@ impl Args {
                 return Err("--from is after --to".into());
             }
         }
-        args::no_stdin(std::iter::once(&self.input).chain(&self.more), "extract")?;
+        args::no_stdin(self.input.iter().chain(&self.more), "extract")?;
         self.out.check(false)
     }
 }
@@ -65,7 +82,10 @@ impl Args {
 /// readable packet was written.
 pub(crate) fn run(args: Args) -> Result<Status> {
     let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
-    let mut inputs = vec![args.input.clone()];
+    if !args.sensor.is_empty() {
+        return remote(&args, from, to);
+    }
+    let mut inputs: Vec<PathBuf> = args.input.iter().cloned().collect();
     inputs.extend(args.more.iter().cloned());
     let mut bpf = BpfMatcher::new(&args.expr.joined())?;
     let query = Query::from_expr(&args.expr.joined());
@@ -87,6 +107,56 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             s.read_bytes,
             s.total_bytes,
             s.read_bytes as f64 * 100.0 / s.total_bytes.max(1) as f64
+        );
+    }
+    Ok(status)
+}
+
+/// `--sensor`: the extract of every sensor, merged ([`weir_store::remote::merge`]); each
+/// sensor's failure and notices are said on stderr, and make the exit status 1.
+fn remote(args: &Args, from: u64, to: u64) -> Result<Status> {
+    // the first word of the expression lands in the DIR|FILE slot
+    let filter = match &args.input {
+        Some(first) => format!("{} {}", first.display(), args.expr.joined()),
+        None => args.expr.joined(),
+    };
+    let filter = filter.trim().to_owned();
+    // checked before any sensor is asked
+    BpfMatcher::new(&filter)?;
+    let q = weir_store::remote::RemoteQuery {
+        from,
+        to,
+        filter,
+        token: args.token.clone(),
+    };
+    let format = args.out.format(Format::Pcap);
+    let out = args.out.path.as_deref().context("-w is required")?;
+    let (w, reports) = weir_store::remote::merge(&args.sensor, &q, format, output::create(out)?)?;
+    let mut status = Status::Clean;
+    for r in &reports {
+        for n in &r.notices {
+            eprintln!("weir: warning: {}: {n}", r.url);
+        }
+        if let Some(e) = &r.error {
+            eprintln!("weir: warning: {}: failed: {e}", r.url);
+            status = Status::Damaged;
+        }
+        if r.damaged {
+            status = Status::Damaged;
+        }
+    }
+    w.commit()?;
+    if args.verbose || status == Status::Damaged {
+        let ok = reports.iter().filter(|r| r.error.is_none()).count();
+        let per: Vec<String> = reports
+            .iter()
+            .map(|r| format!("{} {}", r.url, r.packets))
+            .collect();
+        eprintln!(
+            "weir extract: {} of {} sensor(s) answered; packets: {}",
+            ok,
+            reports.len(),
+            per.join(", ")
         );
     }
     Ok(status)

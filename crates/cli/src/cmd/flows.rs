@@ -1,5 +1,5 @@
 //! `weir flows`: meter capture files into flows and export them as NetFlow v5 / v9 / IPFIX (UDP
-//! or a file), JSON lines or CSV, with a summary of every counter on stderr.
+//! or a file), JSON lines, CSV or Parquet files, with a summary of every counter on stderr.
 //!
 //! The options become a [`weir_sensor::flows::FlowsJobConfig`] and the job runs there (files:
 //! the read loop into the meter, one large pcap file on every core; live: the capture pipeline
@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use weir_export::{
-    KafkaCompression, KafkaFormat, KafkaOutput, DEFAULT_COLLECTOR, DEFAULT_FLOWS_TOPIC,
+    KafkaCompression, KafkaFormat, KafkaOutput, Outputs, ParquetOutput, DEFAULT_COLLECTOR,
+    DEFAULT_FLOWS_TOPIC,
 };
 use weir_flows::Config;
 use weir_sensor::flows::{FlowsJobConfig, FlowsSource};
@@ -49,6 +50,18 @@ pub(crate) struct Args {
     /// Write CSV to OUT (`-` for stdout).
     #[arg(long, value_name = "OUT")]
     csv: Option<PathBuf>,
+    /// Write Parquet files under DIR: one per --parquet-interval of packet time, in
+    /// DIR/date=YYYY-MM-DD/hour=HH/, each renamed from a hidden temporary name when complete.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
+    /// Seconds of packet time each Parquet file covers, 1 to 86400.
+    #[arg(long, value_name = "S", default_value_t = 300.0, value_parser = parquet_interval,
+          allow_negative_numbers = true)]
+    parquet_interval: f64,
+    /// The sensor name of the Parquet files (their name prefix and `sensor` column); default:
+    /// the host name.
+    #[arg(long, value_name = "NAME")]
+    parquet_sensor: Option<String>,
     /// Seconds without a packet after which a flow ends.
     #[arg(long, value_name = "S", default_value_t = 30.0, value_parser = args::seconds,
           allow_negative_numbers = true)]
@@ -249,6 +262,24 @@ impl Args {
                 ));
             }
         }
+        if self.parquet.is_none() {
+            let flags = [
+                ("parquet_interval", "--parquet-interval"),
+                ("parquet_sensor", "--parquet-sensor"),
+            ];
+            if let Some(flag) = args::first_given(m, &flags) {
+                return Err(format!(
+                    "{flag} describes the files of --parquet; give --parquet"
+                ));
+            }
+        }
+        if self
+            .parquet
+            .as_deref()
+            .is_some_and(|p| p.as_os_str() == "-")
+        {
+            return Err("--parquet takes a directory, not stdout (-)".into());
+        }
         if self.ts_nanos && self.export.is_some() && self.format != FlowFormat::Ipfix {
             return Err("--ts-nanos is for --format ipfix".into());
         }
@@ -285,6 +316,23 @@ impl Args {
     }
 }
 
+/// A Parquet interval: 1 to 86400 seconds.
+fn parquet_interval(s: &str) -> Result<f64, String> {
+    match args::seconds(s)? {
+        v if (1.0..=86400.0).contains(&v) => Ok(v),
+        v => Err(format!("{v} seconds is out of range: give 1 to 86400")),
+    }
+}
+
+/// The host name (the Parquet files' default sensor name), `weir` when it cannot be read.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "weir".into())
+}
+
 /// Runs `weir flows` ([`weir_sensor::flows::run`]), printing what it says, then its report.
 pub(crate) fn run(args: Args) -> Result<Status> {
     let live = !args.live.interfaces.is_empty();
@@ -312,7 +360,12 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             seed: args.seed,
             ..Config::default()
         },
-        outputs: weir_export::Outputs {
+        outputs: Outputs {
+            parquet: args.parquet.clone().map(|dir| ParquetOutput {
+                dir,
+                interval_ns: ns(args.parquet_interval),
+                sensor: args.parquet_sensor.clone().unwrap_or_else(host_name),
+            }),
             kafka: args.kafka.output().map_err(anyhow::Error::msg)?,
             ..outputs(
                 args.export.as_deref(),

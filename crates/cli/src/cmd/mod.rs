@@ -18,3 +18,4 @@ pub(crate) mod run;
 pub(crate) mod stream;
 pub(crate) mod top;
 pub(crate) mod voip;
+pub(crate) mod serve;

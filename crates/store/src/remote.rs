@@ -1,0 +1,335 @@
+//! `weir extract --sensor URL[,URL...]`: the same extract asked of several `weir serve`
+//! instances at once ([`merge`]), their packets merged in time order into one output (ties go
+//! to the sensor named first, as mergecap does). Each sensor is read by a thread of its own;
+//! a sensor that cannot be reached, refuses the request or fails while sending is reported in
+//! the [`SensorReport`]s and the others' packets are still written.
+
+use std::io::{BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::time::Duration;
+
+use weir_packet::{Interface, PacketMeta};
+use weir_pcap::{FileFormat, FileReader, PacketWriter, WriteError};
+
+use crate::http::{encode, read_head, ChunkedReader};
+
+/// What to ask every sensor.
+#[derive(Debug, Clone)]
+pub struct RemoteQuery {
+    /// Earliest packet time, ns since the epoch.
+    pub from: u64,
+    /// Latest packet time (inclusive).
+    pub to: u64,
+    /// tcpdump expression (empty: every packet).
+    pub filter: String,
+    /// Bearer token sent to every sensor.
+    pub token: Option<String>,
+}
+
+/// How one sensor did.
+#[derive(Debug, Clone, Default)]
+pub struct SensorReport {
+    /// The URL as given.
+    pub url: String,
+    /// Packets it contributed.
+    pub packets: u64,
+    /// Its notices (`X-Weir-Notice`), and whether it said packets may be missing.
+    pub notices: Vec<String>,
+    /// It said packets may be missing from its store's answer.
+    pub damaged: bool,
+    /// Why it failed (its packets up to then are in the output).
+    pub error: Option<String>,
+}
+
+/// Why the merged output could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// Writing the output failed.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// Classic pcap holds one link type; the sensors' packets have several.
+    #[error("the sensors' packets have several link types; use --format pcapng")]
+    MixedLinks,
+}
+
+/// A sensor URL: `http://HOST:PORT[/]` (no path).
+fn host_port(url: &str) -> Result<String, String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url}: give http://HOST:PORT (https is not supported)"))?;
+    let hp = rest.trim_end_matches('/');
+    if hp.is_empty() || hp.contains('/') {
+        return Err(format!("{url}: give http://HOST:PORT with no path"));
+    }
+    Ok(hp.to_owned())
+}
+
+/// What a sensor's thread sends: first its interfaces, then packets in batches, then the end.
+enum Msg {
+    Start(Vec<Interface>, Vec<String>, bool),
+    Batch(Vec<(PacketMeta, Vec<u8>)>),
+    Failed(String),
+    End,
+}
+
+/// Opens the extract stream of one sensor.
+fn open(
+    url: &str,
+    q: &RemoteQuery,
+    format: FileFormat,
+) -> Result<(FileReader, Vec<String>, bool), String> {
+    let hp = host_port(url)?;
+    let addr = hp
+        .to_socket_addrs()
+        .map_err(|e| format!("{hp}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{hp}: no address"))?;
+    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    // a sensor that stops sending for 5 minutes is taken as failed
+    conn.set_read_timeout(Some(Duration::from_secs(300)))
+        .map_err(|e| e.to_string())?;
+    let fmt = if format == FileFormat::Pcapng {
+        "pcapng"
+    } else {
+        "pcap"
+    };
+    let mut req = format!(
+        "GET /extract?from={}&to={}&filter={}&format={fmt} HTTP/1.1\r\nHost: {hp}\r\n\
+         Connection: close\r\n",
+        q.from,
+        q.to,
+        encode(&q.filter)
+    );
+    if let Some(t) = &q.token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    req.push_str("\r\n");
+    conn.write_all(req.as_bytes())
+        .map_err(|e| format!("cannot send the request: {e}"))?;
+    let mut r = BufReader::with_capacity(1 << 20, conn);
+    let (status, headers) = read_head(&mut r).map_err(|e| format!("bad response: {e}"))?;
+    let code = status.split(' ').nth(1).unwrap_or("");
+    if code != "200" {
+        let mut body = String::new();
+        let _ = r.take(4096).read_to_string(&mut body);
+        return Err(format!("{status}: {}", body.trim()));
+    }
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    if !chunked {
+        return Err("the response is not chunked (is this weir serve?)".into());
+    }
+    let notices = headers
+        .iter()
+        .filter(|(k, _)| k == "x-weir-notice")
+        .map(|(_, v)| v.clone())
+        .collect();
+    let damaged = headers
+        .iter()
+        .any(|(k, v)| k == "x-weir-damaged" && v == "1");
+    let body: Box<dyn Read + Send> = Box::new(ChunkedReader::new(r));
+    let reader = FileReader::from_reader(url, body).map_err(|e| format!("{e}"))?;
+    Ok((reader, notices, damaged))
+}
+
+/// One sensor's thread: open, then send the packets in batches.
+fn fetch(url: String, q: RemoteQuery, format: FileFormat, tx: std::sync::mpsc::SyncSender<Msg>) {
+    let (mut reader, notices, damaged) = match open(&url, &q, format) {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = tx.send(Msg::Failed(e));
+            return;
+        }
+    };
+    if tx
+        .send(Msg::Start(reader.interfaces().to_vec(), notices, damaged))
+        .is_err()
+    {
+        return;
+    }
+    let mut batch = Vec::with_capacity(512);
+    loop {
+        match reader.next_packet() {
+            Ok(Some(p)) => {
+                batch.push((p.meta, p.data.to_vec()));
+                if batch.len() == 512 && tx.send(Msg::Batch(std::mem::take(&mut batch))).is_err() {
+                    return;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let _ = tx.send(Msg::Batch(batch));
+                let _ = tx.send(Msg::Failed(format!("{e:#}")));
+                return;
+            }
+        }
+    }
+    let _ = tx.send(Msg::Batch(batch));
+    let _ = tx.send(Msg::End);
+}
+
+/// A sensor's stream in the merge.
+struct Stream {
+    rx: Receiver<Msg>,
+    batch: std::collections::VecDeque<(PacketMeta, Vec<u8>)>,
+    open: bool,
+    /// Its first interface's index in the output.
+    offset: u32,
+}
+
+impl Stream {
+    /// Makes sure a packet is at the front unless the stream ended; failures go to `rep`.
+    fn fill(&mut self, rep: &mut SensorReport) {
+        while self.open && self.batch.is_empty() {
+            match self.rx.recv() {
+                Ok(Msg::Batch(b)) => self.batch.extend(b),
+                Ok(Msg::End) => self.open = false,
+                Ok(Msg::Failed(e)) => {
+                    rep.error = Some(e);
+                    self.open = false;
+                }
+                Ok(Msg::Start(..)) | Err(_) => {
+                    if rep.error.is_none() {
+                        rep.error = Some("its reader stopped".into());
+                    }
+                    self.open = false;
+                }
+            }
+        }
+    }
+}
+
+/// Asks every sensor for the extract of `q` in parallel and writes their packets merged in time
+/// order into `out` in `format`. Returns each sensor's report (in the order given); a sensor's
+/// failure is in its report, not an error. Errors are the output's.
+pub fn merge<W: Write>(
+    urls: &[String],
+    q: &RemoteQuery,
+    format: FileFormat,
+    out: W,
+) -> Result<(W, Vec<SensorReport>), MergeError> {
+    let mut reports: Vec<SensorReport> = urls
+        .iter()
+        .map(|u| SensorReport {
+            url: u.clone(),
+            ..SensorReport::default()
+        })
+        .collect();
+    let mut streams = Vec::new();
+    for u in urls {
+        let (tx, rx) = sync_channel(8);
+        let (u, q) = (u.clone(), q.clone());
+        std::thread::spawn(move || fetch(u, q, format, tx));
+        streams.push(Stream {
+            rx,
+            batch: Default::default(),
+            open: true,
+            offset: 0,
+        });
+    }
+    // every sensor's interfaces first
+    let mut specs: Vec<Interface> = Vec::new();
+    for (s, rep) in streams.iter_mut().zip(&mut reports) {
+        match s.rx.recv() {
+            Ok(Msg::Start(ifaces, notices, damaged)) => {
+                s.offset = specs.len() as u32;
+                specs.extend(ifaces);
+                rep.notices = notices;
+                rep.damaged = damaged;
+            }
+            Ok(Msg::Failed(e)) => {
+                rep.error = Some(e);
+                s.open = false;
+            }
+            _ => {
+                rep.error = Some("its reader stopped".into());
+                s.open = false;
+            }
+        }
+    }
+    let pcap = matches!(format, FileFormat::Pcap(_));
+    if pcap {
+        if specs.windows(2).any(|w| w[0].link != w[1].link) {
+            return Err(MergeError::MixedLinks);
+        }
+        let snaplen = specs.iter().map(|i| i.snaplen).max().unwrap_or(262_144);
+        specs.truncate(1);
+        if let Some(i) = specs.first_mut() {
+            i.snaplen = snaplen;
+        }
+    }
+    if specs.is_empty() {
+        specs.push(Interface::new(weir_packet::LinkType::ETHERNET, 262_144));
+    }
+    let mut w = PacketWriter::new(out, format, &specs)?;
+    for (s, rep) in streams.iter_mut().zip(&mut reports) {
+        s.fill(rep);
+    }
+    loop {
+        // the earliest front packet; ties to the first sensor
+        let mut best: Option<(u64, usize)> = None;
+        for (i, s) in streams.iter().enumerate() {
+            if let Some((m, _)) = s.batch.front() {
+                if best.is_none_or(|(t, _)| m.ts_ns < t) {
+                    best = Some((m.ts_ns, i));
+                }
+            }
+        }
+        let Some((_, i)) = best else { break };
+        let s = &mut streams[i];
+        let Some((meta, data)) = s.batch.pop_front() else {
+            break;
+        };
+        let interface = if pcap { 0 } else { s.offset + meta.interface };
+        w.write(&PacketMeta { interface, ..meta }, &data)?;
+        reports[i].packets += 1;
+        s.fill(&mut reports[i]);
+    }
+    Ok((w.finish()?, reports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sensor_urls() {
+        assert_eq!(
+            host_port("http://127.0.0.1:8080").unwrap(),
+            "127.0.0.1:8080"
+        );
+        assert_eq!(host_port("http://[::1]:80/").unwrap(), "[::1]:80");
+        assert!(host_port("https://a:1").is_err());
+        assert!(host_port("http://a:1/extract").is_err());
+        assert!(host_port("http://").is_err());
+    }
+
+    #[test]
+    fn an_unreachable_sensor_is_reported_and_the_output_still_written() {
+        // a port nobody listens on: bind one, learn it, close it
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let q = RemoteQuery {
+            from: 0,
+            to: u64::MAX,
+            filter: String::new(),
+            token: None,
+        };
+        let urls = [format!("http://127.0.0.1:{port}"), "ftp://x".into()];
+        let (out, reps) = merge(&urls, &q, FileFormat::Pcapng, Vec::new()).unwrap();
+        assert!(reps[0].error.as_deref().unwrap().contains("cannot connect"));
+        assert!(reps[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("http://HOST:PORT"));
+        let mut r = FileReader::from_bytes("out", out).unwrap();
+        assert!(r.next_packet().unwrap().is_none());
+    }
+}
