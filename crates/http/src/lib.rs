@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod http;
+pub mod log;
 pub mod reassembly;
 pub mod tls;
 

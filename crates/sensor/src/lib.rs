@@ -23,6 +23,8 @@ pub mod config;
 pub mod convert;
 mod error;
 pub mod flows;
+pub mod info;
+pub mod lines;
 pub mod live;
 pub mod metrics;
 pub mod read;

@@ -4,12 +4,12 @@
 //! from the shared offline loop (BPF filter, damage handling); a summary of the analyzer's
 //! counters (transactions, gaps, evictions) ends the run on stderr.
 
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use weir_filter::FilterSet;
-use weir_http::{Analyzer, Config, Event};
+use weir_http::log::Logs;
+use weir_http::Config;
 use weir_pcap::{Interface, Packet};
 use weir_sensor::read::Visitor;
 
@@ -49,55 +49,14 @@ pub(crate) struct Args {
     expr: args::Expr,
 }
 
-struct Sink {
-    analyzer: Analyzer,
-    http: BufWriter<output::Output>,
-    tls: Option<BufWriter<output::Output>>,
-    error: Option<std::io::Error>,
-}
-
-impl Sink {
-    fn write(&mut self, e: Event) {
-        if self.error.is_some() {
-            return;
-        }
-        let res = match e {
-            Event::Http(r) => serde_json::to_writer(&mut self.http, &r)
-                .map_err(std::io::Error::from)
-                .and_then(|()| self.http.write_all(b"\n")),
-            Event::Tls(r) => match &mut self.tls {
-                Some(w) => serde_json::to_writer(&mut *w, &r)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| w.write_all(b"\n")),
-                None => Ok(()),
-            },
-        };
-        if let Err(e) = res {
-            self.error = Some(e);
-        }
-    }
-
-    fn check(&mut self) -> Result<()> {
-        match self.error.take() {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
-    }
-}
+/// The logs, as a visitor of the read loop.
+struct Sink(Logs<output::Output>);
 
 impl Visitor for Sink {
     type Error = anyhow::Error;
 
-    fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
-        let mut events = Vec::new();
-        self.analyzer
-            .packet(packet.meta.ts_ns, packet.link, packet.data, &mut |e| {
-                events.push(e)
-            });
-        for e in events {
-            self.write(e);
-        }
-        self.check()
+    fn packet(&mut self, _interfaces: &[Interface], p: &Packet<'_>) -> Result<()> {
+        Ok(self.0.packet(p.meta.ts_ns, p.link, p.data)?)
     }
 
     fn parallel_read(&self) -> bool {
@@ -136,58 +95,18 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         idle_timeout_ns: (args.idle_timeout * 1e9) as u64,
         ..Config::default()
     };
-    let mut sink = Sink {
-        analyzer: Analyzer::new(cfg),
-        http: BufWriter::with_capacity(1 << 20, output::create(&http_path)?),
-        tls: match &args.tls_log {
-            Some(p) => Some(BufWriter::with_capacity(1 << 16, output::create(p)?)),
-            None => None,
-        },
-        error: None,
+    let http = output::create(&http_path)?;
+    let tls = match &args.tls_log {
+        Some(p) => Some(output::create(p)?),
+        None => None,
     };
+    let mut sink = Sink(Logs::new(cfg, http, tls));
     let status = read_filtered(&args.inputs.files, args.expr.joined(), &mut sink)?;
-    let mut events = Vec::new();
-    let stats = sink.analyzer.finish(&mut |e| events.push(e));
-    for e in events {
-        sink.write(e);
+    let (stats, http, tls) = sink.0.finish()?;
+    http.commit()?;
+    if let Some(t) = tls {
+        t.commit()?;
     }
-    sink.check()?;
-    sink.http
-        .into_inner()
-        .map_err(|e| e.into_error())?
-        .commit()?;
-    if let Some(t) = sink.tls {
-        t.into_inner().map_err(|e| e.into_error())?.commit()?;
-    }
-    let s = &stats;
-    eprintln!(
-        "weir: {} http transactions ({} requests, {} responses, {} orphan responses) in {} \
-         connections; {} tls handshakes in {} connections; {} packets, {} tcp",
-        s.http_records,
-        s.http.requests,
-        s.http.responses,
-        s.http.orphan_responses,
-        s.http_flows,
-        s.tls_records,
-        s.tls_flows,
-        s.packets,
-        s.tcp_packets
-    );
-    eprintln!(
-        "weir: reassembly: {} gaps ({} bytes), {} retransmitted bytes, {} conflicting overlap \
-         bytes, {} out-of-order segments, {} bytes evicted ({} evictions), {} connections \
-         evicted, {} timed out; {} http parse errors, {} tls errors",
-        s.stream.gaps,
-        s.stream.gap_bytes,
-        s.stream.retransmitted_bytes,
-        s.stream.overlap_conflicts,
-        s.stream.out_of_order_segments,
-        s.stream.evicted_bytes,
-        s.pending_evictions,
-        s.flows_evicted,
-        s.flows_timed_out,
-        s.http.parse_errors,
-        s.tls.errors
-    );
+    eprint!("{stats}");
     Ok(status)
 }
