@@ -92,16 +92,8 @@ impl Sink {
 impl Visitor for Sink {
     type Error = anyhow::Error;
 
-    fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
-        let mut events = Vec::new();
-        self.analyzer
-            .packet(packet.meta.ts_ns, packet.link, packet.data, &mut |e| {
-                events.push(e)
-            });
-        for e in events {
-            self.write(e);
-        }
-        self.check()
+    fn packet(&mut self, _interfaces: &[Interface], p: &Packet<'_>) -> Result<()> {
+        Ok(self.0.packet(p.meta.ts_ns, p.link, p.data)?)
     }
 
     fn parallel_read(&self) -> bool {
@@ -176,11 +168,12 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         log: LogWriter::new(format(args.format), http, tls),
         error: None,
     };
+    let mut sink = Sink(Logs::new(cfg, http, tls));
     let status = read_filtered(&args.inputs.files, args.expr.joined(), &mut sink)?;
-    let mut events = Vec::new();
-    let stats = sink.analyzer.finish(&mut |e| events.push(e));
-    for e in events {
-        sink.write(e);
+    let (stats, http, tls) = sink.0.finish()?;
+    http.commit()?;
+    if let Some(t) = tls {
+        t.commit()?;
     }
     sink.check()?;
     let (http, tls) = sink.log.into_inner()?;
@@ -188,7 +181,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     if let Some(t) = tls {
         t.commit()?;
     }
-    summary(&stats);
+    eprint!("{stats}");
     Ok(status)
 }
 
@@ -206,7 +199,7 @@ fn run_live(args: Args, http_path: PathBuf) -> Result<Status> {
     };
     let controls = output::controls(false)?;
     let report = weir_sensor::http::run_live(&cfg, &controls, &mut output::event)?;
-    summary(&report.end.stats);
+    eprint!("{}", report.end.stats);
     eprintln!(
         "{}",
         output::live_summary(&report.live.totals, &report.live.buffer)
@@ -218,37 +211,4 @@ fn run_live(args: Args, http_path: PathBuf) -> Result<Status> {
         return Err(e.into());
     }
     Ok(Status::Clean)
-}
-
-/// The analyzer's counters, on stderr.
-fn summary(s: &weir_http::Stats) {
-    eprintln!(
-        "weir: {} http transactions ({} requests, {} responses, {} orphan responses) in {} \
-         connections; {} tls handshakes in {} connections; {} packets, {} tcp",
-        s.http_records,
-        s.http.requests,
-        s.http.responses,
-        s.http.orphan_responses,
-        s.http_flows,
-        s.tls_records,
-        s.tls_flows,
-        s.packets,
-        s.tcp_packets
-    );
-    eprintln!(
-        "weir: reassembly: {} gaps ({} bytes), {} retransmitted bytes, {} conflicting overlap \
-         bytes, {} out-of-order segments, {} bytes evicted ({} evictions), {} connections \
-         evicted, {} timed out; {} http parse errors, {} tls errors",
-        s.stream.gaps,
-        s.stream.gap_bytes,
-        s.stream.retransmitted_bytes,
-        s.stream.overlap_conflicts,
-        s.stream.out_of_order_segments,
-        s.stream.evicted_bytes,
-        s.pending_evictions,
-        s.flows_evicted,
-        s.flows_timed_out,
-        s.http.parse_errors,
-        s.tls.errors
-    );
 }
