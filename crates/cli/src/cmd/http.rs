@@ -92,8 +92,16 @@ impl Sink {
 impl Visitor for Sink {
     type Error = anyhow::Error;
 
-    fn packet(&mut self, _interfaces: &[Interface], p: &Packet<'_>) -> Result<()> {
-        Ok(self.0.packet(p.meta.ts_ns, p.link, p.data)?)
+    fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
+        let mut events = Vec::new();
+        self.analyzer
+            .packet(packet.meta.ts_ns, packet.link, packet.data, &mut |e| {
+                events.push(e)
+            });
+        for e in events {
+            self.write(e);
+        }
+        self.check()
     }
 
     fn parallel_read(&self) -> bool {
@@ -168,12 +176,11 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         log: LogWriter::new(format(args.format), http, tls),
         error: None,
     };
-    let mut sink = Sink(Logs::new(cfg, http, tls));
     let status = read_filtered(&args.inputs.files, args.expr.joined(), &mut sink)?;
-    let (stats, http, tls) = sink.0.finish()?;
-    http.commit()?;
-    if let Some(t) = tls {
-        t.commit()?;
+    let mut events = Vec::new();
+    let stats = sink.analyzer.finish(&mut |e| events.push(e));
+    for e in events {
+        sink.write(e);
     }
     sink.check()?;
     let (http, tls) = sink.log.into_inner()?;
