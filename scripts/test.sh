@@ -15,7 +15,9 @@ export WEIR_REQUIRE_PEERS=1
 step cargo fmt --all -- --check
 step cargo clippy --workspace --all-targets --release -- -D warnings
 log=$(mktemp)
-cargo test --workspace --release 2>&1 | tee "$log"
+# --no-fail-fast: every test binary runs even after one fails (cargo then exits non-zero and
+# lists the failed targets, which the summary below repeats).
+cargo test --workspace --release --no-fail-fast 2>&1 | tee "$log"
 test_status=${PIPESTATUS[0]}
 [ "$test_status" -eq 0 ] || status=1
 
@@ -23,15 +25,7 @@ test_status=${PIPESTATUS[0]}
 ./scripts/loom.sh 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
-python3 - "$log" <<'PY'
-import re, sys
-passed = failed = ignored = 0
-for line in open(sys.argv[1], errors="replace"):
-    m = re.search(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", line)
-    if m:
-        passed += int(m[1]); failed += int(m[2]); ignored += int(m[3])
-print(f"== summary: {passed} passed, {failed} failed, {ignored} ignored")
-PY
+python3 scripts/test_summary.py "$log" || status=1
 rm -f "$log"
 [ "$status" -eq 0 ] && echo "== all green" || echo "== FAILURES (see above)"
 exit "$status"

@@ -67,11 +67,14 @@ where
 }
 
 /// [`read`] of `files` with the filter `expr` and no rules.
-pub(crate) fn read_filtered<V: Visitor<Error = anyhow::Error>>(
+pub(crate) fn read_filtered<V: Visitor>(
     files: &[PathBuf],
     expr: String,
     visitor: &mut V,
-) -> Result<Status> {
+) -> Result<Status>
+where
+    anyhow::Error: From<V::Error>,
+{
     let cfg = ReadConfig {
         files: files.to_vec(),
         filter: expr,

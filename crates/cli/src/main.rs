@@ -29,7 +29,6 @@ mod args;
 mod cmd;
 mod flow_output;
 mod input;
-mod lines;
 mod log;
 mod metrics;
 mod output;

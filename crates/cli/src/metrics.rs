@@ -5,11 +5,9 @@
 //! renders ([`weir_sensor::metrics`]).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use anyhow::Result;
-use weir_metrics::Server;
-use weir_sensor::metrics::Board;
+pub(crate) use weir_sensor::metrics::Serving;
 
 /// The metrics option.
 #[derive(clap::Args, Debug)]
@@ -26,32 +24,15 @@ fn address(s: &str) -> Result<SocketAddr, String> {
     weir_metrics::http::parse_addr(s).map_err(|e| e.to_string())
 }
 
-/// A running metrics server and the board its scrapes render.
-pub(crate) struct Serving {
-    board: Arc<Board>,
-    _server: Server,
-}
-
 impl MetricsArgs {
     /// Starts the server when asked (and says where), else nothing.
     pub(crate) fn start(&self) -> Result<Option<Serving>> {
         let Some(addr) = self.addr else {
             return Ok(None);
         };
-        let board = Board::new();
-        let b = board.clone();
-        let server = Server::start(&addr.to_string(), Arc::new(move || b.render()))?;
-        eprintln!("weir: metrics on http://{}/metrics", server.local_addr());
-        Ok(Some(Serving {
-            board,
-            _server: server,
-        }))
-    }
-}
-
-impl Serving {
-    /// The board the job publishes on.
-    pub(crate) fn board(&self) -> Arc<Board> {
-        self.board.clone()
+        let serving = weir_sensor::metrics::serve(addr)?;
+        let at = serving.server.local_addr();
+        eprintln!("weir: metrics on http://{at}/metrics");
+        Ok(Some(serving))
     }
 }

@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod ctl;
 pub mod rules;
 pub mod top;
 

@@ -182,7 +182,7 @@ impl FlowSink for NetflowSink {
 
     fn finish(&mut self) -> Result<ExportStats, ExportError> {
         self.flush_pending()?;
-        self.transport.flush()?;
+        self.transport.commit()?;
         self.stats.times_clamped = self.packer.clamped();
         Ok(self.stats)
     }

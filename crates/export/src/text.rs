@@ -22,6 +22,7 @@ use weir_flows::{Direction, EndReason, FlowRecord};
 
 use crate::sink::{ExportStats, FlowSink};
 use crate::time::iso8601_ns;
+use crate::transport::Commit;
 use crate::ExportError;
 
 /// The CSV header / JSON key order.
@@ -199,7 +200,7 @@ pub(crate) fn format_line_tags(format: TextFormat, rec: &FlowRecord, tags: bool)
 
 /// A JSON-lines or CSV sink.
 pub(crate) struct TextSink {
-    out: Box<dyn Write + Send>,
+    out: Box<dyn Commit>,
     format: TextFormat,
     /// CSV: the tag column.
     tags: bool,
@@ -210,7 +211,7 @@ impl TextSink {
     /// A sink writing to `out`; CSV starts with its header row (with a last `tag` column
     /// when `tags`).
     pub(crate) fn new(
-        mut out: Box<dyn Write + Send>,
+        mut out: Box<dyn Commit>,
         format: TextFormat,
         tags: bool,
     ) -> Result<Self, ExportError> {
@@ -246,7 +247,7 @@ impl FlowSink for TextSink {
     }
 
     fn finish(&mut self) -> Result<ExportStats, ExportError> {
-        self.out.flush()?;
+        self.out.commit()?;
         Ok(self.stats)
     }
 

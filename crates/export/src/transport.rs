@@ -4,9 +4,10 @@
 //! the RFC 5655 IPFIX file layout); NetFlow v5 and v9 datagrams, which do not, are each preceded
 //! by their length as a 2-byte big-endian integer.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::{SocketAddr, UdpSocket};
+
+use weir_packet::output::Output;
 
 use crate::packer::Datagram;
 use crate::sink::ExportStats;
@@ -21,16 +22,32 @@ pub(crate) enum Framing {
     LengthPrefixed,
 }
 
+/// A writer whose output is complete only once committed: a file is written under a temporary
+/// name and renamed over its path by [`Commit::commit`] ([`weir_packet::output`]), so a run
+/// that fails or is killed leaves no half file under the final name.
+pub(crate) trait Commit: Write + Send {
+    /// Flushes and, for a file, renames it into place.
+    fn commit(&mut self) -> std::io::Result<()> {
+        self.flush()
+    }
+}
+
+impl Commit for Vec<u8> {}
+impl Commit for BufWriter<std::io::Stdout> {}
+impl Commit for BufWriter<Output> {
+    fn commit(&mut self) -> std::io::Result<()> {
+        self.flush()?;
+        self.get_mut().commit_mut()
+    }
+}
+
 /// Opens a buffered writer on a file or stdout; UDP is refused.
-pub(crate) fn open_writer(
-    target: &Target,
-    what: &str,
-) -> Result<Box<dyn Write + Send>, ExportError> {
+pub(crate) fn open_writer(target: &Target, what: &str) -> Result<Box<dyn Commit>, ExportError> {
     match target {
         Target::File(path) => {
-            let f = File::create(path).map_err(|source| ExportError::Create {
+            let f = weir_packet::output::create(path).map_err(|e| ExportError::Create {
                 path: path.clone(),
-                source,
+                source: e.source.unwrap_or_else(|| std::io::Error::other(e.what)),
             })?;
             Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
         }
@@ -56,7 +73,7 @@ pub(crate) enum Transport {
     /// A file or stdout.
     Stream {
         /// The writer.
-        out: Box<dyn Write + Send>,
+        out: Box<dyn Commit>,
         /// How datagrams are delimited.
         framing: Framing,
     },
@@ -122,10 +139,10 @@ impl Transport {
         }
     }
 
-    /// Flushes buffered file output.
-    pub(crate) fn flush(&mut self) -> Result<(), ExportError> {
+    /// Flushes and completes file output (renamed into place).
+    pub(crate) fn commit(&mut self) -> Result<(), ExportError> {
         if let Transport::Stream { out, .. } = self {
-            out.flush()?;
+            out.commit()?;
         }
         Ok(())
     }

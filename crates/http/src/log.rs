@@ -15,7 +15,7 @@
 
 use std::io::{self, Write};
 
-use crate::{Event, HttpRecord};
+use crate::{Event, HttpRecord, Stats};
 
 /// How HTTP transactions are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -176,6 +176,44 @@ pub fn apache_line(out: &mut Vec<u8>, r: &HttpRecord) {
     quoted_or_dash(out, r.referrer.as_deref());
     out.push(b' ');
     quoted_or_dash(out, r.user_agent.as_deref());
+}
+
+impl std::fmt::Display for Stats {
+    /// The two summary lines of `weir http`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self;
+        writeln!(
+            f,
+            "weir: {} http transactions ({} requests, {} responses, {} orphan responses) in {} \
+             connections; {} tls handshakes in {} connections; {} packets, {} tcp",
+            s.http_records,
+            s.http.requests,
+            s.http.responses,
+            s.http.orphan_responses,
+            s.http_flows,
+            s.tls_records,
+            s.tls_flows,
+            s.packets,
+            s.tcp_packets
+        )?;
+        writeln!(
+            f,
+            "weir: reassembly: {} gaps ({} bytes), {} retransmitted bytes, {} conflicting overlap \
+             bytes, {} out-of-order segments, {} bytes evicted ({} evictions), {} connections \
+             evicted, {} timed out; {} http parse errors, {} tls errors",
+            s.stream.gaps,
+            s.stream.gap_bytes,
+            s.stream.retransmitted_bytes,
+            s.stream.overlap_conflicts,
+            s.stream.out_of_order_segments,
+            s.stream.evicted_bytes,
+            s.pending_evictions,
+            s.flows_evicted,
+            s.flows_timed_out,
+            s.http.parse_errors,
+            s.tls.errors
+        )
+    }
 }
 
 #[cfg(test)]

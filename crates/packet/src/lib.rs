@@ -9,6 +9,7 @@
 use std::fmt;
 
 pub mod bytes;
+pub mod output;
 pub mod time;
 
 /// Asks the CPU to bring the cache line holding `r` into its caches, ahead of a use a few

@@ -110,6 +110,36 @@ impl Check {
         }
     }
 
+    /// The report of `weir rules check` on `file` as text (lines ending in newlines).
+    pub fn text(&self, file: &str) -> String {
+        let acts: Vec<String> = self
+            .actions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        format!(
+            "{file}: {} rules: {} exact, {} wildcard ({} with payload patterns, {} with byte \
+             matches, {} with BPF) in {} tuples; default {}\n\
+             actions: {}\n\
+             exact table: {} ({} bytes); payload automaton: {} bytes\n\
+             kernel: {} exact and {} wildcard drop rules could run in the socket filter\n",
+            self.rules,
+            self.exact,
+            self.wild,
+            self.wild_with_payload,
+            self.wild_with_bytes,
+            self.wild_with_bpf,
+            self.tuples,
+            self.default_name(),
+            acts.join(", "),
+            weir_packet::output::human_bytes(self.exact_table_bytes as u64),
+            self.exact_table_bytes,
+            self.pattern_bytes,
+            self.kernel_exact,
+            self.kernel_wild,
+        )
+    }
+
     /// The report as JSON (`weir rules check --json`), naming `file`.
     pub fn json(&self, file: &str) -> serde_json::Value {
         serde_json::json!({

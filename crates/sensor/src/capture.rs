@@ -54,6 +54,11 @@ pub trait PacketSink {
     fn closed(&self) -> bool {
         false
     }
+    /// True when a write already found the reader gone: asked after every batch (cheap), the
+    /// job then ends as for [`closed`](PacketSink::closed).
+    fn gone(&self) -> bool {
+        false
+    }
 }
 
 /// A capture file: classic pcap (one link type; every packet on interface 0) or pcapng (one
@@ -114,6 +119,42 @@ impl<W: Write> PacketSink for FileSink<W> {
 
     fn flush(&mut self) -> Result<(), SensorError> {
         Ok(FileSink::flush(self)?)
+    }
+}
+
+/// `weir capture`'s two sinks: a capture file, or lines.
+pub enum Sink<W: Write> {
+    /// A capture file.
+    File(FileSink<W>),
+    /// One line per packet.
+    Lines(crate::lines::LinePrinter<W>),
+}
+
+impl<W: Write> Sink<W> {
+    /// Flushes what is left and returns the output.
+    pub fn finish(self) -> Result<W, SensorError> {
+        Ok(match self {
+            Sink::File(w) => w.finish()?,
+            Sink::Lines(p) => p.finish()?,
+        })
+    }
+}
+
+impl<W: Write> PacketSink for Sink<W> {
+    type Error = SensorError;
+
+    fn packet(&mut self, interfaces: &[Interface], r: &Record<'_>) -> Result<(), SensorError> {
+        match self {
+            Sink::File(w) => PacketSink::packet(w, interfaces, r),
+            Sink::Lines(p) => PacketSink::packet(p, interfaces, r),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), SensorError> {
+        match self {
+            Sink::File(w) => PacketSink::flush(w),
+            Sink::Lines(p) => PacketSink::flush(p),
+        }
     }
 }
 
@@ -306,6 +347,10 @@ impl<S: PacketSink> PacketSink for Counted<'_, S> {
     fn closed(&self) -> bool {
         self.sink.closed()
     }
+
+    fn gone(&self) -> bool {
+        self.sink.gone()
+    }
 }
 
 /// How [`pump`] ended.
@@ -344,6 +389,12 @@ fn pump<S: PacketSink>(
                 }
                 batch.release();
                 unflushed = true;
+                if sink.gone() {
+                    return Ok(Pumped {
+                        written,
+                        reader_gone: true,
+                    });
+                }
             }
             // After the source stopped, one empty look means everything is written.
             None if stopping => break,

@@ -97,12 +97,25 @@ pub enum SensorError {
     /// The web page could not be served.
     #[error(transparent)]
     Web(#[from] crate::web::WebError),
+    /// An output (stdout, a file) could not be written.
+    #[error(transparent)]
+    Output(#[from] std::io::Error),
     /// A job's thread panicked.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),
 }
 
 impl SensorError {
+    /// True when the error is a write to a reader that went away (a closed pipe).
+    pub fn is_broken_pipe(&self) -> bool {
+        let pipe = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
+        match self {
+            SensorError::Output(e) => pipe(e),
+            SensorError::PacketWrite(weir_pcap::WriteError::Io(e)) => pipe(e),
+            _ => false,
+        }
+    }
+
     /// `e`, naming the rule file `path` when it is about the rules (a rule set that did not
     /// compile, for live capture or an import).
     pub(crate) fn about_rules(e: SensorError, path: Option<&std::path::Path>) -> SensorError {

@@ -24,6 +24,8 @@ pub mod convert;
 mod error;
 pub mod flows;
 pub mod http;
+pub mod info;
+pub mod lines;
 pub mod live;
 pub mod metrics;
 pub mod read;

@@ -89,6 +89,22 @@ impl std::fmt::Debug for Board {
     }
 }
 
+/// A running metrics server and the board its scrapes render.
+pub struct Serving {
+    /// The board the job publishes on.
+    pub board: Arc<Board>,
+    /// The server (stopped when dropped).
+    pub server: weir_metrics::Server,
+}
+
+/// Serves a new board's metrics at `http://ADDR/metrics` until the result is dropped.
+pub fn serve(addr: std::net::SocketAddr) -> Result<Serving, weir_metrics::ServeError> {
+    let board = Board::new();
+    let b = board.clone();
+    let server = weir_metrics::Server::start(&addr.to_string(), Arc::new(move || b.render()))?;
+    Ok(Serving { board, server })
+}
+
 impl Board {
     /// A board with no job yet (a scrape shows the process series only).
     pub fn new() -> Arc<Board> {

@@ -25,6 +25,7 @@ use weir_buffer::PacketBuffer;
 use weir_capture::{CaptureError, Counters, Totals};
 use weir_export::{Fanout, Outputs, RunError, RunReport};
 use weir_flows::{wall_clock_ns, LiveMeter, Meter};
+use weir_packet::output::human_bytes;
 use weir_store::{Format, Options, Recorder, RecorderStats, Sizes, Store};
 
 use crate::live::{announcement, open_first, Source, SourceConfig};
@@ -96,6 +97,26 @@ pub struct Progress {
     pub writer_drops: u64,
 }
 
+/// `weir record`'s status line, rewritten every second on a terminal.
+impl std::fmt::Display for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "weir: {:.3} Mpps {:.3} Gbps | written {:.3} Mpps | buffer {:.1}% | drops: interface \
+             {}, backlog {}, kernel {}, buffer {}, writer {}",
+            self.pps / 1e6,
+            self.bps / 1e9,
+            self.written_pps / 1e6,
+            self.buffer_fill * 100.0,
+            self.interface_drops,
+            self.backlog_drops,
+            self.kernel_drops,
+            self.buffer_drops,
+            self.writer_drops
+        )
+    }
+}
+
 /// How the flow meter ended.
 #[derive(Debug)]
 pub struct FlowsReport {
@@ -147,6 +168,91 @@ impl RecordReport {
     /// True when a packet was lost by the writer or the recorder stopped on an error.
     pub fn damaged(&self) -> bool {
         self.summary.error.is_some() || self.summary.dropped > 0
+    }
+
+    /// The closing summary of a job recording into `store`, lines ending in newlines, every
+    /// dropped packet counted at the stage that dropped it: `weir record`'s (`job` `None`), or a
+    /// `weir run` job's (`Some((name, interface))`: its lines prefixed with the job).
+    pub fn text(&self, store: &Path, job: Option<(&str, &str)>) -> String {
+        use std::fmt::Write as _;
+        let (s, t, mut out) = (&self.summary, &self.totals, String::new());
+        let deleted = if s.deleted > 0 {
+            format!("; retention deleted {} segment(s)", s.deleted)
+        } else {
+            String::new()
+        };
+        let (title, how) = match job {
+            Some((name, iface)) => (format!("weir run: {name} ({iface})"), String::new()),
+            None if s.direct => ("weir record".into(), " with O_DIRECT".into()),
+            None => (
+                "weir record".into(),
+                " with buffered writes (the filesystem refused O_DIRECT)".into(),
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "{title}: {} packets recorded in {:.1} s into {} ({} segment(s) now, {}; {} written\
+             {how}{deleted})",
+            s.packets,
+            self.elapsed_s,
+            store.display(),
+            self.segments,
+            human_bytes(self.stored_bytes),
+            human_bytes(s.disk_bytes),
+        );
+        let rules_dropped = match self.rules {
+            Some(_) => format!(", {} dropped by the rules", t.feed.rules_dropped),
+            None => String::new(),
+        };
+        if self.imported {
+            let _ = writeln!(
+                out,
+                "  import: {} packets read{rules_dropped}, {} too long for the buffer; writer: {} \
+                 dropped",
+                t.feed.received, t.feed.too_long, s.dropped
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} \
+                 filtered out{rules_dropped}; buffer: {} dropped (full), {} dropped (too long); \
+                 writer: {} dropped{}",
+                t.before_ring_text(),
+                t.feed.kernel_packets,
+                t.feed.kernel_drops,
+                t.feed.received,
+                t.feed.filtered,
+                self.buffer.dropped_full,
+                self.buffer.dropped_oversize,
+                s.dropped,
+                if s.paused > 0 {
+                    format!(", {} not recorded (paused)", s.paused)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        if let Some(rules) = &self.rules {
+            let _ = writeln!(out, "{rules}");
+        }
+        match self.flows_skipped() {
+            Some((bytes, times)) if job.is_none() || times > 0 => {
+                let _ = writeln!(
+                    out,
+                    "  flows: the meter fell behind and skipped {bytes} bytes of packets ({times} \
+                     times)"
+                );
+            }
+            _ => {}
+        }
+        for st in &self.streams {
+            let _ = writeln!(out, "  {}", st.line());
+        }
+        if let Some(e) = &s.error {
+            let name = job.map(|(n, _)| format!("{n}: ")).unwrap_or_default();
+            let _ = writeln!(out, "weir: error: {name}{e}");
+        }
+        out
     }
 }
 

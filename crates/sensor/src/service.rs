@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 use weir_control::{Commands, Server};
+use weir_packet::output::error_chain;
 use weir_rules::Engine;
 
 mod web_page;
@@ -162,6 +163,57 @@ pub struct ServiceReport {
     /// Seconds from the stop request to the last job's end (`None`: the jobs ended by
     /// themselves).
     pub stop_s: Option<f64>,
+}
+
+/// [`ServiceReport::text`]: what `weir run` prints at its end.
+#[derive(Debug, Default)]
+pub struct ServiceSummary {
+    /// Every job's closing lines (its flow meter's, then its record summary), and the stop time.
+    pub text: String,
+    /// The jobs that failed (an error, or their flow export's or capture's).
+    pub failed: Vec<String>,
+    /// A job lost packets in its writer or stopped on a store error.
+    pub damaged: bool,
+}
+
+impl ServiceReport {
+    /// The closing lines of every job, the jobs that failed, and whether one is damaged.
+    pub fn text(&self) -> ServiceSummary {
+        use std::fmt::Write as _;
+        let mut s = ServiceSummary::default();
+        let out = &mut s.text;
+        for end in &self.jobs {
+            let name = &end.name;
+            match &end.result {
+                Ok(r) => {
+                    if let Some(f) = &r.flows {
+                        let _ = write!(out, "weir: {name}: flows:\n{}", f.report.summary());
+                        if let Some(e) = &f.error {
+                            let _ = writeln!(out, "weir: error: {name}: flows: {e}");
+                            s.failed.push(name.clone());
+                        }
+                    }
+                    out.push_str(&r.text(&end.store, Some((name, &end.interface))));
+                    if let Some(e) = &r.capture_error {
+                        let _ = writeln!(out, "weir: error: {name}: capture: {e}");
+                        s.failed.push(name.clone());
+                    }
+                    s.damaged |= r.damaged();
+                }
+                Err(e) => {
+                    let _ = writeln!(out, "weir: error: {name}: {}", error_chain(e));
+                    s.failed.push(name.clone());
+                }
+            }
+        }
+        if let Some(t) = self.stop_s {
+            let _ = writeln!(
+                out,
+                "weir run: every job stopped {t:.2} s after the stop signal"
+            );
+        }
+        s
+    }
 }
 
 /// The jobs as the control socket sees them (replaced on a config reload).
@@ -481,21 +533,6 @@ pub fn run(
 /// Whether the interface `name` exists now.
 fn interface_present(name: &str) -> bool {
     std::path::Path::new("/sys/class/net").join(name).exists()
-}
-
-/// An error with its causes, `a: b: c`.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        src = c.source();
-    }
-    s
 }
 
 /// Serves the control socket of `c` for `jobs`.

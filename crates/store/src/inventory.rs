@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use weir_index::{index_path, IndexBuilder, IndexError};
+use weir_packet::output::human_bytes;
 use weir_pcap::ReadError;
 
 use crate::manifest::{Manifest, SegmentInfo};
@@ -137,6 +138,49 @@ impl Listing {
         self.index_bytes() as f64 * 100.0 / self.data_bytes().max(1) as f64
     }
 
+    /// `weir ls`'s table: a header, one row per segment, a total line.
+    pub fn write_table(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "{:<44} {:<9} {:<29} {:<29} {:>10} {:>10} {:>7} {:>10}  index state",
+            "segment",
+            "state",
+            "first packet (UTC)",
+            "last packet",
+            "packets",
+            "bytes",
+            "drops",
+            "index size"
+        )?;
+        let t = |v: Option<u64>| v.map_or("-".into(), weir_packet::time::datetime);
+        for r in &self.rows {
+            let s = &r.segment;
+            writeln!(
+                out,
+                "{:<44} {:<9} {:<29} {:<29} {:>10} {:>10} {:>7} {:>10}  {}",
+                s.file,
+                format!("{:?}", s.state).to_lowercase(),
+                t(s.first_ns),
+                t(s.last_ns),
+                s.packets,
+                human_bytes(s.bytes),
+                s.drops,
+                human_bytes(r.index_bytes),
+                r.index
+            )?;
+        }
+        writeln!(
+            out,
+            "{} segment(s), {} packets, {} of data, {} of index ({:.2} % of the data), {} drops",
+            self.rows.len(),
+            self.packets(),
+            human_bytes(self.data_bytes()),
+            human_bytes(self.index_bytes()),
+            self.index_percent(),
+            self.drops()
+        )
+    }
+
     /// The listing as `weir ls --json` prints it.
     pub fn to_json(&self) -> serde_json::Value {
         let m = &self.manifest;
@@ -249,6 +293,62 @@ pub fn build_index(
         index_bytes: bytes.len() as u64,
         data_bytes: len,
     }))
+}
+
+/// `weir index` on one input: a capture file (its index is built) or a store directory (its
+/// segments without a valid index get one, all of them with `force`; the one a running recorder
+/// writes is left to it; one left open by a recorder that stopped is indexed as far as it holds
+/// whole blocks). What it does is said through `say` (`PATH: N packets indexed in ...`), what
+/// reading finds through `notify` and `on_damage`.
+pub fn index_input(
+    input: &Path,
+    chunk: u32,
+    force: bool,
+    notify: &mut dyn FnMut(Notice),
+    on_damage: &mut dyn FnMut(ReadError),
+    say: &mut dyn FnMut(String),
+) -> Result<(), InventoryError> {
+    let segs = crate::select::segments_of(&[input.to_path_buf()], notify)?;
+    let mut up_to_date = 0;
+    for seg in &segs {
+        let path = seg.path.display();
+        match index_action(seg, input.is_dir(), force) {
+            IndexAction::LeaveToRecorder => {
+                say(format!("{path}: being written; the recorder indexes it"));
+                continue;
+            }
+            IndexAction::UpToDate => {
+                up_to_date += 1;
+                continue;
+            }
+            IndexAction::Build { unfinished: true } => say(format!(
+                "{path}: left open by a recorder that stopped; indexing what it holds (`weir \
+                 record -o` on the store repairs it)"
+            )),
+            IndexAction::Build { unfinished: false } => {}
+        }
+        let started = std::time::Instant::now();
+        let Some(b) = build_index(seg, chunk, notify, on_damage)? else {
+            continue;
+        };
+        say(format!(
+            "{path}: {} packets indexed in {:.2} s; index {} ({:.2} % of {})",
+            b.packets,
+            started.elapsed().as_secs_f64(),
+            human_bytes(b.index_bytes),
+            b.index_bytes as f64 * 100.0 / b.data_bytes.max(1) as f64,
+            human_bytes(b.data_bytes)
+        ));
+    }
+    if up_to_date > 0 {
+        say(format!(
+            "{}: {up_to_date} segment(s) already indexed (--force rebuilds them)",
+            input.display()
+        ));
+    } else if segs.is_empty() {
+        say(format!("{}: nothing to index", input.display()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

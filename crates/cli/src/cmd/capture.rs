@@ -14,15 +14,14 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use weir_packet::{LinkType, PacketMeta};
-use weir_pcap::{Interface, Packet};
-use weir_sensor::capture::{Capture, CaptureConfig, FileSink, PacketSink};
+use weir_buffer::Record;
+use weir_pcap::Interface;
+use weir_sensor::capture::{Capture, CaptureConfig, FileSink, PacketSink, Sink};
+use weir_sensor::SensorError;
 
 use crate::args::{self, Format, LiveArgs, RulesArgs};
-use crate::lines::LinePrinter;
-use crate::metrics::{MetricsArgs, Serving};
+use crate::metrics::MetricsArgs;
 use crate::output::{self, Status};
-use weir_sensor::read::Visitor;
 
 /// Arguments of `weir capture`.
 #[derive(clap::Args, Debug)]
@@ -35,6 +34,9 @@ pub(crate) struct Args {
     #[arg(short = 'c', long = "count", value_name = "N", value_parser = args::count,
           allow_negative_numbers = true)]
     count: Option<u64>,
+    /// Not for capture: refused with a pointer to `weir read -r`.
+    #[arg(short = 'r', long = "read", value_name = "FILE", hide = true)]
+    read: Option<std::path::PathBuf>,
     #[command(flatten)]
     rules: RulesArgs,
     #[command(flatten)]
@@ -46,6 +48,13 @@ pub(crate) struct Args {
 impl Args {
     /// Usage checks clap cannot express.
     pub(crate) fn check(&self) -> Result<(), String> {
+        if let Some(f) = &self.read {
+            return Err(format!(
+                "weir capture captures live traffic (-i); to read a capture file use `weir read \
+                 -r {}`",
+                f.display()
+            ));
+        }
         self.live.check()?;
         if self.live.interfaces.is_empty() {
             return Err("give at least one interface with -i".into());
@@ -72,14 +81,26 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     };
     let mut controls = output::controls(cfg.rules.is_some())?;
     let serving = args.metrics.start()?;
-    controls.metrics = serving.as_ref().map(Serving::board);
+    controls.metrics = serving.as_ref().map(|s| s.board.clone());
     let job = Capture::start(&cfg, &mut output::event)?;
-    let mut out = Output::open(&args, job.interfaces())?;
+    let sink = match &args.out.path {
+        None => Sink::Lines(output::lines(None)),
+        Some(path) => Sink::File(FileSink::new(
+            output::create_in_place(path)?,
+            args.out.format(Format::Pcapng),
+            job.interfaces(),
+        )?),
+    };
+    let to_stdout = args.out.path.as_ref().is_none_or(|p| p.as_os_str() == "-");
+    let mut out = Output {
+        sink,
+        to_stdout,
+        gone: false,
+    };
     let report = job.run(&mut out, &controls, &mut output::event)?;
-    if report.reader_gone {
-        return Ok(Status::Clean);
+    if !report.reader_gone {
+        out.sink.finish()?.commit()?;
     }
-    out.finish()?;
     eprintln!(
         "weir: {} packets written in {:.1} s\n{}",
         report.written,
@@ -95,77 +116,48 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     Ok(Status::Clean)
 }
 
-/// Where captured packets go: a capture file, or lines on stdout.
+/// Where captured packets go ([`Sink`]): a reader of stdout that went away (seen idle, or by a
+/// write) ends the capture, with its summary.
 struct Output {
-    to: To,
-    /// It is stdout (`-w -`, or lines): a reader that went away ends the capture.
+    sink: Sink<output::Output>,
     to_stdout: bool,
-}
-
-enum To {
-    File(FileSink<output::Output>),
-    Lines(LinePrinter),
+    gone: bool,
 }
 
 impl Output {
-    fn open(args: &Args, interfaces: &[Interface]) -> Result<Output> {
-        let to_stdout = args.out.path.as_ref().is_none_or(|p| p.as_os_str() == "-");
-        let to = match &args.out.path {
-            None => To::Lines(LinePrinter::stdout(None)),
-            Some(path) => To::File(FileSink::new(
-                output::create_in_place(path)?,
-                args.out.format(Format::Pcapng),
-                interfaces,
-            )?),
-        };
-        Ok(Output { to, to_stdout })
-    }
-
-    fn finish(self) -> Result<()> {
-        match self.to {
-            To::File(w) => w.finish()?.commit()?,
-            To::Lines(p) => p.finish()?,
+    /// `r`, or nothing once the reader is gone (a broken pipe).
+    fn check(&mut self, r: Result<(), SensorError>) -> Result<(), SensorError> {
+        match r {
+            Err(e) if e.is_broken_pipe() => {
+                self.gone = true;
+                Ok(())
+            }
+            r => r,
         }
-        Ok(())
     }
 }
 
 impl PacketSink for Output {
-    type Error = anyhow::Error;
+    type Error = SensorError;
 
-    fn packet(&mut self, interfaces: &[Interface], r: &weir_buffer::Record<'_>) -> Result<()> {
-        match &mut self.to {
-            To::File(w) => w.write(r)?,
-            To::Lines(p) => {
-                let link = interfaces
-                    .get(r.iface() as usize)
-                    .map_or(LinkType::ETHERNET, |i| i.link);
-                let packet = Packet {
-                    meta: PacketMeta {
-                        ts_ns: r.ts_ns(),
-                        orig_len: r.orig_len(),
-                        interface: r.iface(),
-                    },
-                    link,
-                    data: r.data(),
-                    record_offset: 0,
-                    pcap_ts: None,
-                };
-                p.packet(interfaces, &packet)?;
-            }
+    fn packet(&mut self, interfaces: &[Interface], r: &Record<'_>) -> Result<(), SensorError> {
+        if self.gone {
+            return Ok(());
         }
-        Ok(())
+        let r = self.sink.packet(interfaces, r);
+        self.check(r)
     }
 
-    fn flush(&mut self) -> Result<()> {
-        match &mut self.to {
-            To::File(w) => w.flush()?,
-            To::Lines(p) => p.flush()?,
-        }
-        Ok(())
+    fn flush(&mut self) -> Result<(), SensorError> {
+        let r = self.sink.flush();
+        self.check(r)
     }
 
     fn closed(&self) -> bool {
-        self.to_stdout && output::stdout_gone()
+        self.gone || (self.to_stdout && output::stdout_gone())
+    }
+
+    fn gone(&self) -> bool {
+        self.gone
     }
 }

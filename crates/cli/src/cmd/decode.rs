@@ -4,8 +4,7 @@ use anyhow::Result;
 
 use crate::args;
 use crate::input::read_filtered;
-use crate::lines::LinePrinter;
-use crate::output::Status;
+use crate::output::{self, Status};
 
 /// Arguments of `weir decode`.
 #[derive(clap::Args, Debug)]
@@ -30,8 +29,8 @@ impl Args {
 
 /// Runs `weir decode`.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    let mut printer = LinePrinter::stdout(args.count);
+    let mut printer = output::lines(args.count);
     let status = read_filtered(&args.inputs.files, args.expr.joined(), &mut printer)?;
-    printer.finish()?;
+    printer.finish()?.commit()?;
     Ok(status)
 }

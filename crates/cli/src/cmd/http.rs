@@ -188,7 +188,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     if let Some(t) = tls {
         t.commit()?;
     }
-    summary(&stats);
+    eprint!("{stats}");
     Ok(status)
 }
 
@@ -206,7 +206,7 @@ fn run_live(args: Args, http_path: PathBuf) -> Result<Status> {
     };
     let controls = output::controls(false)?;
     let report = weir_sensor::http::run_live(&cfg, &controls, &mut output::event)?;
-    summary(&report.end.stats);
+    eprint!("{}", report.end.stats);
     eprintln!(
         "{}",
         output::live_summary(&report.live.totals, &report.live.buffer)
@@ -218,37 +218,4 @@ fn run_live(args: Args, http_path: PathBuf) -> Result<Status> {
         return Err(e.into());
     }
     Ok(Status::Clean)
-}
-
-/// The analyzer's counters, on stderr.
-fn summary(s: &weir_http::Stats) {
-    eprintln!(
-        "weir: {} http transactions ({} requests, {} responses, {} orphan responses) in {} \
-         connections; {} tls handshakes in {} connections; {} packets, {} tcp",
-        s.http_records,
-        s.http.requests,
-        s.http.responses,
-        s.http.orphan_responses,
-        s.http_flows,
-        s.tls_records,
-        s.tls_flows,
-        s.packets,
-        s.tcp_packets
-    );
-    eprintln!(
-        "weir: reassembly: {} gaps ({} bytes), {} retransmitted bytes, {} conflicting overlap \
-         bytes, {} out-of-order segments, {} bytes evicted ({} evictions), {} connections \
-         evicted, {} timed out; {} http parse errors, {} tls errors",
-        s.stream.gaps,
-        s.stream.gap_bytes,
-        s.stream.retransmitted_bytes,
-        s.stream.overlap_conflicts,
-        s.stream.out_of_order_segments,
-        s.stream.evicted_bytes,
-        s.pending_evictions,
-        s.flows_evicted,
-        s.flows_timed_out,
-        s.http.parse_errors,
-        s.tls.errors
-    );
 }

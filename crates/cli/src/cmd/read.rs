@@ -11,7 +11,6 @@ use weir_sensor::read::ReadConfig;
 
 use crate::args::{self, Format};
 use crate::input;
-use crate::lines::LinePrinter;
 use crate::output::{self, Status};
 
 /// Arguments of `weir read`.
@@ -58,9 +57,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     };
     let Some(out_path) = &args.out.path else {
         cfg.tags_stored = false;
-        let mut printer = LinePrinter::stdout(args.count);
+        let mut printer = output::lines(args.count);
         let status = input::read(&cfg, &mut printer)?;
-        printer.finish()?;
+        printer.finish()?.commit()?;
         return Ok(status);
     };
     output::check_inputs(&args.inputs.files, Some(out_path))?;

@@ -19,13 +19,13 @@ use std::time::Duration;
 
 use anyhow::Result;
 use weir_sensor::live::SourceConfig;
-use weir_sensor::record::{FlowsConfig, Progress, RecordConfig, RecordReport};
+use weir_sensor::record::{FlowsConfig, RecordConfig};
 use weir_sensor::Event;
 use weir_store::{Format, SizeError, Sizes};
 
 use crate::args::{self, FlowArgs, LiveArgs, RulesArgs};
 use crate::flow_output::{ns, outputs};
-use crate::metrics::{MetricsArgs, Serving};
+use crate::metrics::MetricsArgs;
 use crate::output::{self, human_bytes, Status};
 
 /// Arguments of `weir record`.
@@ -234,10 +234,10 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let cfg = args.config()?;
     let mut controls = output::controls(cfg.rules.is_some())?;
     let serving = args.metrics.start()?;
-    controls.metrics = serving.as_ref().map(Serving::board);
+    controls.metrics = serving.as_ref().map(|s| s.board.clone());
     let tty = std::io::stderr().is_terminal();
     let mut report = weir_sensor::record::run(&cfg, &controls, &mut |e| match e {
-        Event::Progress(p) if tty => eprint!("\r\x1b[2K{}", status_line(&p)),
+        Event::Progress(p) if tty => eprint!("\r\x1b[2K{p}"),
         e => output::event(e),
     })?;
     if tty {
@@ -258,7 +258,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             return Err(e.into());
         }
     }
-    summary(&args, &report);
+    eprint!("{}", report.text(&args.dir, None));
     if let Some(e) = report.capture_error {
         return Err(e.into());
     }
@@ -267,83 +267,4 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     } else {
         Status::Clean
     })
-}
-
-/// The closing summary.
-fn summary(args: &Args, r: &RecordReport) {
-    let s = &r.summary;
-    eprintln!(
-        "weir record: {} packets recorded in {:.1} s into {} ({} segment(s) now, {}; {} written \
-         with {}{})",
-        s.packets,
-        r.elapsed_s,
-        args.dir.display(),
-        r.segments,
-        human_bytes(r.stored_bytes),
-        human_bytes(s.disk_bytes),
-        if s.direct {
-            "O_DIRECT"
-        } else {
-            "buffered writes (the filesystem refused O_DIRECT)"
-        },
-        if s.deleted > 0 {
-            format!("; retention deleted {} segment(s)", s.deleted)
-        } else {
-            String::new()
-        }
-    );
-    let t = &r.totals;
-    let rules_dropped = match r.rules {
-        Some(_) => format!(", {} dropped by the rules", t.feed.rules_dropped),
-        None => String::new(),
-    };
-    if r.imported {
-        eprintln!(
-            "  import: {} packets read{rules_dropped}, {} too long for the buffer; writer: {} \
-             dropped",
-            t.feed.received, t.feed.too_long, s.dropped
-        );
-    } else {
-        eprintln!(
-            "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} \
-             filtered out{rules_dropped}; buffer: {} dropped (full), {} dropped (too long); \
-             writer: {} dropped",
-            t.before_ring_text(),
-            t.feed.kernel_packets,
-            t.feed.kernel_drops,
-            t.feed.received,
-            t.feed.filtered,
-            r.buffer.dropped_full,
-            r.buffer.dropped_oversize,
-            s.dropped
-        );
-    }
-    if let Some(rules) = &r.rules {
-        eprintln!("{rules}");
-    }
-    if let Some((bytes, times)) = r.flows_skipped() {
-        eprintln!(
-            "  flows: the meter fell behind and skipped {bytes} bytes of packets ({times} times)"
-        );
-    }
-    if let Some(e) = &s.error {
-        eprintln!("weir: error: {e}");
-    }
-}
-
-/// The status line, rewritten every second on a terminal.
-fn status_line(p: &Progress) -> String {
-    format!(
-        "weir: {:.3} Mpps {:.3} Gbps | written {:.3} Mpps | buffer {:.1}% | drops: interface {}, \
-         backlog {}, kernel {}, buffer {}, writer {}",
-        p.pps / 1e6,
-        p.bps / 1e9,
-        p.written_pps / 1e6,
-        p.buffer_fill * 100.0,
-        p.interface_drops,
-        p.backlog_drops,
-        p.kernel_drops,
-        p.buffer_drops,
-        p.writer_drops
-    )
 }

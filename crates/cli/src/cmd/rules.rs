@@ -136,27 +136,5 @@ fn check(file: &PathBuf, as_json: bool) -> Result<Status> {
     if as_json {
         return print_json(&c.json(&file.display().to_string()));
     }
-    let acts: Vec<String> = c.actions.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    print(&format!(
-        "{}: {} rules: {} exact, {} wildcard ({} with payload patterns, {} with byte matches, {} \
-         with BPF) in {} tuples; default {}\n\
-         actions: {}\n\
-         exact table: {} ({} bytes); payload automaton: {} bytes\n\
-         kernel: {} exact and {} wildcard drop rules could run in the socket filter\n",
-        file.display(),
-        c.rules,
-        c.exact,
-        c.wild,
-        c.wild_with_payload,
-        c.wild_with_bytes,
-        c.wild_with_bpf,
-        c.tuples,
-        c.default_name(),
-        acts.join(", "),
-        output::human_bytes(c.exact_table_bytes as u64),
-        c.exact_table_bytes,
-        c.pattern_bytes,
-        c.kernel_exact,
-        c.kernel_wild,
-    ))
+    print(&c.text(&file.display().to_string()))
 }

@@ -14,10 +14,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
-use weir_sensor::record::RecordReport;
 use weir_sensor::Event;
 
-use crate::output::{self, human_bytes, Status};
+use crate::output::{self, Status};
 
 /// Arguments of `weir run`.
 #[derive(clap::Args, Debug)]
@@ -92,122 +91,18 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         Event::Warning(t) => say(json, "warning", job, &t),
         Event::Progress(_) => {}
     })?;
-    let mut status = Status::Clean;
-    let mut failed = Vec::new();
-    for end in report.jobs {
-        match end.result {
-            Ok(mut r) => {
-                if let Some(f) = r.flows.take() {
-                    if json {
-                        say(json, "info", Some(&end.name), &f.report.summary());
-                    } else {
-                        eprintln!("weir: {}: flows:", end.name);
-                        eprint!("{}", f.report.summary());
-                    }
-                    if let Some(e) = f.error {
-                        say(json, "error", Some(&end.name), &format!("flows: {e}"));
-                        failed.push(end.name.clone());
-                    }
-                }
-                let text = summary(&end.name, &end.interface, &end.store, &r);
-                if json {
-                    say(json, "info", Some(&end.name), &text);
-                } else {
-                    eprint!("{text}");
-                }
-                if let Some(e) = &r.capture_error {
-                    say(json, "error", Some(&end.name), &format!("capture: {e}"));
-                    failed.push(end.name.clone());
-                }
-                if r.damaged() {
-                    status = Status::Damaged;
-                }
-            }
-            Err(e) => {
-                say(
-                    json,
-                    "error",
-                    Some(&end.name),
-                    &output::error_message(&anyhow::Error::from(e)),
-                );
-                failed.push(end.name.clone());
-            }
-        }
+    let end = report.text();
+    if json {
+        say(json, "info", None, &end.text);
+    } else {
+        eprint!("{}", end.text);
     }
-    if let Some(s) = report.stop_s {
-        let t = format!("every job stopped {s:.2} s after the stop signal");
-        if json {
-            say(json, "info", None, &t);
-        } else {
-            eprintln!("weir run: {t}");
-        }
+    if !end.failed.is_empty() {
+        bail!("job(s) failed: {}", end.failed.join(", "));
     }
-    if !failed.is_empty() {
-        bail!("job(s) failed: {}", failed.join(", "));
-    }
-    Ok(status)
-}
-
-/// A job's closing summary (the lines of `weir record`'s, prefixed with the job).
-fn summary(name: &str, iface: &str, store: &std::path::Path, r: &RecordReport) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let s = &r.summary;
-    let t = &r.totals;
-    let _ = writeln!(
-        out,
-        "weir run: {name} ({iface}): {} packets recorded in {:.1} s into {} ({} segment(s) now, \
-         {}; {} written{})",
-        s.packets,
-        r.elapsed_s,
-        store.display(),
-        r.segments,
-        human_bytes(r.stored_bytes),
-        human_bytes(s.disk_bytes),
-        if s.deleted > 0 {
-            format!("; retention deleted {} segment(s)", s.deleted)
-        } else {
-            String::new()
-        }
-    );
-    let rules_dropped = match r.rules {
-        Some(_) => format!(", {} dropped by the rules", t.feed.rules_dropped),
-        None => String::new(),
-    };
-    let _ = writeln!(
-        out,
-        "  before the ring: {}\n  kernel: {} received, {} dropped; capture: {} read, {} filtered \
-         out{rules_dropped}; buffer: {} dropped (full), {} dropped (too long); writer: {} dropped{}",
-        t.before_ring_text(),
-        t.feed.kernel_packets,
-        t.feed.kernel_drops,
-        t.feed.received,
-        t.feed.filtered,
-        r.buffer.dropped_full,
-        r.buffer.dropped_oversize,
-        s.dropped,
-        if s.paused > 0 {
-            format!(", {} not recorded (paused)", s.paused)
-        } else {
-            String::new()
-        }
-    );
-    if let Some(rules) = &r.rules {
-        let _ = writeln!(out, "{rules}");
-    }
-    if let Some((bytes, times)) = r.flows_skipped() {
-        if times > 0 {
-            let _ = writeln!(
-        out,
-                "  flows: the meter fell behind and skipped {bytes} bytes of packets ({times} times)"
-            );
-        }
-    }
-    for st in &r.streams {
-        eprintln!("  {}", st.line());
-    }
-    if let Some(e) = &s.error {
-        let _ = writeln!(out, "weir: error: {name}: {e}");
-    }
-    out
+    Ok(if end.damaged {
+        Status::Damaged
+    } else {
+        Status::Clean
+    })
 }

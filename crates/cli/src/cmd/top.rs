@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
 
-use crate::cmd::ctl::ask;
+use weir_control::ctl::ask;
 use crate::output::{self, Status};
 
 /// Arguments of `weir top`.
@@ -31,8 +31,8 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     };
     let sample = || -> Result<(Value, Value)> {
         Ok((
-            Value::Object(ask(socket, json!({"cmd": "status"}))?),
-            Value::Object(ask(socket, json!({"cmd": "counters"}))?),
+            Value::Object(ask(socket, &json!({"cmd": "status"}))?),
+            Value::Object(ask(socket, &json!({"cmd": "counters"}))?),
         ))
     };
     let tty = std::io::stdout().is_terminal();

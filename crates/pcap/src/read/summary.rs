@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use weir_packet::time::datetime;
 
 use crate::read::{FileReader, Packet, ReadError};
 
@@ -77,6 +78,66 @@ pub struct FileSummary {
     /// Timestamp of the packet before (not reported).
     #[serde(skip)]
     prev_ts: u64,
+}
+
+/// The text of `weir info`: one `Name:   value` line per field, capinfos-like.
+impl std::fmt::Display for FileSummary {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(out, "File name:           {}", self.file)?;
+        writeln!(out, "File format:         {}", self.format)?;
+        for (n, i) in self.interfaces.iter().enumerate() {
+            let name = i.name.as_ref().map(|n| format!(", name {n}"));
+            writeln!(
+                out,
+                "Interface {n}:         {} ({}), snaplen {}, timestamps in {}{}",
+                i.link_type_name,
+                i.link_type,
+                i.snaplen,
+                i.ts_resolution,
+                name.unwrap_or_default()
+            )?;
+        }
+        writeln!(out, "Packets:             {}", self.packets)?;
+        writeln!(out, "Captured bytes:      {}", self.captured_bytes)?;
+        writeln!(out, "Wire bytes:          {}", self.wire_bytes)?;
+        writeln!(out, "Truncated packets:   {}", self.truncated_packets)?;
+        if let (Some(a), Some(b)) = (self.first_ns, self.last_ns) {
+            writeln!(out, "First packet:        {} UTC", datetime(a))?;
+            writeln!(out, "Last packet:         {} UTC", datetime(b))?;
+        }
+        writeln!(out, "Duration:            {:.9} s", self.duration_s)?;
+        writeln!(
+            out,
+            "Packet rate:         {:.2} packets/s",
+            self.packets_per_s
+        )?;
+        writeln!(out, "Data rate:           {:.2} bits/s", self.bits_per_s)?;
+        writeln!(
+            out,
+            "Mean packet size:    {:.2} bytes",
+            self.mean_packet_bytes
+        )?;
+        writeln!(out, "Out-of-order times:  {}", self.out_of_order)?;
+        if !self.protocols.is_empty() {
+            writeln!(out, "Protocols:")?;
+            for (name, n, pct) in self.protocol_mix() {
+                writeln!(out, "  {name:<18} {n:>10}  {pct:6.2} %")?;
+            }
+        }
+        if !self.decode_errors.is_empty() {
+            writeln!(out, "Decode errors:")?;
+            for (what, n) in &self.decode_errors {
+                writeln!(out, "  {n:>10}  {what}")?;
+            }
+        }
+        if self.skipped_blocks > 0 {
+            writeln!(out, "Skipped blocks:      {}", self.skipped_blocks)?;
+        }
+        if let Some(d) = &self.damage {
+            writeln!(out, "Damaged at offset:   {} ({})", d.offset, d.reason)?;
+        }
+        Ok(())
+    }
 }
 
 impl FileSummary {

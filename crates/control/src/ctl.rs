@@ -1,0 +1,173 @@
+//! The client side of the service commands, as `weir ctl` speaks them: a request to a running
+//! `weir run` whose failure is said in words ([`ask`]: a socket that is missing, left by a
+//! process that is gone, not a socket, or not ours to open), and each reply as the table a
+//! person reads ([`status_table`], [`counters_table`], [`commands_text`]).
+
+use std::io::ErrorKind;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::client::{call, CallError};
+use crate::ControlError;
+
+/// Why a `weir ctl` request got no reply.
+#[derive(Debug, thiserror::Error)]
+pub enum CtlError {
+    /// Nothing at the path.
+    #[error("{0}: no such control socket (is `weir run` running, with this `[control] socket`?)")]
+    Missing(PathBuf),
+    /// Something that is not a socket.
+    #[error("{0}: not a socket (give the `[control] socket` path)")]
+    NotSocket(PathBuf),
+    /// A socket nobody listens on.
+    #[error("{0}: stale control socket: the weir process that made it is gone")]
+    Stale(PathBuf),
+    /// A socket we may not open.
+    #[error("{0}: permission denied (the socket is mode 0660: join its group, `[control] group`)")]
+    Permission(PathBuf),
+    /// Any other failure, or the process's refusal.
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
+/// The socket's reply to `req`, or why there is none, in words.
+pub fn ask(socket: &Path, req: &Value) -> Result<Map<String, Value>, CtlError> {
+    let path = socket.to_path_buf();
+    match std::fs::symlink_metadata(socket) {
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(CtlError::Missing(path)),
+        Ok(m) if !m.file_type().is_socket() => return Err(CtlError::NotSocket(path)),
+        _ => {}
+    }
+    call(socket, req).map_err(|e| match e {
+        CallError::Control(ControlError::NotListening { source, .. })
+            if source.kind() == ErrorKind::ConnectionRefused =>
+        {
+            CtlError::Stale(path)
+        }
+        CallError::Control(ControlError::NotListening { source, .. })
+            if source.kind() == ErrorKind::PermissionDenied =>
+        {
+            CtlError::Permission(path)
+        }
+        e => CtlError::Call(e),
+    })
+}
+
+/// The number at `path` in `v`, 0 when absent.
+pub fn num(v: &Value, path: &[&str]) -> u64 {
+    path.iter()
+        .try_fold(v, |v, k| v.get(k))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// The reply to `help`: one command a line.
+pub fn commands_text(r: &Map<String, Value>) -> String {
+    let commands = r.get("commands").and_then(Value::as_array);
+    let names = commands
+        .into_iter()
+        .flatten()
+        .map(|c| c.as_str().unwrap_or_default());
+    names.map(|c| format!("{c}\n")).collect()
+}
+
+/// The reply to `rotate`: one line per job whose segment was closed.
+pub fn rotate_text(r: &Map<String, Value>) -> String {
+    let jobs = r.get("rotated").and_then(Value::as_array);
+    jobs.into_iter()
+        .flatten()
+        .map(|j| {
+            format!(
+                "{}: segment closed ({} segment(s) started so far; the next packet starts a new \
+                 one)\n",
+                j.get("job").and_then(Value::as_str).unwrap_or("?"),
+                num(j, &["segments_started"])
+            )
+        })
+        .collect()
+}
+
+/// The reply to `pause` and `resume`: the job's state and what pausing has not recorded.
+pub fn pause_text(r: &Map<String, Value>) -> String {
+    let paused = r.get("paused") == Some(&Value::Bool(true));
+    format!(
+        "{}: {}{} ({} packet(s) not recorded while paused so far)\n",
+        r.get("job").and_then(Value::as_str).unwrap_or("?"),
+        if paused { "paused" } else { "recording" },
+        if r.get("changed") == Some(&Value::Bool(false)) {
+            " already"
+        } else {
+            ""
+        },
+        r.get("paused_packets").and_then(Value::as_u64).unwrap_or(0)
+    )
+}
+
+/// The reply to `status`: the process, then one line per job.
+pub fn status_table(r: &Map<String, Value>) -> String {
+    let mut s = format!(
+        "weir pid {}, config {}, up {:.1} s\n{:<12} {:<12} {:<9} {:>10}  {}\n",
+        r.get("pid").and_then(Value::as_u64).unwrap_or(0),
+        r.get("config").and_then(Value::as_str).unwrap_or("?"),
+        r.get("uptime_s").and_then(Value::as_f64).unwrap_or(0.0),
+        "JOB",
+        "INTERFACE",
+        "STATE",
+        "UPTIME_S",
+        "STORE"
+    );
+    let jobs = r.get("jobs").and_then(Value::as_array);
+    for j in jobs.into_iter().flatten() {
+        let str_of = |k: &str| j.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+        s += &format!(
+            "{:<12} {:<12} {:<9} {:>10.1}  {}{}\n",
+            str_of("name"),
+            str_of("interface"),
+            if j.get("paused") == Some(&Value::Bool(true)) {
+                "paused".to_string()
+            } else {
+                str_of("state")
+            },
+            j.get("uptime_s").and_then(Value::as_f64).unwrap_or(0.0),
+            str_of("store"),
+            j.get("error")
+                .and_then(Value::as_str)
+                .map(|e| format!("  (error: {e})"))
+                .unwrap_or_default()
+        );
+    }
+    s
+}
+
+/// The reply to `counters`: one line per job.
+pub fn counters_table(r: &Map<String, Value>) -> String {
+    let mut s = format!(
+        "{:<12} {:>12} {:>10} {:>12} {:>10} {:>12} {:>10} {:>12}\n",
+        "JOB", "RECEIVED", "K_DROPS", "PUSHED", "BUF_DROPS", "WRITTEN", "WR_DROPS", "FLOW_PKTS"
+    );
+    if let Some(Value::Object(jobs)) = r.get("jobs") {
+        for (name, c) in jobs {
+            if c.is_null() {
+                s += &format!("{name:<12} (no counters yet: the job has run less than a second)\n");
+                continue;
+            }
+            s += &format!(
+                "{:<12} {:>12} {:>10} {:>12} {:>10} {:>12} {:>10} {:>12}\n",
+                name,
+                num(c, &["capture", "received"]),
+                num(c, &["capture", "kernel_drops"]),
+                num(c, &["buffer", "pushed"]),
+                num(c, &["buffer", "dropped_full"]) + num(c, &["buffer", "dropped_too_long"]),
+                num(c, &["writer", "packets"]),
+                num(c, &["writer", "dropped"]),
+                c.get("flows")
+                    .and_then(|f| f.get("packets"))
+                    .and_then(Value::as_u64)
+                    .map_or("-".to_string(), |p| p.to_string()),
+            );
+        }
+    }
+    s
+}

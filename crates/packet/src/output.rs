@@ -1,0 +1,278 @@
+//! Where a command's output goes: stdout or a file, checked, and a file complete or absent.
+//!
+//! Every byte a command prints goes through [`Output`]: stdout ([`stdout`]) or a file
+//! ([`create`]). Its errors name the output ("cannot write to stdout: …", "cannot write PATH: …")
+//! and keep their kind, so a caller can tell a reader that went away (a broken pipe) from a full
+//! disk. A regular-file output is written to a temporary name in the same directory and renamed
+//! over the path only by [`Output::commit`]; an output dropped without it (the run failed or was
+//! stopped) is removed, so a failed run leaves an existing file as it was and a killed one
+//! leaves no half file under the final name. [`check_inputs`] opens every input before an
+//! output is created and refuses an output that is one of the inputs.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A checked output: stdout or a file (see the module documentation). A file output must be
+/// [`commit`](Output::commit)ted, or it is removed when dropped.
+pub struct Output {
+    target: Target,
+    /// How errors name the output: `to stdout`, or the path.
+    name: String,
+}
+
+enum Target {
+    Stdout(io::Stdout),
+    File {
+        file: File,
+        /// The temporary file and the path it is renamed to by `commit`; `None` when the output
+        /// is written in place (a device, a FIFO, a live capture).
+        rename: Option<(PathBuf, PathBuf)>,
+    },
+}
+
+/// An output that could not be opened, or an input that could not (`cannot create PATH`,
+/// `cannot open PATH`, `refusing to write OUT over the input IN`), with the OS error as source.
+#[derive(Debug)]
+pub struct OpenError {
+    /// What could not be done.
+    pub what: String,
+    /// The OS error, if any.
+    pub source: Option<io::Error>,
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.what)
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}
+
+/// `what` failed with `e`.
+fn ctx(e: io::Error, what: String) -> OpenError {
+    OpenError {
+        what,
+        source: Some(e),
+    }
+}
+
+/// The process's stdout, checked: errors say "cannot write to stdout" and keep their kind.
+pub fn stdout() -> Output {
+    Output {
+        target: Target::Stdout(io::stdout()),
+        name: "to stdout".into(),
+    }
+}
+
+/// Opens `path` for writing, `-` meaning stdout. A regular file (or a new one) is written under
+/// a temporary name in its directory and takes its place at [`Output::commit`]; through a
+/// symbolic link, the link's target is replaced. Devices and FIFOs are written in place.
+pub fn create(path: &Path) -> Result<Output, OpenError> {
+    if path.as_os_str() == "-" {
+        return Ok(stdout());
+    }
+    let name = path.display().to_string();
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        let file = File::options()
+            .write(true)
+            .open(path)
+            .map_err(|e| ctx(e, format!("cannot open {name}")))?;
+        return Ok(Output {
+            target: Target::File { file, rename: None },
+            name,
+        });
+    }
+    // Replace what a symbolic link points to, not the link.
+    let dest = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::canonicalize(path).map_err(|e| ctx(e, format!("cannot resolve {name}")))?
+        }
+        _ => path.to_path_buf(),
+    };
+    let Some(file_name) = dest.file_name() else {
+        return Err(OpenError {
+            what: format!("cannot create {name}: not a file name"),
+            source: None,
+        });
+    };
+    let mut tmp_name = file_name.to_os_string();
+    tmp_name.push(format!(".weir-tmp-{}", std::process::id()));
+    let tmp = dest.with_file_name(tmp_name);
+    let file = File::options()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| ctx(e, format!("cannot create {name}")))?;
+    // An existing file keeps its permissions.
+    if let Ok(m) = std::fs::metadata(&dest) {
+        let _ = file.set_permissions(m.permissions());
+    }
+    Ok(Output {
+        target: Target::File {
+            file,
+            rename: Some((tmp, dest)),
+        },
+        name,
+    })
+}
+
+/// Opens `path` for writing in place, `-` meaning stdout: for a live capture, whose file must
+/// hold every packet written so far if the process is killed (as `tcpdump -w` does), so it is
+/// not written under a temporary name.
+pub fn create_in_place(path: &Path) -> Result<Output, OpenError> {
+    if path.as_os_str() == "-" {
+        return Ok(stdout());
+    }
+    let name = path.display().to_string();
+    let file = File::create(path).map_err(|e| ctx(e, format!("cannot create {name}")))?;
+    Ok(Output {
+        target: Target::File { file, rename: None },
+        name,
+    })
+}
+
+impl Output {
+    fn named(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("cannot write {}: {e}", self.name))
+    }
+
+    /// Whether this is the process's stdout.
+    pub fn is_stdout(&self) -> bool {
+        matches!(self.target, Target::Stdout(_))
+    }
+
+    /// Flushes the output and, for a file written under a temporary name, renames it over its
+    /// path: the output is complete.
+    pub fn commit(mut self) -> io::Result<()> {
+        self.commit_mut()
+    }
+
+    /// [`commit`](Output::commit) through a reference (for an output kept in a boxed writer);
+    /// writes after it go nowhere under the final name.
+    pub fn commit_mut(&mut self) -> io::Result<()> {
+        self.flush()?;
+        if let Target::File {
+            rename: rename @ Some(_),
+            ..
+        } = &mut self.target
+        {
+            let (tmp, dest) = rename.take().expect("matched Some");
+            if let Err(e) = std::fs::rename(&tmp, &dest) {
+                let _ = std::fs::remove_file(&tmp);
+                let what = format!("cannot write {}: {e}", dest.display());
+                return Err(io::Error::new(e.kind(), what));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Write for Output {
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let r = match &mut self.target {
+            Target::Stdout(s) => s.write(buf),
+            Target::File { file, .. } => file.write(buf),
+        };
+        r.map_err(|e| self.named(e))
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        let r = match &mut self.target {
+            Target::Stdout(s) => s.write_all(buf),
+            Target::File { file, .. } => file.write_all(buf),
+        };
+        r.map_err(|e| self.named(e))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let r = match &mut self.target {
+            Target::Stdout(s) => s.flush(),
+            Target::File { file, .. } => file.flush(),
+        };
+        r.map_err(|e| self.named(e))
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if let Target::File {
+            rename: Some((tmp, _)),
+            ..
+        } = &self.target
+        {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// Checks the inputs of a command before its output is created: each one (but `-`, stdin) must
+/// open for reading, and `output` must not be one of them (the same file by device and inode,
+/// also through a symbolic or hard link). Directories (stores) are checked for existence only.
+pub fn check_inputs<P: AsRef<Path>>(inputs: &[P], output: Option<&Path>) -> Result<(), OpenError> {
+    let out_id = output
+        .filter(|o| o.as_os_str() != "-")
+        .and_then(|o| std::fs::metadata(o).ok())
+        .filter(|m| m.is_file())
+        .map(|m| (m.dev(), m.ino()));
+    for input in inputs {
+        let input = input.as_ref();
+        if input.as_os_str() == "-" {
+            continue;
+        }
+        let open = |e| ctx(e, format!("cannot open {}", input.display()));
+        let m = File::open(input).and_then(|f| f.metadata()).map_err(open)?;
+        if let (Some(id), Some(out)) = (out_id, output) {
+            if id == (m.dev(), m.ino()) {
+                return Err(OpenError {
+                    what: format!(
+                        "refusing to write {} over the input {}",
+                        out.display(),
+                        input.display()
+                    ),
+                    source: None,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Human bytes: `1.5 GiB`.
+pub fn human_bytes(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// An error's message with its causes, `: `-separated, without repeating a cause whose text the
+/// message already ends with (error types that print their source and also return it from
+/// `source()` would otherwise show an OS error twice).
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !msg.ends_with(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        cause = c.source();
+    }
+    msg
+}
