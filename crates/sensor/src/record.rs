@@ -289,9 +289,8 @@ pub fn run(
     let mut http_log = cfg.http.as_ref().map(|h| h.logs.open()).transpose()?;
     let lock = weir_store::StoreLock::take(&cfg.dir)?;
     let readers = 1;
-    let best_effort = usize::from(cfg.flows.is_some())
-        + usize::from(cfg.http.is_some())
-        + cfg.streams.len();
+    let best_effort =
+        usize::from(cfg.flows.is_some()) + usize::from(cfg.http.is_some()) + cfg.streams.len();
     let started = match (&cfg.source, first_input) {
         (
             SourceConfig::Files {

@@ -15,7 +15,7 @@ pub(crate) mod read;
 pub(crate) mod record;
 pub(crate) mod rules;
 pub(crate) mod run;
+pub(crate) mod serve;
 pub(crate) mod stream;
 pub(crate) mod top;
 pub(crate) mod voip;
-pub(crate) mod serve;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
 
-use weir_control::ctl::ask;
 use crate::output::{self, Status};
+use weir_control::ctl::ask;
 
 /// Arguments of `weir top`.
 #[derive(clap::Args, Debug)]
