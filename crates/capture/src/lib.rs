@@ -13,7 +13,7 @@
 //! ([`Totals`]). [`Import`] fills such a buffer from capture files instead. With rules, the
 //! drop rules a socket filter can run are rejected in the kernel as well ([`kernel_rules`]).
 //!
-//! Every `unsafe` block of weir's capture path lives in `socket.rs` and `ring.rs`, each with a
+//! Every `unsafe` block of weir's capture path lives in `socket.rs`, `ring.rs` and `privilege.rs` (the switch of `weir run --user`), each with a
 //! `// SAFETY:` comment.
 #![deny(missing_docs)]
 
@@ -23,6 +23,7 @@ mod import;
 pub mod kernel_rules;
 pub mod netstats;
 mod pipeline;
+pub mod privilege;
 mod ring;
 mod socket;
 

@@ -2,7 +2,9 @@
 //! CAP_NET_RAW (plus CAP_NET_ADMIN and CAP_IPC_LOCK, as the README's service setup grants) and
 //! capture every packet sent on a veth pair the test makes; CAP_NET_RAW alone is enough for
 //! promiscuous mode and a fanout group of two threads; without capabilities both commands fail
-//! at once with a message naming CAP_NET_RAW, a non-zero exit and no panic.
+//! at once with a message naming CAP_NET_RAW, a non-zero exit and no panic. `weir run --user
+//! nobody`, started as root, drops to nobody keeping those three capabilities and still captures
+//! after a reload restarts its job.
 
 mod common;
 
@@ -279,4 +281,178 @@ fn without_capabilities_the_message_names_cap_net_raw() {
     }
     assert!(!cap.exists(), "no output file is left behind");
     assert!(!store.exists(), "no store directory is left behind");
+}
+
+/// `weir ctl --socket S ARGS` (run as root): exit code, stdout, stderr.
+fn ctl(socket: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = run(common::weir()
+        .arg("ctl")
+        .arg("--socket")
+        .arg(socket)
+        .args(args));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits until job `one`'s writer has recorded `n` packets (its live counters).
+fn wait_recorded(socket: &Path, n: u64) {
+    let t = Instant::now();
+    loop {
+        let (code, out, err) = ctl(socket, &["--json", "counters"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        if v["jobs"]["one"]["writer"]["packets"].as_u64() == Some(n) {
+            return;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "never {n}: {v}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// One `Key:\tvalue` line of /proc/PID/status.
+fn proc_status(pid: u32, key: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+        .trim()
+        .to_string()
+}
+
+/// `weir run --user nobody` as root: once its job records it is nobody (every uid of
+/// /proc/PID/status) with exactly CAP_NET_ADMIN (12), CAP_NET_RAW (13) and CAP_IPC_LOCK (14)
+/// permitted and effective; it records what is sent; a reload that changes the job (its filter)
+/// restarts it after the drop and it captures again; the store (every segment, before and after
+/// the drop) belongs to nobody and holds every packet sent that the filters let through, in
+/// order (tshark).
+#[test]
+fn run_drops_to_a_user_and_keeps_capturing_after_a_reload() {
+    if !have_setpriv() {
+        return;
+    }
+    let bench = VethBench::new();
+    let sb = Sandbox::new();
+    let sock = sb.path("c.sock");
+    let config = sb.path("weir.toml");
+    let job = |port: u16| {
+        format!(
+            "[control]\nsocket = \"c.sock\"\n\
+             [[record]]\nname = \"one\"\ninterface = \"{}\"\nstore = \"s\"\nsegment_mib = 4\n\
+             write_mib = 1\nbuffer_mib = 16\nfilter = \"udp port {port}\"\n",
+            bench.host_if
+        )
+    };
+    std::fs::write(&config, job(9000)).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut cmd = Command::new(&sb.weir);
+    cmd.args(["run", "--user", "nobody", config.to_str().unwrap()]);
+    let w = Unprivileged::start(
+        cmd,
+        sb.path("run.log"),
+        "running as nobody (uid 65534), keeping CAP_NET_RAW, CAP_NET_ADMIN, CAP_IPC_LOCK",
+    );
+    let pid = w.child.id();
+    let uid = nobody_uid().to_string();
+    let uids = [uid.as_str(); 4].join("\t");
+    assert_eq!(proc_status(pid, "Uid"), uids);
+    assert_eq!(proc_status(pid, "CapEff"), "0000000000007000");
+    assert_eq!(proc_status(pid, "CapPrm"), "0000000000007000");
+
+    bench.send_udp(9000, 100, 20);
+    wait_recorded(&sock, 100);
+
+    // The job's filter changes: it restarts, as nobody, and opens its socket again.
+    std::fs::write(&config, job(9001)).unwrap();
+    let (code, _, err) = ctl(&sock, &["reload"]);
+    assert_eq!(code, 0, "{err}");
+    let t = Instant::now();
+    while w.text().matches("one: recording on").count() < 2 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no restart: {}",
+            w.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(proc_status(pid, "Uid"), uids);
+    assert_eq!(proc_status(pid, "CapEff"), "0000000000007000");
+    bench.send_udp(9000, 30, 20); // filtered out now
+    bench.send_udp(9001, 60, 20);
+    wait_recorded(&sock, 60);
+
+    let (status, log) = w.finish(Some("-TERM"));
+    assert!(status.success(), "{status}: {log}");
+    assert!(!log.contains("panicked"), "{log}");
+    let segs = segments(&sb.path("s"));
+    assert!(
+        segs.len() >= 2,
+        "a segment before and after the reload: {log}"
+    );
+    let mut want: Vec<u32> = (0..100).collect();
+    want.extend(0..60);
+    assert_eq!(
+        seqs(&segs),
+        want,
+        "every packet let through is in the store: {log}"
+    );
+    assert!(segs.iter().all(|s| owner(s) == nobody_uid()), "{segs:?}");
+    assert_eq!(owner(&sb.path("s")), nobody_uid());
+}
+
+/// A user that does not exist is refused before anything starts (from `--user` and from the
+/// file's `user`, `--check` too), and so is `--user` when weir does not run as root.
+#[test]
+fn bad_users_are_refused_before_anything_starts() {
+    if !have_setpriv() {
+        return;
+    }
+    let bench = VethBench::new();
+    let sb = Sandbox::new();
+    let body = format!(
+        "[[record]]\nname = \"one\"\ninterface = \"{}\"\nstore = \"s\"\n",
+        bench.host_if
+    );
+    let config = sb.path("weir.toml");
+    std::fs::write(&config, &body).unwrap();
+    let c = config.to_str().unwrap();
+    for args in [
+        vec!["run", "--user", "no-such-user-weir", c],
+        vec!["run", "--check", "--user", "no-such-user-weir", c],
+        vec!["run", "--user", "", c],
+    ] {
+        let out = run(common::weir().args(&args));
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("weir: error: --user: "), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let bad = sb.path("bad.toml");
+    std::fs::write(&bad, format!("user = \"no-such-user-weir\"\n{body}")).unwrap();
+    for check in [true, false] {
+        let mut cmd = common::weir();
+        cmd.arg("run");
+        if check {
+            cmd.arg("--check");
+        }
+        let out = run(cmd.arg(&bad));
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(":1:8: user: no user `no-such-user-weir` on this machine"),
+            "{err}"
+        );
+    }
+    // Not root: refused before the job starts (no store made).
+    let out = run(&mut sb.as_nobody(ALL_CAPS, &["run", "--user", "nobody", c]));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--user nobody: weir must be started as root to switch to another user"),
+        "{err}"
+    );
+    assert!(!sb.path("s").exists());
+    assert!(!std::fs::read_to_string(&config).unwrap().is_empty());
 }

@@ -107,11 +107,14 @@ pub struct ServiceConfig {
     pub jobs: Vec<JobConfig>,
     /// The read-only web page's address (`[web] listen`), if any.
     pub web: Option<std::net::SocketAddr>,
+    /// The user to become once every job records (`user = "NAME"`; see [`crate::privilege`]).
+    pub user: Option<crate::privilege::RunAs>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
+    user: Option<Spanned<String>>,
     control: Option<Spanned<RawControl>>,
     metrics: Option<Spanned<RawMetrics>>,
     #[serde(default)]
@@ -390,7 +393,13 @@ impl Cx<'_> {
         }
         self.streams(&raw.stream, &mut jobs)?;
         let web = raw.web.as_ref().map(|w| self.web(w)).transpose()?;
+        let user = raw
+            .user
+            .as_ref()
+            .map(|u| crate::privilege::lookup(u.get_ref()).map_err(|e| self.at(u, "user", e)))
+            .transpose()?;
         Ok(ServiceConfig {
+            user,
             path: self.path.to_path_buf(),
             control,
             metrics,
@@ -822,6 +831,14 @@ impl ServiceConfig {
                     .unwrap_or_default()
             )),
             None => s.push_str("no control socket\n"),
+        }
+        if let Some(u) = &self.user {
+            s.push_str(&format!(
+                "runs as user {} (uid {}) once every job records, keeping {}\n",
+                u.name,
+                u.uid,
+                crate::privilege::KEPT
+            ));
         }
         if let Some(m) = &self.metrics {
             s.push_str(&format!("metrics on http://{}/metrics\n", m.listen));

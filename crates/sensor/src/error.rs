@@ -97,6 +97,9 @@ pub enum SensorError {
     /// The web page could not be served.
     #[error(transparent)]
     Web(#[from] crate::web::WebError),
+    /// The service could not become its configured user (`--user`).
+    #[error(transparent)]
+    Privilege(#[from] crate::privilege::PrivilegeError),
     /// An output (stdout, a file) could not be written.
     #[error(transparent)]
     Output(#[from] std::io::Error),

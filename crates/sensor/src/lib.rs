@@ -28,6 +28,7 @@ pub mod info;
 pub mod lines;
 pub mod live;
 pub mod metrics;
+pub use weir_capture::privilege;
 pub mod read;
 pub mod record;
 pub mod rules;

@@ -25,6 +25,12 @@
 //! it fails and shown `failed` by `status`; the others go on. An interface that disappears is
 //! said once (the job then captures nothing more).
 //!
+//! With a user (`user = "NAME"`, `weir run --user NAME`; root only, checked before anything
+//! starts), once every job of the file says it records, the stores are handed to the user and
+//! the process becomes it, keeping CAP_NET_RAW, CAP_NET_ADMIN and CAP_IPC_LOCK so a job a
+//! reload restarts can open its capture socket again ([`crate::privilege`]). A failed switch
+//! stops every job (never left running as root by surprise).
+//!
 //! Stopping (the caller's `stop` flag, the CLI's SIGINT/SIGTERM) stops every job the way
 //! `weir record` stops (capture first, then what is in the buffer is written); the caller's
 //! `reload` flag (SIGHUP) reloads the config file (a job whose settings changed restarts, the
@@ -163,6 +169,8 @@ pub struct ServiceReport {
     /// Seconds from the stop request to the last job's end (`None`: the jobs ended by
     /// themselves).
     pub stop_s: Option<f64>,
+    /// Why the switch to the configured user failed (every job was stopped), if it did.
+    pub privilege_error: Option<String>,
 }
 
 /// [`ServiceReport::text`]: what `weir run` prints at its end.
@@ -205,6 +213,10 @@ impl ServiceReport {
                     s.failed.push(name.clone());
                 }
             }
+        }
+        if let Some(e) = &self.privilege_error {
+            let _ = writeln!(out, "weir: error: {e}");
+            s.failed.push("user".into());
         }
         if let Some(t) = self.stop_s {
             let _ = writeln!(
@@ -310,6 +322,9 @@ pub fn run(
     reload: &AtomicBool,
     events: &mut dyn FnMut(Option<&str>, Event),
 ) -> Result<ServiceReport, SensorError> {
+    if let Some(u) = &cfg.user {
+        crate::privilege::check_root(u)?;
+    }
     let started = Instant::now();
     let list: JobList = Arc::default();
     let reload_config = Arc::new(AtomicBool::new(false));
@@ -363,6 +378,8 @@ pub fn run(
     let mut stop_at: Option<Instant> = None;
     let mut last_look = Instant::now();
     let mut stop_all = false;
+    let mut to_drop = cfg.user.as_ref();
+    let mut privilege_error = None;
     loop {
         if let Ok((name, e)) = rx.recv_timeout(Duration::from_millis(50)) {
             events(Some(&name), e);
@@ -386,6 +403,12 @@ pub fn run(
                     )),
                 ),
                 Ok(new) => {
+                    if new.user != cfg.user {
+                        events(
+                            None,
+                            Event::Warning("the user changed: restart weir to apply it".into()),
+                        );
+                    }
                     if new.control != cfg.control {
                         events(
                             None,
@@ -475,6 +498,34 @@ pub fn run(
                 result: end,
             });
         }
+        if let Some(u) = to_drop {
+            if stop_at.is_some() {
+                to_drop = None;
+            } else if running.iter().all(|r| r.job.ran.load(Ordering::Relaxed)) {
+                to_drop = None;
+                let stores: Vec<&std::path::Path> =
+                    running.iter().map(|r| r.job.store.as_path()).collect();
+                match crate::privilege::drop_to(u, &stores) {
+                    Ok(()) => events(
+                        None,
+                        Event::Notice(format!(
+                            "running as {} (uid {}), keeping {}",
+                            u.name,
+                            u.uid,
+                            crate::privilege::KEPT
+                        )),
+                    ),
+                    Err(e) => {
+                        let e = error_chain(&e);
+                        events(None, Event::Warning(format!("{e}: stopping every job")));
+                        privilege_error = Some(e);
+                        stop_at = Some(Instant::now());
+                        pending.clear();
+                        stop_all = true;
+                    }
+                }
+            }
+        }
         if std::mem::take(&mut stop_all) {
             for o in &running {
                 o.job.stop.store(true, Ordering::Relaxed);
@@ -527,7 +578,11 @@ pub fn run(
         events(Some(&name), e);
     }
     let stop_s = stop_at.map(|t| t.elapsed().as_secs_f64());
-    Ok(ServiceReport { jobs: ends, stop_s })
+    Ok(ServiceReport {
+        jobs: ends,
+        stop_s,
+        privilege_error,
+    })
 }
 
 /// Whether the interface `name` exists now.

@@ -1,7 +1,8 @@
 //! `weir run CONFIG`: the long-running form of weir. Every job of the config file (see
 //! [`weir_sensor::config`] and `packaging/weir.example.toml`) runs in this one process, one
 //! thread each, with one control socket (`weir ctl`); the file is checked whole before anything
-//! starts, and `--check` only checks it and prints what would run.
+//! starts, and `--check` only checks it and prints what would run. `--user NAME` (or the
+//! file's `user`) drops root once every job records (see [`weir_sensor::privilege`]).
 //!
 //! SIGINT/SIGTERM stop every job the way `weir record` stops (capture first, then everything in
 //! the buffer is written) and print each job's final counters; SIGHUP reads the config file
@@ -27,6 +28,10 @@ pub(crate) struct Args {
     /// Only check the config file and print what would run.
     #[arg(long)]
     check: bool,
+    /// Once every job records, become this user (root only), keeping CAP_NET_RAW,
+    /// CAP_NET_ADMIN and CAP_IPC_LOCK; overrides the config's `user`.
+    #[arg(long, value_name = "NAME")]
+    user: Option<String>,
     /// How the log on stderr is written: `text`, or `json` (one JSON object per line: ts,
     /// level, job, message; the library's tracing events too).
     #[arg(long, value_name = "FORMAT", value_enum, default_value = "text")]
@@ -69,7 +74,12 @@ fn say(json: bool, level: &str, job: Option<&str>, text: &str) {
 
 /// Runs `weir run`.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    let cfg = weir_sensor::config::load(&args.config)?;
+    let mut cfg = weir_sensor::config::load(&args.config)?;
+    if let Some(name) = &args.user {
+        let user =
+            weir_sensor::privilege::lookup(name).map_err(|e| anyhow::anyhow!("--user: {e}"))?;
+        cfg.user = Some(user);
+    }
     if args.check {
         let mut out = output::stdout();
         out.write_all(cfg.describe().as_bytes())?;
