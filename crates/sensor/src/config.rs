@@ -780,6 +780,7 @@ impl Cx<'_> {
             dir,
             interval_ns,
             sensor: job.to_owned(),
+            sync: true,
         }))
     }
 }
