@@ -3,10 +3,19 @@
 //! `DIR/date=YYYY-MM-DD/hour=HH/SENSOR-YYYYMMDDTHHMMSSZ.parquet` (the interval's start, UTC).
 //!
 //! A file is written under a hidden temporary name (`.SENSOR-….parquet.tmp`, which readers
-//! globbing `*.parquet` and Hive readers skip), synced, then linked to its final name and the
+//! globbing `*.parquet` and Hive readers skip), closed, then linked to its final name and the
 //! temporary name removed: a reader never sees a half-written file, and a process killed
 //! mid-interval leaves only the temporary file. The link never replaces a file: when the name is
 //! taken (a second run over the same interval), the file gets `-1`, `-2`… before `.parquet`.
+//!
+//! Durability ([`ParquetOutput::sync`]): a live capture cannot be run again, so there each file
+//! is fsynced before its link and its directory after it, and a machine crash (power loss,
+//! kernel panic) leaves under a final name only complete files. A run over capture files does
+//! not fsync (one file and one directory fsync per file made such a run 2–3 times slower): a
+//! killed process still leaves no half file under a final name (the data is in the page cache
+//! when the link is made), but after a machine crash a file under its final name may be empty
+//! or short; such an offline run is repeatable, so delete its output directory and run it
+//! again.
 //!
 //! A record belongs to the file open when it is exported; the clock is the latest last-packet
 //! time of the records, and a file is completed as soon as the clock or the meter's tick passes
@@ -34,7 +43,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::{SerializedColumnWriter, SerializedFileWriter};
 use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::Type;
-use weir_flows::{Direction, FlowRecord};
+use weir_flows::{Direction, EndReason, FlowRecord};
 
 use crate::sink::{ExportStats, FlowSink};
 use crate::text::end_reason_name;
@@ -84,6 +93,10 @@ pub struct ParquetOutput {
     pub interval_ns: u64,
     /// The sensor's name: the files' name prefix and the `sensor` column.
     pub sensor: String,
+    /// Fsync each file before its final name and its directory after (live capture: a
+    /// machine crash must not leave a short file under a final name). Off for runs over
+    /// capture files, which can be run again (see the module documentation).
+    pub sync: bool,
 }
 
 /// The file being written.
@@ -107,6 +120,8 @@ pub(crate) struct ParquetSink {
     props: Arc<WriterProperties>,
     /// Records of the row group being gathered.
     rows: Vec<FlowRecord>,
+    /// Column buffers, reused from column to column and row group to row group.
+    cols: Columns,
     open: Option<Open>,
     /// The clock: the latest packet time seen.
     now_ns: u64,
@@ -150,6 +165,7 @@ impl ParquetSink {
             schema,
             props,
             rows: Vec::new(),
+            cols: Columns::default(),
             open: None,
             now_ns: 0,
             stats: ExportStats::default(),
@@ -219,20 +235,24 @@ impl ParquetSink {
         if self.rows.is_empty() {
             return Ok(());
         }
-        write_row_group(&mut open.writer, &self.rows, &self.out.sensor)
+        self.cols
+            .write_row_group(&mut open.writer, &self.rows, &self.out.sensor)
             .map_err(ExportError::Parquet)?;
         self.rows.clear();
         Ok(())
     }
 
-    /// Finishes the open file: last row group, footer, sync, then its final name.
+    /// Finishes the open file: last row group, footer, sync (when [`ParquetOutput::sync`]),
+    /// then its final name.
     fn complete(&mut self) -> Result<(), ExportError> {
         self.flush_rows()?;
         let Some(open) = self.open.take() else {
             return Ok(());
         };
         open.writer.close().map_err(ExportError::Parquet)?;
-        open.file.sync_all()?;
+        if self.out.sync {
+            open.file.sync_all()?;
+        }
         let size = open.file.metadata()?.len();
         let mut n = 0u32;
         loop {
@@ -249,7 +269,9 @@ impl ParquetSink {
             }
         }
         std::fs::remove_file(&open.tmp)?;
-        File::open(&open.dir)?.sync_all()?;
+        if self.out.sync {
+            File::open(&open.dir)?.sync_all()?;
+        }
         self.stats.datagrams += 1;
         self.stats.bytes += size;
         Ok(())
@@ -289,10 +311,10 @@ impl FlowSink for ParquetSink {
 }
 
 /// An address as 16 bytes (IPv4 mapped) and its IP version.
-fn address(a: IpAddr) -> (FixedLenByteArray, i32) {
+fn address(a: IpAddr) -> ([u8; 16], i32) {
     match a {
-        IpAddr::V4(v4) => (v4.to_ipv6_mapped().octets().to_vec().into(), 4),
-        IpAddr::V6(v6) => (v6.octets().to_vec().into(), 6),
+        IpAddr::V4(v4) => (v4.to_ipv6_mapped().octets(), 4),
+        IpAddr::V6(v6) => (v6.octets(), 6),
     }
 }
 
@@ -301,144 +323,236 @@ fn ts(ns: u64) -> i64 {
     i64::try_from(ns).unwrap_or(i64::MAX)
 }
 
-/// A timestamp column of one direction: values of the rows with packets, and definition levels.
-fn times(
-    rows: &[FlowRecord],
-    dir: fn(&FlowRecord) -> &Direction,
-    last: bool,
-) -> (Vec<i64>, Vec<i16>) {
-    let mut v = Vec::with_capacity(rows.len());
-    let mut def = Vec::with_capacity(rows.len());
-    for r in rows {
-        let d = dir(r);
-        if d.packets == 0 {
-            def.push(0);
-        } else {
-            def.push(1);
-            v.push(ts(if last { d.last_ns } else { d.first_ns }));
+/// The forward direction of a record.
+fn fwd(r: &FlowRecord) -> &Direction {
+    &r.forward
+}
+
+/// The reverse direction of a record.
+fn rev(r: &FlowRecord) -> &Direction {
+    &r.reverse
+}
+
+/// Buffers of one column's values and definition levels, kept by the sink so that building a
+/// column allocates nothing once they have grown to a row group; byte-array values share one
+/// buffer (addresses) or static/shared bytes (names), so no value allocates either.
+#[derive(Default)]
+struct Columns {
+    i32s: Vec<i32>,
+    i64s: Vec<i64>,
+    def: Vec<i16>,
+    bytes: Vec<ByteArray>,
+    fixed: Vec<FixedLenByteArray>,
+    /// The addresses of a column, 16 bytes each, copied into one shared buffer.
+    raw: Vec<u8>,
+}
+
+impl Columns {
+    /// Writes `rows` as one row group, column by column in schema order.
+    fn write_row_group(
+        &mut self,
+        w: &mut SerializedFileWriter<File>,
+        rows: &[FlowRecord],
+        sensor: &str,
+    ) -> parquet::errors::Result<()> {
+        let mut rg = w.next_row_group()?;
+        let mut i = 0;
+        while let Some(mut col) = rg.next_column()? {
+            self.write_column(&mut col, i, rows, sensor)?;
+            col.close()?;
+            i += 1;
         }
+        rg.close()?;
+        Ok(())
     }
-    (v, def)
-}
 
-fn i32s(rows: &[FlowRecord], f: impl Fn(&FlowRecord) -> i32) -> Vec<i32> {
-    rows.iter().map(f).collect()
-}
-
-fn i64s(rows: &[FlowRecord], f: impl Fn(&FlowRecord) -> u64) -> Vec<i64> {
-    rows.iter().map(|r| ts(f(r))).collect()
-}
-
-/// Writes `rows` as one row group, column by column in schema order.
-fn write_row_group(
-    w: &mut SerializedFileWriter<File>,
-    rows: &[FlowRecord],
-    sensor: &str,
-) -> parquet::errors::Result<()> {
-    let mut rg = w.next_row_group()?;
-    let mut i = 0;
-    while let Some(mut col) = rg.next_column()? {
-        write_column(&mut col, i, rows, sensor)?;
-        col.close()?;
-        i += 1;
-    }
-    rg.close()?;
-    Ok(())
-}
-
-/// Writes column `i` of the schema.
-fn write_column(
-    col: &mut SerializedColumnWriter<'_>,
-    i: usize,
-    rows: &[FlowRecord],
-    sensor: &str,
-) -> parquet::errors::Result<()> {
-    let int32 = |col: &mut SerializedColumnWriter<'_>, v: Vec<i32>| {
+    /// Writes an int32 column of `f` of each row.
+    fn int32(
+        &mut self,
+        col: &mut SerializedColumnWriter<'_>,
+        rows: &[FlowRecord],
+        f: impl Fn(&FlowRecord) -> i32,
+    ) -> parquet::errors::Result<()> {
+        self.i32s.clear();
+        self.i32s.extend(rows.iter().map(f));
         col.typed::<Int32Type>()
-            .write_batch(&v, None, None)
+            .write_batch(&self.i32s, None, None)
             .map(drop)
-    };
-    let int64 = |col: &mut SerializedColumnWriter<'_>, v: Vec<i64>| {
+    }
+
+    /// Writes an int64 column of `f` of each row.
+    fn int64(
+        &mut self,
+        col: &mut SerializedColumnWriter<'_>,
+        rows: &[FlowRecord],
+        f: impl Fn(&FlowRecord) -> u64,
+    ) -> parquet::errors::Result<()> {
+        self.i64s.clear();
+        self.i64s.extend(rows.iter().map(|r| ts(f(r))));
         col.typed::<Int64Type>()
-            .write_batch(&v, None, None)
+            .write_batch(&self.i64s, None, None)
             .map(drop)
-    };
-    let time = |col: &mut SerializedColumnWriter<'_>, (v, def): (Vec<i64>, Vec<i16>)| {
+    }
+
+    /// Writes a timestamp column of one direction: null for a direction without packets.
+    fn time(
+        &mut self,
+        col: &mut SerializedColumnWriter<'_>,
+        rows: &[FlowRecord],
+        dir: fn(&FlowRecord) -> &Direction,
+        last: bool,
+    ) -> parquet::errors::Result<()> {
+        self.i64s.clear();
+        self.def.clear();
+        for r in rows {
+            let d = dir(r);
+            if d.packets == 0 {
+                self.def.push(0);
+            } else {
+                self.def.push(1);
+                self.i64s
+                    .push(ts(if last { d.last_ns } else { d.first_ns }));
+            }
+        }
         col.typed::<Int64Type>()
-            .write_batch(&v, Some(&def), None)
+            .write_batch(&self.i64s, Some(&self.def), None)
             .map(drop)
-    };
-    let addr = |col: &mut SerializedColumnWriter<'_>, src: bool| {
-        let v: Vec<FixedLenByteArray> = rows
-            .iter()
-            .map(|r| address(if src { r.key.src } else { r.key.dst }).0)
-            .collect();
-        col.typed::<FixedLenByteArrayType>()
-            .write_batch(&v, None, None)
-            .map(drop)
-    };
-    let dir_cols = |col: &mut SerializedColumnWriter<'_>,
-                    j: usize,
-                    d: fn(&FlowRecord) -> &Direction| {
+    }
+
+    /// Writes a 16-byte address column: one buffer for all rows, each value a slice of it.
+    fn addr(
+        &mut self,
+        col: &mut SerializedColumnWriter<'_>,
+        rows: &[FlowRecord],
+        src: bool,
+    ) -> parquet::errors::Result<()> {
+        self.raw.clear();
+        for r in rows {
+            let a = address(if src { r.key.src } else { r.key.dst }).0;
+            self.raw.extend_from_slice(&a);
+        }
+        // one allocation per column; the values share it (reference-counted slices)
+        let all = ByteArray::from(std::mem::take(&mut self.raw));
+        self.fixed.clear();
+        self.fixed
+            .extend((0..rows.len()).map(|i| FixedLenByteArray::from(all.slice(i * 16, 16))));
+        let res = col
+            .typed::<FixedLenByteArrayType>()
+            .write_batch(&self.fixed, None, None)
+            .map(drop);
+        self.fixed.clear();
+        res
+    }
+
+    /// Writes one of the seven columns of a direction (`j` in their schema order).
+    fn direction(
+        &mut self,
+        col: &mut SerializedColumnWriter<'_>,
+        rows: &[FlowRecord],
+        j: usize,
+        d: fn(&FlowRecord) -> &Direction,
+    ) -> parquet::errors::Result<()> {
         match j {
-            0 => time(col, times(rows, d, false)),
-            1 => time(col, times(rows, d, true)),
-            2 => int64(col, i64s(rows, |r| d(r).packets)),
-            3 => int64(col, i64s(rows, |r| d(r).bytes)),
-            4 => int32(col, i32s(rows, |r| d(r).tcp_flags.into())),
-            5 => int32(col, i32s(rows, |r| d(r).min_ttl.into())),
-            _ => int32(col, i32s(rows, |r| d(r).max_ttl.into())),
+            0 => self.time(col, rows, d, false),
+            1 => self.time(col, rows, d, true),
+            2 => self.int64(col, rows, |r| d(r).packets),
+            3 => self.int64(col, rows, |r| d(r).bytes),
+            4 => self.int32(col, rows, |r| d(r).tcp_flags.into()),
+            5 => self.int32(col, rows, |r| d(r).min_ttl.into()),
+            _ => self.int32(col, rows, |r| d(r).max_ttl.into()),
         }
-    };
-    fn fwd(r: &FlowRecord) -> &Direction {
-        &r.forward
     }
-    fn rev(r: &FlowRecord) -> &Direction {
-        &r.reverse
-    }
-    match i {
-        0 | 1 => dir_cols(col, i, fwd),
-        2 => int32(col, i32s(rows, |r| r.key.vlan.into())),
-        3 => int32(col, i32s(rows, |r| address(r.key.src).1)),
-        4 => addr(col, true),
-        5 => addr(col, false),
-        6 => int32(col, i32s(rows, |r| r.key.proto.into())),
-        7 => int32(col, i32s(rows, |r| r.key.src_port.into())),
-        8 => int32(col, i32s(rows, |r| r.key.dst_port.into())),
-        9 => int32(col, i32s(rows, |r| r.key.tos.into())),
-        10..=14 => dir_cols(col, i - 8, fwd),
-        15..=21 => dir_cols(col, i - 15, rev),
-        22 => {
-            let v: Vec<ByteArray> = rows
-                .iter()
-                .map(|r| ByteArray::from(end_reason_name(r.end_reason)))
-                .collect();
-            col.typed::<ByteArrayType>()
-                .write_batch(&v, None, None)
-                .map(drop)
+
+    /// Writes a string column: `f` gives each row's value (`None`: null, when `optional`).
+    fn strings(
+        &mut self,
+        col: &mut SerializedColumnWriter<'_>,
+        rows: &[FlowRecord],
+        optional: bool,
+        mut f: impl FnMut(&FlowRecord) -> Option<ByteArray>,
+    ) -> parquet::errors::Result<()> {
+        self.bytes.clear();
+        self.def.clear();
+        for r in rows {
+            match f(r) {
+                Some(v) => {
+                    self.bytes.push(v);
+                    self.def.push(1);
+                }
+                None => self.def.push(0),
+            }
         }
-        23 => {
-            let mut v = Vec::new();
-            let def: Vec<i16> = rows
-                .iter()
-                .map(|r| match r.tag {
-                    Some(t) => {
-                        v.push(ByteArray::from(t.to_string().into_bytes()));
-                        1
-                    }
-                    None => 0,
+        let def = optional.then_some(&self.def[..]);
+        let res = col
+            .typed::<ByteArrayType>()
+            .write_batch(&self.bytes, def, None)
+            .map(drop);
+        self.bytes.clear();
+        res
+    }
+
+    /// Writes column `i` of the schema.
+    fn write_column(
+        &mut self,
+        col: &mut SerializedColumnWriter<'_>,
+        i: usize,
+        rows: &[FlowRecord],
+        sensor: &str,
+    ) -> parquet::errors::Result<()> {
+        match i {
+            0 | 1 => self.direction(col, rows, i, fwd),
+            2 => self.int32(col, rows, |r| r.key.vlan.into()),
+            3 => self.int32(col, rows, |r| address(r.key.src).1),
+            4 => self.addr(col, rows, true),
+            5 => self.addr(col, rows, false),
+            6 => self.int32(col, rows, |r| r.key.proto.into()),
+            7 => self.int32(col, rows, |r| r.key.src_port.into()),
+            8 => self.int32(col, rows, |r| r.key.dst_port.into()),
+            9 => self.int32(col, rows, |r| r.key.tos.into()),
+            10..=14 => self.direction(col, rows, i - 8, fwd),
+            15..=21 => self.direction(col, rows, i - 15, rev),
+            22 => {
+                // the five names, made once per row group; each row shares one
+                let names: [ByteArray; 5] = [
+                    EndReason::IdleTimeout,
+                    EndReason::ActiveTimeout,
+                    EndReason::EndOfFlow,
+                    EndReason::ForcedEnd,
+                    EndReason::LackOfResources,
+                ]
+                .map(|e| ByteArray::from(end_reason_name(e)));
+                self.strings(col, rows, false, |r| {
+                    Some(names[end_reason_index(r.end_reason)].clone())
                 })
-                .collect();
-            col.typed::<ByteArrayType>()
-                .write_batch(&v, Some(&def), None)
-                .map(drop)
+            }
+            23 => {
+                // a tag is a small number: the decimal text, into one reused string
+                let mut text = String::new();
+                self.strings(col, rows, true, |r| {
+                    r.tag.map(|t| {
+                        use std::fmt::Write;
+                        text.clear();
+                        let _ = write!(text, "{t}");
+                        ByteArray::from(text.as_str())
+                    })
+                })
+            }
+            _ => {
+                let name = ByteArray::from(sensor);
+                self.strings(col, rows, false, |_| Some(name.clone()))
+            }
         }
-        _ => {
-            let v = vec![ByteArray::from(sensor); rows.len()];
-            col.typed::<ByteArrayType>()
-                .write_batch(&v, None, None)
-                .map(drop)
-        }
+    }
+}
+
+/// The position of an end reason in the names of column 22.
+fn end_reason_index(e: EndReason) -> usize {
+    match e {
+        EndReason::IdleTimeout => 0,
+        EndReason::ActiveTimeout => 1,
+        EndReason::EndOfFlow => 2,
+        EndReason::ForcedEnd => 3,
+        EndReason::LackOfResources => 4,
     }
 }
 
@@ -447,7 +561,7 @@ mod tests {
     use super::*;
     use std::net::Ipv4Addr;
     use std::path::Path;
-    use weir_flows::{EndReason, FlowKey};
+    use weir_flows::FlowKey;
 
     const T0: u64 = 1_795_256_430_000_000_000; // 2026-11-21T10:20:30Z
 
@@ -502,6 +616,7 @@ mod tests {
             dir: dir.clone(),
             interval_ns: DEFAULT_INTERVAL_NS,
             sensor: "s1".into(),
+            sync: true,
         };
         let mut s = ParquetSink::open(&out).unwrap();
         s.export(&rec(T0)).unwrap();
@@ -545,6 +660,7 @@ mod tests {
             dir: dir.clone(),
             interval_ns: DEFAULT_INTERVAL_NS,
             sensor: "s".into(),
+            sync: false,
         };
         let mut s = ParquetSink::open(&out).unwrap();
         s.export(&rec(T0)).unwrap();
@@ -572,6 +688,7 @@ mod tests {
                 dir: std::env::temp_dir(),
                 interval_ns: DEFAULT_INTERVAL_NS,
                 sensor: name.into(),
+                sync: false,
             };
             assert!(matches!(
                 ParquetSink::open(&out),
@@ -582,6 +699,7 @@ mod tests {
             dir: std::env::temp_dir(),
             interval_ns: 999_999_999,
             sensor: "s".into(),
+            sync: false,
         };
         assert!(matches!(
             ParquetSink::open(&out),

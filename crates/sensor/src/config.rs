@@ -789,6 +789,7 @@ impl Cx<'_> {
             dir,
             interval_ns,
             sensor: job.to_owned(),
+            sync: true,
         }))
     }
 }

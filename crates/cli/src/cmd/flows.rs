@@ -365,6 +365,8 @@ pub(crate) fn run(args: Args) -> Result<Status> {
                 dir,
                 interval_ns: ns(args.parquet_interval),
                 sensor: args.parquet_sensor.clone().unwrap_or_else(host_name),
+                // a live capture cannot be run again: fsync its files (see ParquetOutput::sync)
+                sync: live,
             }),
             kafka: args.kafka.output().map_err(anyhow::Error::msg)?,
             ..outputs(
