@@ -178,6 +178,8 @@ pub struct ServiceReport {
 pub struct ServiceSummary {
     /// Every job's closing lines (its flow meter's, then its record summary), and the stop time.
     pub text: String,
+    /// The same lines by job (`None`: the process's own), for logs that name the job per line.
+    pub parts: Vec<(Option<String>, String)>,
     /// The jobs that failed (an error, or their flow export's or capture's).
     pub failed: Vec<String>,
     /// A job lost packets in its writer or stopped on a store error.
@@ -189,9 +191,9 @@ impl ServiceReport {
     pub fn text(&self) -> ServiceSummary {
         use std::fmt::Write as _;
         let mut s = ServiceSummary::default();
-        let out = &mut s.text;
         for end in &self.jobs {
             let name = &end.name;
+            let mut out = String::new();
             match &end.result {
                 Ok(r) => {
                     if let Some(f) = &r.flows {
@@ -213,17 +215,19 @@ impl ServiceReport {
                     s.failed.push(name.clone());
                 }
             }
+            s.parts.push((Some(name.clone()), out));
         }
         if let Some(e) = &self.privilege_error {
             let _ = writeln!(out, "weir: error: {e}");
             s.failed.push("user".into());
         }
         if let Some(t) = self.stop_s {
-            let _ = writeln!(
-                out,
-                "weir run: every job stopped {t:.2} s after the stop signal"
-            );
+            s.parts.push((
+                None,
+                format!("weir run: every job stopped {t:.2} s after the stop signal\n"),
+            ));
         }
+        s.text = s.parts.iter().map(|(_, t)| t.as_str()).collect();
         s
     }
 }

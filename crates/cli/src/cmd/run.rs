@@ -103,7 +103,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     })?;
     let end = report.text();
     if json {
-        say(json, "info", None, &end.text);
+        for (job, text) in &end.parts {
+            say(json, "info", job.as_deref(), text);
+        }
     } else {
         eprint!("{}", end.text);
     }
