@@ -618,6 +618,7 @@ impl Cx<'_> {
                 stats_json,
                 flows,
                 http: None,
+                voip: None,
                 rules,
                 streams: Vec::new(),
             },
