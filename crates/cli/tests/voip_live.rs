@@ -180,6 +180,7 @@ fn tcpdump(bench: &VethBench, out: &Path) -> Child {
         &bench.host_if,
         "-n",
         "-U",
+        "--immediate-mode",
         "--time-stamp-precision=nano",
         "-w",
     ])
