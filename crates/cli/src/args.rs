@@ -157,6 +157,33 @@ pub(crate) fn first_given(m: &ArgMatches, ids: &[(&str, &str)]) -> Option<String
         .map(|(_, flag)| (*flag).to_string())
 }
 
+/// The usage checks every command that reads files (`-r`) or interfaces (`-i`) shares: the live
+/// options' own checks, exactly one of the two, and no live-only option with files; `verb` is
+/// what the command does (`meter`, `analyze`).
+pub(crate) fn live_or_files(
+    live: &LiveArgs,
+    inputs: &Inputs,
+    m: &ArgMatches,
+    verb: &str,
+) -> Result<(), String> {
+    live.check()?;
+    let reading = !inputs.files.is_empty();
+    match (reading, live.interfaces.is_empty()) {
+        (true, false) => return Err(format!("-i and -r: {verb} live traffic or files, not both")),
+        (false, true) => return Err("give input files with -r, or interfaces with -i".into()),
+        _ => {}
+    }
+    if reading {
+        let live_only = [LIVE_ONLY, &[("buffer_mib", "--buffer-mib")]].concat();
+        if let Some(flag) = first_given(m, &live_only) {
+            return Err(format!(
+                "{flag} is for live capture (-i), not for files (-r)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The options of live capture (`LiveArgs`) other than `-i`: refused with `-r`, where they do
 /// nothing.
 pub(crate) const LIVE_ONLY: &[(&str, &str)] = &[

@@ -151,6 +151,7 @@ fn parse() -> Cli {
         Command::Index(a) => a.check(),
         Command::Gen(a) => a.check(m),
         Command::Http(a) => a.check(m),
+        Command::Voip(a) => a.check(m),
         _ => Ok(()),
     };
     if let Err(msg) = checked {

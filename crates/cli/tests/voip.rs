@@ -775,8 +775,9 @@ fn hostile_paths_numbers_and_outputs() {
         "{}",
         stderr_of(&out)
     );
+    // a usage error (exit 2), as for weir http and weir flows: -r or -i
     let out = weir().args(["voip"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(stderr_of(&out).contains("give input files with -r"));
     // output over the input
     for flag in ["-w", "--streams"] {

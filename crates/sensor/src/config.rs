@@ -627,6 +627,7 @@ impl Cx<'_> {
                 stats_json,
                 flows,
                 http: None,
+                voip: None,
                 rules,
                 streams: Vec::new(),
             },

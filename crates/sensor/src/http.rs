@@ -6,14 +6,13 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use weir_capture::PipelineConfig;
 use weir_http::live::{LiveAnalyzer, LiveEnd};
 use weir_http::log::{Format, LogWriter};
 use weir_http::Analyzer;
 
-use crate::live::announcement;
 use crate::{Controls, Event, SensorError};
 
 /// Where the analyzer's records go.
@@ -46,7 +45,8 @@ fn named(name: &str, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("cannot write {name}: {e}"))
 }
 
-fn open(path: &Path) -> Result<Named, SensorError> {
+/// Opens (creates or truncates) `path` in place, `-` being stdout.
+pub(crate) fn open(path: &Path) -> Result<Named, SensorError> {
     if path.as_os_str() == "-" {
         return Ok(Named {
             out: Box::new(io::stdout()),
@@ -122,9 +122,6 @@ pub struct HttpLiveReport {
     pub capture_error: Option<weir_capture::CaptureError>,
 }
 
-/// How often the job looks at its flags.
-const POLL: Duration = Duration::from_millis(100);
-
 /// Runs `weir http -i` until `controls.stop` is set, the duration has passed or capture fails;
 /// then stops capture, analyzes what is left in the buffer and writes every pending
 /// transaction.
@@ -133,42 +130,22 @@ pub fn run_live(
     controls: &Controls,
     events: &mut dyn FnMut(Event),
 ) -> Result<HttpLiveReport, SensorError> {
-    let mut pipeline_cfg = cfg.pipeline.clone();
-    pipeline_cfg.readers = 1;
-    pipeline_cfg.best_effort_readers = 0;
-    // capture first: a missing interface leaves no empty log behind
-    let mut pipeline = weir_capture::Pipeline::start(&pipeline_cfg)?;
-    let writer = match cfg.logs.open() {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = pipeline.stop();
-            return Err(e);
-        }
-    };
-    for line in announcement(&pipeline_cfg, &pipeline, "analyzing HTTP and TLS") {
-        events(line);
-    }
-    let links = pipeline.interfaces().iter().map(|i| i.link).collect();
-    let live = LiveAnalyzer::spawn(
-        Analyzer::new(cfg.analyzer),
-        pipeline.buffer().reader(0)?,
-        links,
-        writer,
-    )
-    .map_err(SensorError::Thread)?;
-    let deadline = cfg.duration.map(|d| Instant::now() + d);
-    while !controls.stop.load(std::sync::atomic::Ordering::Relaxed)
-        && !pipeline.failed()
-        && deadline.is_none_or(|d| Instant::now() < d)
-    {
-        std::thread::sleep(POLL);
-    }
-    let stopped = pipeline.stop();
-    let (totals, buffer) = (pipeline.counters().totals(), pipeline.buffer().stats());
-    let end = live.finish();
+    let (end, live, capture_error) = crate::live::run_one_analyzer(
+        &cfg.pipeline,
+        cfg.duration,
+        controls,
+        events,
+        "analyzing HTTP and TLS",
+        || cfg.logs.open(),
+        |writer, reader, links| {
+            LiveAnalyzer::spawn(Analyzer::new(cfg.analyzer), reader, links, writer)
+                .map_err(SensorError::Thread)
+        },
+        LiveAnalyzer::finish,
+    )?;
     Ok(HttpLiveReport {
         end,
-        live: crate::flows::LiveEnd { totals, buffer },
-        capture_error: stopped.err(),
+        live,
+        capture_error,
     })
 }

@@ -34,6 +34,7 @@ pub mod record;
 pub mod rules;
 pub mod service;
 pub mod stream;
+pub mod voip;
 pub mod web;
 
 use std::sync::atomic::AtomicBool;

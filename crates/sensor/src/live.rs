@@ -198,6 +198,62 @@ pub fn live_summary(t: &Totals, b: &weir_buffer::Stats) -> String {
     )
 }
 
+/// How often a one-analyzer live job looks at its flags.
+const POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What a one-analyzer live job ([`run_one_analyzer`]) hands back: the analyzer's end, the
+/// capture's counters, and a capture thread's error if capture failed.
+pub(crate) type OneAnalyzerEnd<E> = (E, crate::flows::LiveEnd, Option<CaptureError>);
+
+/// The shape of `weir http -i` and `weir voip -i`: starts the pipeline of `cfg` with one
+/// reader, then opens the outputs (`open`; after capture, so that a missing interface leaves no
+/// empty output behind), says `verb`, starts the analyzer on reader 0 (`spawn`, given the
+/// interfaces' link types) and waits until `controls.stop` is set, `duration` has passed or
+/// capture fails; then stops capture and ends the analyzer (`finish`: it reads what is left).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_one_analyzer<O, J, E>(
+    cfg: &PipelineConfig,
+    duration: Option<std::time::Duration>,
+    controls: &crate::Controls,
+    events: &mut dyn FnMut(Event),
+    verb: &str,
+    open: impl FnOnce() -> Result<O, SensorError>,
+    spawn: impl FnOnce(O, weir_buffer::Reader, Vec<weir_decode::LinkType>) -> Result<J, SensorError>,
+    finish: impl FnOnce(J) -> E,
+) -> Result<OneAnalyzerEnd<E>, SensorError> {
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
+    let mut cfg = cfg.clone();
+    cfg.readers = 1;
+    cfg.best_effort_readers = 0;
+    let mut pipeline = Pipeline::start(&cfg)?;
+    let started = open().and_then(|out| {
+        for line in announcement(&cfg, &pipeline, verb) {
+            events(line);
+        }
+        let links = pipeline.interfaces().iter().map(|i| i.link).collect();
+        spawn(out, pipeline.buffer().reader(0)?, links)
+    });
+    let job = match started {
+        Ok(j) => j,
+        Err(e) => {
+            let _ = pipeline.stop();
+            return Err(e);
+        }
+    };
+    let deadline = duration.map(|d| Instant::now() + d);
+    while !controls.stop.load(Ordering::Relaxed)
+        && !pipeline.failed()
+        && deadline.is_none_or(|d| Instant::now() < d)
+    {
+        std::thread::sleep(POLL);
+    }
+    let stopped = pipeline.stop();
+    let (totals, buffer) = (pipeline.counters().totals(), pipeline.buffer().stats());
+    let end = finish(job);
+    Ok((end, crate::flows::LiveEnd { totals, buffer }, stopped.err()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

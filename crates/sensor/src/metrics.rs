@@ -773,6 +773,7 @@ mod tests {
             duration: None,
             stats_json: None,
             http: None,
+            voip: None,
             flows: Some(FlowsConfig {
                 meter: weir_flows::Config::default(),
                 outputs: weir_export::Outputs::default(),

@@ -59,6 +59,8 @@ pub struct RecordConfig {
     pub flows: Option<FlowsConfig>,
     /// Analyze HTTP and TLS from the same buffer.
     pub http: Option<crate::http::HttpBeside>,
+    /// Analyze SIP calls and RTP streams from the same buffer.
+    pub voip: Option<crate::voip::VoipBeside>,
     /// Rules in the capture threads (or the import thread).
     pub rules: Option<RulesConfig>,
     /// Live streams of the same buffer ([`crate::stream`]), each a best-effort reader.
@@ -149,6 +151,8 @@ pub struct RecordReport {
     pub flows: Option<FlowsReport>,
     /// The HTTP analyzer's end (counters, first write error), when it ran.
     pub http: Option<weir_http::live::LiveEnd>,
+    /// The VoIP analyzer's end (counters, first write error), when it ran.
+    pub voip: Option<crate::voip::VoipEnd>,
     /// Each live stream's end, in the config's order.
     pub streams: Vec<crate::stream::StreamReport>,
     /// The error that ended live capture, if any (everything captured was still written).
@@ -287,10 +291,13 @@ pub fn run(
     };
     // opened first: a bad path fails before the store is touched
     let mut http_log = cfg.http.as_ref().map(|h| h.logs.open()).transpose()?;
+    let mut voip_out = cfg.voip.as_ref().map(|v| v.outputs.open()).transpose()?;
     let lock = weir_store::StoreLock::take(&cfg.dir)?;
     let readers = 1;
-    let best_effort =
-        usize::from(cfg.flows.is_some()) + usize::from(cfg.http.is_some()) + cfg.streams.len();
+    let best_effort = usize::from(cfg.flows.is_some())
+        + usize::from(cfg.http.is_some())
+        + usize::from(cfg.voip.is_some())
+        + cfg.streams.len();
     let started = match (&cfg.source, first_input) {
         (
             SourceConfig::Files {
@@ -449,12 +456,18 @@ pub fn run(
         (Some(h), Some(log)) => Some(h.spawn(log, buffer.reader(http_reader)?, &interfaces)?),
         _ => None,
     };
+    // the VoIP analyzer reads after the HTTP analyzer
+    let voip_reader = http_reader + usize::from(cfg.http.is_some());
+    let voip = match (&cfg.voip, voip_out.take()) {
+        (Some(v), Some(out)) => Some(v.spawn(out, buffer.reader(voip_reader)?, &interfaces)?),
+        _ => None,
+    };
 
     let streams = match crate::stream::Streams::spawn(
         &cfg.streams,
         &buffer,
-        // streams read after the flow meter and the HTTP analyzer
-        1 + usize::from(cfg.flows.is_some()) + usize::from(cfg.http.is_some()),
+        // streams read after the flow meter and the HTTP and VoIP analyzers
+        voip_reader + usize::from(cfg.voip.is_some()),
         &interfaces,
     ) {
         Ok(s) => s,
@@ -483,9 +496,14 @@ pub fn run(
         board.attach(metrics::Live {
             counters: counters.clone(),
             buffer: buffer.clone(),
-            readers: ["recorder", "flows", "http"]
+            readers: ["recorder", "flows", "http", "voip"]
                 .into_iter()
-                .zip([true, cfg.flows.is_some(), cfg.http.is_some()])
+                .zip([
+                    true,
+                    cfg.flows.is_some(),
+                    cfg.http.is_some(),
+                    cfg.voip.is_some(),
+                ])
                 .filter(|&(_, on)| on)
                 .map(|(n, _)| n.to_string())
                 .chain(cfg.streams.iter().map(|s| format!("stream {}", s.name)))
@@ -556,6 +574,7 @@ pub fn run(
         FlowsReport { report, error }
     });
     let http = http.map(weir_http::live::LiveAnalyzer::finish);
+    let voip = voip.map(crate::voip::VoipLive::finish);
     let totals = counters
         .as_ref()
         .map(Counters::totals)
@@ -594,6 +613,7 @@ pub fn run(
         rules,
         flows,
         http,
+        voip,
         streams,
         capture_error: source_result.err(),
     })
@@ -761,6 +781,7 @@ pub(crate) mod tests {
             duration: None,
             stats_json: Some(stats.clone()),
             http: None,
+            voip: None,
             flows: Some(FlowsConfig {
                 meter: weir_flows::Config::default(),
                 outputs: Outputs::default(),

@@ -237,22 +237,8 @@ impl KafkaArgs {
 impl Args {
     /// Usage checks clap cannot express, against what was given (`m`).
     pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
-        self.live.check()?;
+        args::live_or_files(&self.live, &self.inputs, m, "meter")?;
         self.kafka.check(m)?;
-        let reading = !self.inputs.files.is_empty();
-        match (reading, self.live.interfaces.is_empty()) {
-            (true, false) => return Err("-i and -r: meter live traffic or files, not both".into()),
-            (false, true) => return Err("give input files with -r, or interfaces with -i".into()),
-            _ => {}
-        }
-        if reading {
-            let live_only = [args::LIVE_ONLY, &[("buffer_mib", "--buffer-mib")]].concat();
-            if let Some(flag) = args::first_given(m, &live_only) {
-                return Err(format!(
-                    "{flag} is for live capture (-i), not for files (-r)"
-                ));
-            }
-        }
         if self.export.is_none() {
             if let Some(flag) =
                 args::first_given(m, &[("format", "--format"), ("ts_nanos", "--ts-nanos")])

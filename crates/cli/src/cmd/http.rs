@@ -112,24 +112,7 @@ impl Visitor for Sink {
 impl Args {
     /// Usage checks clap cannot express, against what was given (`m`).
     pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
-        self.live.check()?;
-        let reading = !self.inputs.files.is_empty();
-        match (reading, self.live.interfaces.is_empty()) {
-            (true, false) => {
-                return Err("-i and -r: analyze live traffic or files, not both".into())
-            }
-            (false, true) => return Err("give input files with -r, or interfaces with -i".into()),
-            _ => {}
-        }
-        if reading {
-            let live_only = [args::LIVE_ONLY, &[("buffer_mib", "--buffer-mib")]].concat();
-            if let Some(flag) = args::first_given(m, &live_only) {
-                return Err(format!(
-                    "{flag} is for live capture (-i), not for files (-r)"
-                ));
-            }
-        }
-        Ok(())
+        args::live_or_files(&self.live, &self.inputs, m, "analyze")
     }
 
     fn analyzer(&self) -> Config {

@@ -17,7 +17,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use weir_sensor::live::SourceConfig;
 use weir_sensor::record::{FlowsConfig, RecordConfig};
 use weir_sensor::Event;
@@ -84,6 +84,10 @@ pub(crate) struct Args {
     /// http`; written in place, `-` for stdout).
     #[arg(long, value_name = "FILE")]
     http: Option<PathBuf>,
+    /// Also analyze SIP calls and RTP streams from the same buffer: call and stream records as
+    /// JSON lines to FILE (see `weir voip`; written when recording stops, `-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    voip: Option<PathBuf>,
     #[command(flatten)]
     rules: RulesArgs,
     #[command(flatten)]
@@ -175,6 +179,19 @@ impl Args {
         if let Some(h) = &self.http {
             output::check_inputs(&self.inputs.files, Some(h))?;
         }
+        if let Some(v) = &self.voip {
+            output::check_inputs(&self.inputs.files, Some(v))?;
+            if self
+                .http
+                .as_deref()
+                .is_some_and(|h| output::same_output(h, v))
+            {
+                bail!(
+                    "--voip and --http both name {}: give the two logs different outputs",
+                    v.display()
+                );
+            }
+        }
         let source = if self.inputs.files.is_empty() {
             SourceConfig::Live(weir_capture::PipelineConfig {
                 kernel_rules: !self.rules.no_kernel_rules,
@@ -223,6 +240,16 @@ impl Args {
                     tls: None,
                 },
             }),
+            voip: self
+                .voip
+                .clone()
+                .map(|calls| weir_sensor::voip::VoipBeside {
+                    analyzer: weir_voip::Config::default(),
+                    outputs: weir_sensor::voip::VoipOutputs {
+                        calls,
+                        streams: None,
+                    },
+                }),
             rules: self.rules.config(),
             streams: Vec::new(),
         })
@@ -255,6 +282,15 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             h.stats.http_records, h.packets
         );
         if let Some(e) = h.error {
+            return Err(e.into());
+        }
+    }
+    if let Some(v) = report.voip.take() {
+        eprintln!(
+            "weir: voip: {} calls, {} rtp streams from {} packets",
+            v.stats.calls, v.stats.streams, v.packets
+        );
+        if let Some(e) = v.error {
             return Err(e.into());
         }
     }

@@ -1,20 +1,24 @@
-//! `weir voip -r FILE [-w CALLS.jsonl] [--streams STREAMS.jsonl] [EXPR]`: one JSON line per SIP
-//! Call-ID (call times, final status, post-dial delay, duration, MOS of its worst stream) and
-//! one per RTP stream (RFC 3550 loss and jitter, RTCP reports, E-model MOS), from capture files,
-//! through weir-voip's analyzer. The packets come from the shared offline loop (BPF filter,
-//! damage handling). Without `--streams` the stream records go to the calls' output, so nothing
-//! found is left out; each record says its `type`. A summary ends the run on stderr.
+//! `weir voip (-r FILE | -i IF) [-w CALLS.jsonl] [--streams STREAMS.jsonl] [EXPR]`: one JSON
+//! line per SIP Call-ID (call times, final status, post-dial delay, duration, MOS of its worst
+//! stream) and one per RTP stream (RFC 3550 loss and jitter, RTCP reports, E-model MOS),
+//! through weir-voip's analyzer. From files the packets come from the shared offline loop (BPF
+//! filter, damage handling); live, from the capture pipeline ([`weir_sensor::voip::run_live`]:
+//! SIGINT/SIGTERM end it and every call and stream is written then). Without `--streams` the
+//! stream records go to the calls' output, so nothing found is left out; each record says its
+//! `type`. A summary ends the run on stderr.
 
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use weir_filter::FilterSet;
 use weir_pcap::{Interface, Packet};
 use weir_sensor::read::Visitor;
-use weir_voip::{Analyzer, Config, Event};
+use weir_sensor::voip::{line, VoipLiveConfig, VoipOutputs};
+use weir_voip::{Analyzer, Config, Event, Stats};
 
-use crate::args;
+use crate::args::{self, LiveArgs};
 use crate::input::read_filtered;
 use crate::output::{self, Status};
 
@@ -23,6 +27,9 @@ use crate::output::{self, Status};
 pub(crate) struct Args {
     #[command(flatten)]
     inputs: args::Inputs,
+    /// Live capture (instead of -r): interfaces, threads, buffer...
+    #[command(flatten)]
+    live: LiveArgs,
     /// Write the call records as JSON lines to OUT (`-` for stdout, the default).
     #[arg(short = 'w', long = "write", value_name = "OUT")]
     out: Option<PathBuf>,
@@ -44,11 +51,23 @@ pub(crate) struct Args {
     expr: args::Expr,
 }
 
+impl Args {
+    /// Usage checks clap cannot express, against what was given (`m`).
+    pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+        args::live_or_files(&self.live, &self.inputs, m, "analyze")
+    }
+
+    fn analyzer(&self) -> Config {
+        Config {
+            max_calls: self.max_calls as usize,
+            max_streams: self.max_streams as usize,
+            ..Config::default()
+        }
+    }
+}
+
 /// Runs `weir voip`.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    if args.inputs.files.is_empty() {
-        bail!("give input files with -r (live capture is not supported by `weir voip` yet)");
-    }
     let calls_path = args.out.clone().unwrap_or_else(|| PathBuf::from("-"));
     if let Some(s) = &args.streams {
         let same_file = s == &calls_path
@@ -63,17 +82,16 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             );
         }
     }
+    if !args.live.interfaces.is_empty() {
+        return run_live(args, calls_path);
+    }
     // the expression and the inputs are checked before any output is created
     FilterSet::new(&args.expr.joined())?;
     output::check_inputs(&args.inputs.files, Some(&calls_path))?;
     if let Some(s) = &args.streams {
         output::check_inputs(&args.inputs.files, Some(s))?;
     }
-    let cfg = Config {
-        max_calls: args.max_calls as usize,
-        max_streams: args.max_streams as usize,
-        ..Config::default()
-    };
+    let cfg = args.analyzer();
     let mut calls = BufWriter::with_capacity(1 << 16, output::create(&calls_path)?);
     let mut streams = match &args.streams {
         Some(p) => Some(BufWriter::with_capacity(1 << 16, output::create(p)?)),
@@ -104,7 +122,39 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     if let Some(s) = streams {
         s.into_inner().map_err(|e| e.into_error())?.commit()?;
     }
-    let s = &stats;
+    summary(&stats);
+    Ok(status)
+}
+
+/// `weir voip -i`: the live job, then its summary.
+fn run_live(args: Args, calls_path: PathBuf) -> Result<Status> {
+    let cfg = VoipLiveConfig {
+        pipeline: args.live.pipeline(&args.expr.joined(), 1, 0, 64)?,
+        analyzer: args.analyzer(),
+        outputs: VoipOutputs {
+            calls: calls_path,
+            streams: args.streams.clone(),
+        },
+        duration: args.live.duration.map(Duration::from_secs_f64),
+    };
+    let controls = output::controls(false)?;
+    let report = weir_sensor::voip::run_live(&cfg, &controls, &mut output::event)?;
+    summary(&report.end.stats);
+    eprintln!(
+        "{}",
+        output::live_summary(&report.live.totals, &report.live.buffer)
+    );
+    if let Some(e) = report.end.error {
+        return Err(e.into());
+    }
+    if let Some(e) = report.capture_error {
+        return Err(e.into());
+    }
+    Ok(Status::Clean)
+}
+
+/// The analyzer's counters on stderr (and the bounds reached, when they were).
+pub(crate) fn summary(s: &Stats) {
     eprintln!(
         "weir: {} sip call-ids ({} messages, {} over tcp, {} unparsable); {} rtp streams \
          ({} from sdp, {} by heuristic; {} candidates not steady); {} rtp packets, {} rtcp \
@@ -129,12 +179,6 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             s.calls_dropped, s.streams_dropped_packets, s.tcp_bytes_dropped
         );
     }
-    Ok(status)
-}
-
-fn line<W: Write, T: serde::Serialize>(w: &mut W, r: &T) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *w, r).map_err(std::io::Error::from)?;
-    w.write_all(b"\n")
 }
 
 struct Feed(Analyzer);

@@ -1,0 +1,385 @@
+//! `weir voip -i` and `weir record --voip` on a veth pair the test creates: a hand-built SIP
+//! call over UDP (INVITE with SDP, 100, 180, 200 with SDP, ACK, BYE, 200) and its RTP, sent by
+//! the test from our side and from the namespace, the caller's stream with one packet never
+//! sent (lost) and one sent twice (duplicate). tcpdump captures the same interface at the same
+//! time (nanosecond timestamps): the records `weir voip -i` writes must equal, line for line,
+//! what `weir voip -r` writes from tcpdump's file, and hold the known call and loss figures.
+//! `weir record --voip` must write the same records beside a store holding every UDP packet
+//! tcpdump saw. Hostile: a missing interface is a clear error before any output is made.
+
+mod common;
+
+use std::net::UdpSocket;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::netns::VethBench;
+use common::Running;
+
+const CALL_ID: &str = "live-call-1@weir.test";
+/// Caller's RTP: 20 sequence numbers from 1000, 1005 never sent, 1010 sent twice.
+const FIRST_SEQ: u16 = 1000;
+const LOST_SEQ: u16 = 1005;
+const DUP_SEQ: u16 = 1010;
+
+fn sip(start: &str, cseq: &str, extra: &str, sdp: Option<&str>) -> Vec<u8> {
+    let body = sdp.unwrap_or("");
+    let ct = if sdp.is_some() {
+        "Content-Type: application/sdp\r\n"
+    } else {
+        ""
+    };
+    format!(
+        "{start}\r\nVia: SIP/2.0/UDP caller:5060;branch=z9hG4bK{n}\r\n\
+         From: <sip:alice@weir.test>;tag=a1\r\nTo: <sip:bob@weir.test>{to_tag}\r\n\
+         Call-ID: {CALL_ID}\r\nCSeq: {cseq}\r\n{extra}{ct}Content-Length: {}\r\n\r\n{body}",
+        body.len(),
+        n = cseq.split(' ').next().unwrap(),
+        to_tag = if start.starts_with("INVITE") {
+            ""
+        } else {
+            ";tag=b1"
+        },
+    )
+    .into_bytes()
+}
+
+fn sdp(addr: &str, port: u16) -> String {
+    format!(
+        "v=0\r\no=- 1 1 IN IP4 {addr}\r\ns=-\r\nc=IN IP4 {addr}\r\nt=0 0\r\n\
+         m=audio {port} RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
+    )
+}
+
+fn rtp(seq: u16, ts: u32, ssrc: u32) -> Vec<u8> {
+    let mut p = vec![0x80, 0];
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&ts.to_be_bytes());
+    p.extend_from_slice(&ssrc.to_be_bytes());
+    p.extend_from_slice(&[0xff; 160]);
+    p
+}
+
+/// Sends `msgs` (source port, destination port, payload) from the namespace's address to ours,
+/// 20 ms apart, and waits for it.
+fn from_peer(bench: &VethBench, msgs: &[(u16, u16, Vec<u8>)]) {
+    let script = "import socket,sys,time\n\
+                  peer,host=sys.argv[1],sys.argv[2]\n\
+                  socks={}\n\
+                  for a in sys.argv[3:]:\n    \
+                  sp,dp,h=a.split(':')\n    \
+                  if sp not in socks:\n        \
+                  s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n        \
+                  s.bind((peer,int(sp)))\n        \
+                  socks[sp]=s\n    \
+                  socks[sp].sendto(bytes.fromhex(h),(host,int(dp)))\n    \
+                  time.sleep(0.02)\n";
+    let args: Vec<String> = msgs
+        .iter()
+        .map(|(s, d, p)| {
+            let hex: String = p.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{s}:{d}:{hex}")
+        })
+        .collect();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &bench.ns, "python3", "-c", script])
+        .arg(&bench.peer_ip)
+        .arg(&bench.host_ip)
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The call: SIP both ways, the caller's RTP (one lost, one duplicate) and the callee's
+/// (10 packets, none lost).
+fn call(bench: &VethBench) {
+    let (host, peer) = (bench.host_ip.as_str(), bench.peer_ip.as_str());
+    let sip_sock = UdpSocket::bind((host, 5060)).unwrap();
+    let rtp_sock = UdpSocket::bind((host, 40000)).unwrap();
+    let to_peer = |s: &UdpSocket, port: u16, p: &[u8]| {
+        s.send_to(p, (peer, port)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let offer = sdp(host, 40000);
+    to_peer(
+        &sip_sock,
+        5060,
+        &sip(
+            "INVITE sip:bob@weir.test SIP/2.0",
+            "1 INVITE",
+            "User-Agent: weir-test-caller\r\n",
+            Some(&offer),
+        ),
+    );
+    let answer = sdp(peer, 50000);
+    from_peer(
+        bench,
+        &[
+            (5060, 5060, sip("SIP/2.0 100 Trying", "1 INVITE", "", None)),
+            (5060, 5060, sip("SIP/2.0 180 Ringing", "1 INVITE", "", None)),
+            (
+                5060,
+                5060,
+                sip(
+                    "SIP/2.0 200 OK",
+                    "1 INVITE",
+                    "Server: weir-test-callee\r\n",
+                    Some(&answer),
+                ),
+            ),
+        ],
+    );
+    to_peer(
+        &sip_sock,
+        5060,
+        &sip("ACK sip:bob@weir.test SIP/2.0", "1 ACK", "", None),
+    );
+    for i in 0..20u16 {
+        let seq = FIRST_SEQ + i;
+        if seq == LOST_SEQ {
+            continue;
+        }
+        let p = rtp(seq, 160 * u32::from(i), 0x1234_5678);
+        to_peer(&rtp_sock, 50000, &p);
+        if seq == DUP_SEQ {
+            to_peer(&rtp_sock, 50000, &p);
+        }
+    }
+    let back: Vec<(u16, u16, Vec<u8>)> = (0..10u16)
+        .map(|i| {
+            (
+                50000,
+                40000,
+                rtp(7000 + i, 8000 + 160 * u32::from(i), 0x0bad_cafe),
+            )
+        })
+        .collect();
+    from_peer(bench, &back);
+    to_peer(
+        &sip_sock,
+        5060,
+        &sip("BYE sip:bob@weir.test SIP/2.0", "2 BYE", "", None),
+    );
+    from_peer(
+        bench,
+        &[(5060, 5060, sip("SIP/2.0 200 OK", "2 BYE", "", None))],
+    );
+}
+
+/// tcpdump on our side of the pair, nanosecond timestamps, writing `out`.
+fn tcpdump(bench: &VethBench, out: &Path) -> Child {
+    let mut c = Command::new("tcpdump");
+    c.args([
+        "-i",
+        &bench.host_if,
+        "-n",
+        "-U",
+        "--immediate-mode",
+        "--time-stamp-precision=nano",
+        "-w",
+    ])
+    .arg(out);
+    common::start(c, "listening on")
+}
+
+fn stop(mut c: Child) {
+    assert!(
+        common::run(Command::new("kill").args(["-INT", &c.id().to_string()]))
+            .status
+            .success()
+    );
+    let _ = c.wait();
+}
+
+fn lines(path: &Path) -> Vec<serde_json::Value> {
+    let mut v: Vec<serde_json::Value> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("whole JSON lines"))
+        .collect();
+    v.sort_by_key(|r| r.to_string());
+    v
+}
+
+/// `weir voip -r` on `pcap`: its records.
+fn offline(pcap: &Path, dir: &Path) -> Vec<serde_json::Value> {
+    let out = dir.join("offline.jsonl");
+    let o = common::run(
+        common::weir()
+            .args(["voip", "-r"])
+            .arg(pcap)
+            .arg("-w")
+            .arg(&out),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    lines(&out)
+}
+
+/// The known figures of the call and its two streams.
+fn check_known(recs: &[serde_json::Value], bench: &VethBench) {
+    let calls: Vec<_> = recs.iter().filter(|r| r["type"] == "call").collect();
+    assert_eq!(calls.len(), 1, "{recs:#?}");
+    let c = calls[0];
+    assert_eq!(c["call_id"], CALL_ID);
+    assert_eq!(c["final_status"], 200, "{c}");
+    assert_eq!(c["ended_by"].as_str().map(|_| ()), Some(()), "{c}");
+    let streams: Vec<_> = recs.iter().filter(|r| r["type"] == "stream").collect();
+    assert_eq!(streams.len(), 2, "{recs:#?}");
+    let fwd = streams
+        .iter()
+        .find(|s| s["src_ip"] == bench.host_ip.as_str())
+        .unwrap();
+    assert_eq!(fwd["call_id"], CALL_ID);
+    assert_eq!(fwd["found_by"], "sdp");
+    assert_eq!(fwd["src_port"], 40000);
+    assert_eq!(fwd["dst_port"], 50000);
+    // 19 distinct sequence numbers sent, one twice: 20 packets, 20 expected, RFC 3550 loss 0
+    // (the duplicate makes up for the lost one), 1 missing, 1 duplicate
+    assert_eq!(fwd["packets"], 20, "{fwd}");
+    assert_eq!(fwd["expected"], 20, "{fwd}");
+    assert_eq!(fwd["lost"], 0, "{fwd}");
+    assert_eq!(fwd["missing"], 1, "{fwd}");
+    assert_eq!(fwd["duplicates"], 1, "{fwd}");
+    let back = streams
+        .iter()
+        .find(|s| s["src_ip"] == bench.peer_ip.as_str())
+        .unwrap();
+    assert_eq!(back["packets"], 10, "{back}");
+    assert_eq!(back["expected"], 10, "{back}");
+    assert_eq!(back["missing"], 0, "{back}");
+    assert_eq!(back["duplicates"], 0, "{back}");
+}
+
+/// `weir voip -i` on the veth: the records equal `weir voip -r` on tcpdump's capture of the
+/// same traffic, and hold the known figures; at SIGINT and at SIGTERM.
+#[test]
+fn live_records_equal_offline_on_tcpdumps_capture() {
+    for signal in ["-INT", "-TERM"] {
+        let bench = VethBench::new();
+        let tmp = tempfile::tempdir().unwrap();
+        let live = tmp.path().join("live.jsonl");
+        let pcap = tmp.path().join("tcpdump.pcap");
+        let err = tmp.path().join("err.txt");
+        let dump = tcpdump(&bench, &pcap);
+        let weir = Running::start(
+            &["voip", "-i", &bench.host_if, "-w", live.to_str().unwrap()],
+            &err,
+            "analyzing SIP and RTP on",
+        );
+        call(&bench);
+        // the last datagram was handed to the kernel; give both captures the same moment to
+        // take it from their rings
+        std::thread::sleep(Duration::from_millis(500));
+        let (status, text) = weir.signal(signal);
+        stop(dump);
+        assert!(status.success(), "{signal}: {status} {text}");
+        assert!(!text.contains("panicked"), "{text}");
+        let got = lines(&live);
+        check_known(&got, &bench);
+        assert_eq!(got, offline(&pcap, tmp.path()), "{signal}: {text}");
+    }
+}
+
+/// UDP packets in a capture file (or a store's segment), as tcpdump reads them.
+fn udp_packets(file: &Path) -> usize {
+    let o = common::run(
+        Command::new("tcpdump")
+            .args(["-n", "-r"])
+            .arg(file)
+            .arg("udp"),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().lines().count()
+}
+
+/// `weir record --voip FILE`: the same records beside a store holding every UDP packet.
+#[test]
+fn record_writes_voip_records_beside_the_store() {
+    let bench = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("voip.jsonl");
+    let store = tmp.path().join("store");
+    let pcap = tmp.path().join("tcpdump.pcap");
+    let err = tmp.path().join("err.txt");
+    let dump = tcpdump(&bench, &pcap);
+    let weir = Running::start(
+        &[
+            "record",
+            "-i",
+            &bench.host_if,
+            "-o",
+            store.to_str().unwrap(),
+            "--voip",
+            log.to_str().unwrap(),
+            "--buffer-mib",
+            "16",
+        ],
+        &err,
+        "recording on",
+    );
+    call(&bench);
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, text) = weir.signal("-INT");
+    stop(dump);
+    assert!(status.success(), "{status} {text}");
+    assert!(
+        text.contains("weir: voip: 1 calls, 2 rtp streams"),
+        "{text}"
+    );
+    let got = lines(&log);
+    check_known(&got, &bench);
+    assert_eq!(got, offline(&pcap, tmp.path()), "{text}");
+    let stored: usize = common::segments(&store)
+        .iter()
+        .map(|s| udp_packets(s))
+        .sum();
+    // 7 SIP + 20 + 10 RTP datagrams
+    assert_eq!(stored, 37);
+    assert_eq!(stored, udp_packets(&pcap));
+}
+
+/// Hostile: a missing interface is a clear error before any output is made, for `weir voip -i`
+/// and for `weir record --voip`; `-i` with `-r` is refused.
+#[test]
+fn missing_interface_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("voip.jsonl");
+    let out = common::weir()
+        .args(["voip", "-i", "weir-no-such0", "-w"])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no such interface: weir-no-such0"), "{err}");
+    assert!(!err.contains("panicked"));
+    assert!(!log.exists());
+
+    let store = tmp.path().join("store");
+    let out = common::weir()
+        .args(["record", "-i", "weir-no-such0", "-o"])
+        .arg(&store)
+        .arg("--voip")
+        .arg(&log)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no such interface: weir-no-such0"), "{err}");
+    assert!(!err.contains("panicked"));
+
+    let out = common::weir()
+        .args(["voip", "-i", "lo", "-r", "/dev/null"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("-i and -r"), "{err}");
+}

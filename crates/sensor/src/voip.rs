@@ -1,0 +1,230 @@
+//! The VoIP job of a live capture (`weir voip -i`) and the VoIP analyzer beside a recorder
+//! (`weir record --voip`): weir-voip's [`Analyzer`] as one reader of the capture pipeline's
+//! packet buffer, on its own thread. The analyzer gives its records at its end (a call's
+//! streams can outlive its BYE), so the call and stream lines are written when the job stops
+//! (SIGINT/SIGTERM, the duration, the end of the files): every call and stream pending then.
+//! The outputs are opened (created, emptied) when the job starts, so a bad path fails first.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use weir_capture::PipelineConfig;
+use weir_decode::LinkType;
+use weir_voip::{Analyzer, Event as VoipEvent, Stats};
+
+use crate::http::{open, Named};
+use crate::{Controls, Event, SensorError};
+
+/// How long the analyzer's thread sleeps when the buffer is empty.
+const IDLE: Duration = Duration::from_millis(2);
+
+/// Where the analyzer's records go.
+#[derive(Clone, Debug)]
+pub struct VoipOutputs {
+    /// The call records (JSON lines; `-`: stdout); the stream records too without `streams`.
+    pub calls: PathBuf,
+    /// The stream records (JSON lines; `-`: stdout), if apart from the calls.
+    pub streams: Option<PathBuf>,
+}
+
+/// The opened outputs of [`VoipOutputs`].
+pub struct VoipWriter {
+    calls: BufWriter<Named>,
+    streams: Option<BufWriter<Named>>,
+}
+
+impl VoipOutputs {
+    /// Opens (creates or truncates) the outputs, in place.
+    pub fn open(&self) -> Result<VoipWriter, SensorError> {
+        let calls = BufWriter::with_capacity(1 << 16, open(&self.calls)?);
+        let streams = match &self.streams {
+            Some(p) => Some(BufWriter::with_capacity(1 << 16, open(p)?)),
+            None => None,
+        };
+        Ok(VoipWriter { calls, streams })
+    }
+}
+
+impl VoipWriter {
+    /// Writes one record as a JSON line (each says its `type`).
+    pub fn write(&mut self, e: &VoipEvent) -> io::Result<()> {
+        match e {
+            VoipEvent::Call(r) => line(&mut self.calls, r),
+            VoipEvent::Stream(r) => line(self.streams.as_mut().unwrap_or(&mut self.calls), r),
+        }
+    }
+
+    /// Flushes both outputs.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.calls.flush()?;
+        match &mut self.streams {
+            Some(s) => s.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Writes `r` as one JSON line.
+pub fn line<W: Write, T: serde::Serialize>(w: &mut W, r: &T) -> io::Result<()> {
+    serde_json::to_writer(&mut *w, r).map_err(io::Error::from)?;
+    w.write_all(b"\n")
+}
+
+/// What the VoIP analyzer of a live run hands back.
+#[derive(Debug)]
+pub struct VoipEnd {
+    /// The analyzer's counters.
+    pub stats: Stats,
+    /// Records read from the buffer.
+    pub packets: u64,
+    /// The first write error (nothing was written after it).
+    pub error: Option<io::Error>,
+}
+
+/// A VoIP [`Analyzer`] reading the packet buffer on its own thread.
+pub struct VoipLive {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<VoipEnd>,
+}
+
+impl VoipLive {
+    /// Starts analyzing the records of `reader` on a new thread; `links` gives the link type
+    /// of each interface index (Ethernet beyond it).
+    pub fn spawn(
+        mut analyzer: Analyzer,
+        mut reader: weir_buffer::Reader,
+        links: Vec<LinkType>,
+        mut writer: VoipWriter,
+    ) -> io::Result<VoipLive> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("voip".into())
+            .spawn(move || {
+                let mut n = 0u64;
+                loop {
+                    // set before this read: an empty read after it means all is read
+                    let stopping = st.load(Ordering::Acquire);
+                    match reader.next_batch() {
+                        Some(batch) => {
+                            for r in batch.records() {
+                                let link = links
+                                    .get(r.iface() as usize)
+                                    .copied()
+                                    .unwrap_or(LinkType::ETHERNET);
+                                analyzer.packet(r.ts_ns(), link, r.data());
+                                n += 1;
+                            }
+                            batch.release();
+                        }
+                        None if stopping => break,
+                        None => std::thread::sleep(IDLE),
+                    }
+                }
+                let mut error: Option<io::Error> = None;
+                let stats = analyzer.finish(&mut |e| {
+                    if error.is_none() {
+                        error = writer.write(&e).err();
+                    }
+                });
+                if error.is_none() {
+                    error = writer.flush().err();
+                }
+                VoipEnd {
+                    stats,
+                    packets: n,
+                    error,
+                }
+            })?;
+        Ok(VoipLive { stop, thread })
+    }
+
+    /// Once capture has stopped: reads what is left, writes every call and stream, flushes.
+    pub fn finish(self) -> VoipEnd {
+        self.stop.store(true, Ordering::Release);
+        self.thread
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    }
+}
+
+/// The VoIP analyzer beside a recorder (`weir record --voip`): a best-effort reader of the
+/// recorder's buffer (when it falls behind it is skipped forward, never costing the recording a
+/// packet; the skipped packets are missing from its figures).
+#[derive(Clone, Debug)]
+pub struct VoipBeside {
+    /// The analyzer's bounds.
+    pub analyzer: weir_voip::Config,
+    /// Where records go.
+    pub outputs: VoipOutputs,
+}
+
+impl VoipBeside {
+    /// Starts the analyzer on `reader`, writing to `writer` (the outputs opened before anything
+    /// else started, so that a bad path fails first).
+    pub(crate) fn spawn(
+        &self,
+        writer: VoipWriter,
+        reader: weir_buffer::Reader,
+        interfaces: &[weir_pcap::Interface],
+    ) -> Result<VoipLive, SensorError> {
+        let links = interfaces.iter().map(|i| i.link).collect();
+        VoipLive::spawn(Analyzer::new(self.analyzer), reader, links, writer)
+            .map_err(SensorError::Thread)
+    }
+}
+
+/// What `weir voip -i` does.
+#[derive(Clone, Debug)]
+pub struct VoipLiveConfig {
+    /// The capture (its readers are set by the job).
+    pub pipeline: PipelineConfig,
+    /// The analyzer's bounds.
+    pub analyzer: weir_voip::Config,
+    /// Where records go.
+    pub outputs: VoipOutputs,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+}
+
+/// What `weir voip -i` did.
+#[derive(Debug)]
+pub struct VoipLiveReport {
+    /// The analyzer's counters and first write error.
+    pub end: VoipEnd,
+    /// Capture's counters.
+    pub live: crate::flows::LiveEnd,
+    /// A capture thread's error, if capture failed.
+    pub capture_error: Option<weir_capture::CaptureError>,
+}
+
+/// Runs `weir voip -i` until `controls.stop` is set, the duration has passed or capture fails;
+/// then stops capture, analyzes what is left in the buffer and writes every call and stream.
+pub fn run_live(
+    cfg: &VoipLiveConfig,
+    controls: &Controls,
+    events: &mut dyn FnMut(Event),
+) -> Result<VoipLiveReport, SensorError> {
+    let (end, live, capture_error) = crate::live::run_one_analyzer(
+        &cfg.pipeline,
+        cfg.duration,
+        controls,
+        events,
+        "analyzing SIP and RTP",
+        || cfg.outputs.open(),
+        |writer, reader, links| {
+            VoipLive::spawn(Analyzer::new(cfg.analyzer), reader, links, writer)
+                .map_err(SensorError::Thread)
+        },
+        VoipLive::finish,
+    )?;
+    Ok(VoipLiveReport {
+        end,
+        live,
+        capture_error,
+    })
+}
