@@ -218,7 +218,7 @@ impl ServiceReport {
             s.parts.push((Some(name.clone()), out));
         }
         if let Some(e) = &self.privilege_error {
-            let _ = writeln!(out, "weir: error: {e}");
+            s.parts.push((None, format!("weir: error: {e}\n")));
             s.failed.push("user".into());
         }
         if let Some(t) = self.stop_s {
