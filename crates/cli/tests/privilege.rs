@@ -46,7 +46,15 @@ impl Sandbox {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         let weir = dir.path().join("weir");
-        std::fs::copy(env!("CARGO_BIN_EXE_weir"), &weir).unwrap();
+        // Copied by `cp`, not by this process: a file this process held open for writing would
+        // be inherited by a child another test forks at that moment, and exec'ing the copy
+        // would then fail with ETXTBSY ("Text file busy"; seen in CI).
+        let copied = Command::new("cp")
+            .arg(env!("CARGO_BIN_EXE_weir"))
+            .arg(&weir)
+            .status()
+            .unwrap();
+        assert!(copied.success());
         std::fs::set_permissions(&weir, std::fs::Permissions::from_mode(0o755)).unwrap();
         Sandbox { dir, weir }
     }
