@@ -70,12 +70,7 @@ impl Args {
 pub(crate) fn run(args: Args) -> Result<Status> {
     let calls_path = args.out.clone().unwrap_or_else(|| PathBuf::from("-"));
     if let Some(s) = &args.streams {
-        let same_file = s == &calls_path
-            || std::fs::canonicalize(s)
-                .ok()
-                .zip(std::fs::canonicalize(&calls_path).ok())
-                .is_some_and(|(a, b)| a == b);
-        if same_file {
+        if output::same_output(s, &calls_path) {
             bail!(
                 "--streams and -w both name {}: leave --streams out to write both to one place",
                 s.display()
