@@ -1,28 +1,186 @@
-//! Building a segment's index as its packets are written: the distinct keys of the current
-//! chunk are gathered in a small set (a packet whose keys are those of the packet before it,
-//! the common case within a flow, is not even looked up), and appended to their postings when
-//! the chunk ends: one postings lookup per distinct key per chunk, not per packet. Sorting the
-//! chunk's keys instead cost 40 % of the indexing time (bench/extract_vs_tcpdump.py, perf).
+//! Building a segment's index as its packets are written, at a cost per packet that does not
+//! depend on how many distinct keys the traffic has (issue 20).
+//!
+//! Per packet the keys are appended to flat arrays of `(key << 32) | chunk` words, one array
+//! per kind (protocols, ports, IPv4 addresses; IPv6 addresses as pairs): no hash map, no
+//! allocation beyond the arrays' growth. Repeats within a chunk are mostly filtered on the
+//! way in: protocols and ports by an exact bit set per chunk (256 and 65 536 bits), IPv4
+//! addresses by a small direct-mapped table of the chunk's recent addresses (a miss only
+//! costs a duplicate word, removed later). When the index is serialized, the words added since
+//! the last time are radix-sorted on their key bits (stable, so each key's chunks stay in
+//! order), deduplicated and merged into the sorted words of before: the postings of every key
+//! are then runs of consecutive words, written out as they are.
+//!
+//! Before (session 12) the keys of each chunk went through a hash set and a hash map of
+//! postings: ≈ 1 µs per packet on 64-byte frames with random source ports and a few thousand
+//! addresses, 2.3× the CPU of the whole capture (bench_index, bench/README.md).
 
-use hashbrown::{HashMap, HashSet};
+use weir_decode::quick::{self, Upper};
 use weir_packet::LinkType;
 
 use crate::format::{self, ChunkInfo, NONE};
-use crate::keys::{keys_of, Key};
+use crate::keys::{keys_of_decoded, Key};
+
+/// Slots of the per-chunk IPv4 repeat filter (a power of two).
+const V4_SLOTS: usize = 1 << 12;
+/// Slots of the per-chunk IPv6 repeat filter (a power of two).
+const V6_SLOTS: usize = 1 << 8;
+
+/// Sorted-and-new words of one key kind: `(key << 32) | chunk`.
+#[derive(Default)]
+struct Words {
+    v: Vec<u64>,
+    /// `v[..sorted]` is sorted and free of duplicates.
+    sorted: usize,
+}
+
+impl Words {
+    /// Sorts the words added since the last call (on the key's `bits` bits above the chunk),
+    /// drops duplicates and merges them into the sorted ones.
+    fn settle(&mut self, bits: u32, tmp: &mut Vec<u64>) {
+        if self.sorted == self.v.len() {
+            return;
+        }
+        radix_sort(&mut self.v[self.sorted..], 32, 32 + bits, tmp);
+        let mut end = self.sorted;
+        for i in self.sorted..self.v.len() {
+            if end == self.sorted || self.v[i] != self.v[end - 1] {
+                self.v[end] = self.v[i];
+                end += 1;
+            }
+        }
+        self.v.truncate(end);
+        if self.sorted > 0 {
+            let merged = merge(&self.v[..self.sorted], &self.v[self.sorted..]);
+            self.v = merged;
+        }
+        self.sorted = self.v.len();
+    }
+
+    /// Distinct keys among the sorted words.
+    fn keys(&self) -> usize {
+        let v = &self.v[..self.sorted];
+        v.iter()
+            .zip(v.iter().skip(1))
+            .filter(|(a, b)| *a >> 32 != *b >> 32)
+            .count()
+            + usize::from(!v.is_empty())
+    }
+
+    /// Writes the postings of every key (sorted words only), `key` making a key of the high
+    /// 32 bits.
+    fn write(&self, out: &mut Vec<u8>, key: impl Fn(u32) -> Key) {
+        let v = &self.v[..self.sorted];
+        let mut i = 0;
+        while i < v.len() {
+            let k = (v[i] >> 32) as u32;
+            let n = v[i..]
+                .iter()
+                .take_while(|w| (**w >> 32) as u32 == k)
+                .count();
+            format::write_key(out, key(k), n, v[i..i + n].iter().map(|w| *w as u32));
+            i += n;
+        }
+    }
+}
+
+/// Bits per radix digit.
+const RADIX_BITS: u32 = 8;
+
+/// Sorts `v` stably on bits `lo..hi` of its words (least significant digit first, digits of up
+/// to [`RADIX_BITS`] bits; a digit all words share costs one counting pass and no move). `tmp` is scratch.
+fn radix_sort(v: &mut [u64], lo: u32, hi: u32, tmp: &mut Vec<u64>) {
+    if v.len() < 64 {
+        // Small: a comparison sort on the same bits (stable).
+        let mask = if hi - lo >= 64 {
+            u64::MAX
+        } else {
+            ((1u64 << (hi - lo)) - 1) << lo
+        };
+        v.sort_by_key(|w| w & mask);
+        return;
+    }
+    let passes = (hi - lo).div_ceil(RADIX_BITS);
+    let width = (hi - lo).div_ceil(passes);
+    tmp.clear();
+    tmp.resize(v.len(), 0);
+    // Whether the words are in `tmp` (after an odd number of moves).
+    let mut in_tmp = false;
+    let mut count = [0usize; 1 << RADIX_BITS];
+    let mut shift = lo;
+    while shift < hi {
+        let bits = width.min(hi - shift);
+        let mask = (1u64 << bits) - 1;
+        let (src, dst): (&[u64], &mut [u64]) = if in_tmp {
+            (&tmp[..], &mut v[..])
+        } else {
+            (&v[..], &mut tmp[..])
+        };
+        let count = &mut count[..1 << bits];
+        count.fill(0);
+        for w in src {
+            count[((w >> shift) & mask) as usize] += 1;
+        }
+        shift += bits;
+        if count.contains(&src.len()) {
+            continue;
+        }
+        let mut at = 0;
+        for c in count.iter_mut() {
+            let n = *c;
+            *c = at;
+            at += n;
+        }
+        for &w in src {
+            let d = ((w >> (shift - bits)) & mask) as usize;
+            dst[count[d]] = w;
+            count[d] += 1;
+        }
+        in_tmp = !in_tmp;
+    }
+    if in_tmp {
+        v.copy_from_slice(tmp);
+    }
+}
+
+/// The sorted union of two sorted, duplicate-free lists, without duplicates.
+fn merge(a: &[u64], b: &[u64]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        out.push(x.min(y));
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
 
 /// Accumulates the index of one segment.
 pub struct IndexBuilder {
     chunk_size: u32,
     chunks: Vec<ChunkInfo>,
-    postings: HashMap<Key, Vec<u32>, foldhash::fast::FixedState>,
     wildcard: Vec<u32>,
-    /// Distinct keys of the current chunk.
-    pending: HashSet<Key, foldhash::fast::FixedState>,
-    /// Keys of the packet being added, and of the one before it.
+    protos: Words,
+    ports: Words,
+    v4: Words,
+    /// IPv6 addresses and their chunks (fewer: sorted by comparison); `v6[..v6_sorted]` sorted.
+    v6: Vec<(u128, u32)>,
+    v6_sorted: usize,
+    /// The chunk being filled (`u32::MAX`: none yet).
+    chunk: u32,
+    /// Protocols and ports already added for the current chunk.
+    proto_seen: [u64; 4],
+    port_seen: Box<[u64; 1024]>,
+    /// Recent IPv4 addresses of the current chunk: `(chunk << 32) | address` per slot.
+    v4_seen: Box<[u64; V4_SLOTS]>,
+    /// The same for IPv6: `(address, chunk)` per slot.
+    v6_seen: Box<[(u128, u32); V6_SLOTS]>,
+    /// Keys of a packet the fast parser refuses.
     keys: Vec<Key>,
-    last_keys: Vec<Key>,
-    pending_chunk: Option<u32>,
-    pending_wild: bool,
+    tmp: Vec<u64>,
     packets: u64,
     first_ns: Option<u64>,
     last_ns: u64,
@@ -33,7 +191,6 @@ impl std::fmt::Debug for IndexBuilder {
         f.debug_struct("IndexBuilder")
             .field("chunk_size", &self.chunk_size)
             .field("chunks", &self.chunks.len())
-            .field("keys", &self.postings.len())
             .field("packets", &self.packets)
             .finish()
     }
@@ -46,20 +203,43 @@ impl IndexBuilder {
         IndexBuilder {
             chunk_size,
             chunks: Vec::new(),
-            postings: HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0x5eed)),
             wildcard: Vec::new(),
-            pending: HashSet::with_capacity_and_hasher(
-                1024,
-                foldhash::fast::FixedState::with_seed(0x5eed),
-            ),
+            protos: Words::default(),
+            ports: Words::default(),
+            v4: Words::default(),
+            v6: Vec::new(),
+            v6_sorted: 0,
+            chunk: u32::MAX,
+            proto_seen: [0; 4],
+            port_seen: Box::new([0; 1024]),
+            v4_seen: Box::new([u64::MAX; V4_SLOTS]),
+            v6_seen: Box::new([(0, u32::MAX); V6_SLOTS]),
             keys: Vec::with_capacity(16),
-            last_keys: Vec::with_capacity(16),
-            pending_chunk: None,
-            pending_wild: false,
+            tmp: Vec::new(),
             packets: 0,
             first_ns: None,
             last_ns: 0,
         }
+    }
+
+    /// Empties the builder for the next segment, keeping its memory (a fresh builder's arrays
+    /// are new pages the kernel must fault in and zero: on 64-byte frames with diverse keys
+    /// that cost as much as the sorting, bench_index).
+    pub fn clear(&mut self) {
+        self.chunks.clear();
+        self.wildcard.clear();
+        for w in [&mut self.protos, &mut self.ports, &mut self.v4] {
+            w.v.clear();
+            w.sorted = 0;
+        }
+        self.v6.clear();
+        self.v6_sorted = 0;
+        self.chunk = u32::MAX;
+        self.v4_seen.fill(u64::MAX);
+        self.v6_seen.fill((0, u32::MAX));
+        self.packets = 0;
+        self.first_ns = None;
+        self.last_ns = 0;
     }
 
     /// Packets added so far.
@@ -70,17 +250,11 @@ impl IndexBuilder {
     /// Adds the packet whose record starts at file offset `offset` (records must come in file
     /// order).
     pub fn add(&mut self, offset: u64, ts_ns: u64, link: LinkType, data: &[u8]) {
-        let chunk = (offset / u64::from(self.chunk_size)) as u32;
-        if self.pending_chunk != Some(chunk) {
-            self.end_chunk();
-            self.pending_chunk = Some(chunk);
-            while self.chunks.len() <= chunk as usize {
-                self.chunks.push(ChunkInfo {
-                    first: NONE,
-                    min_ns: u64::MAX,
-                    max_ns: 0,
-                });
-            }
+        // Chunk numbers are u32 in the file: a segment of 2^32 chunks (16 TiB at 4 KiB) would
+        // be needed to overflow, and the recorder cuts segments long before.
+        let chunk = (offset / u64::from(self.chunk_size)).min(u64::from(u32::MAX - 1)) as u32;
+        if chunk != self.chunk {
+            self.start_chunk(chunk);
         }
         let c = &mut self.chunks[chunk as usize];
         if c.first == NONE {
@@ -88,31 +262,99 @@ impl IndexBuilder {
         }
         c.min_ns = c.min_ns.min(ts_ns);
         c.max_ns = c.max_ns.max(ts_ns);
-        self.keys.clear();
-        if !keys_of(link, data, &mut self.keys) {
-            self.pending_wild = true;
-        }
-        if self.keys != self.last_keys {
-            self.pending.extend(self.keys.iter().copied());
-            std::mem::swap(&mut self.keys, &mut self.last_keys);
+        match quick::parse(link, data) {
+            Some(h) if h.ipv6_extensions == 0 => {
+                if h.v6 {
+                    self.add_v6(h.src);
+                    self.add_v6(h.dst);
+                } else {
+                    self.add_v4(h.src as u32);
+                    self.add_v4(h.dst as u32);
+                }
+                self.add_proto(h.proto);
+                if matches!(h.upper, Upper::Tcp | Upper::Udp | Upper::Sctp) {
+                    self.add_port(h.src_port);
+                    self.add_port(h.dst_port);
+                }
+            }
+            _ => {
+                let mut keys = std::mem::take(&mut self.keys);
+                keys.clear();
+                if !keys_of_decoded(link, data, &mut keys) && self.wildcard.last() != Some(&chunk) {
+                    self.wildcard.push(chunk);
+                }
+                for &k in &keys {
+                    match k {
+                        Key::Proto(p) => self.add_proto(p),
+                        Key::Port(p) => self.add_port(p),
+                        Key::V4(a) => self.add_v4(a),
+                        Key::V6(a) => self.add_v6(a),
+                    }
+                }
+                self.keys = keys;
+            }
         }
         self.packets += 1;
         self.first_ns.get_or_insert(ts_ns);
         self.last_ns = self.last_ns.max(ts_ns);
     }
 
-    /// Folds the current chunk's keys into the postings.
-    fn end_chunk(&mut self) {
-        let Some(chunk) = self.pending_chunk.take() else {
-            return;
-        };
-        // The next chunk starts afresh: its first packet must add its keys.
-        self.last_keys.clear();
-        for k in self.pending.drain() {
-            self.postings.entry(k).or_default().push(chunk);
+    /// Moves on to chunk `chunk` (later than the current one).
+    #[cold]
+    fn start_chunk(&mut self, chunk: u32) {
+        self.chunk = chunk;
+        self.proto_seen = [0; 4];
+        self.port_seen.fill(0);
+        while self.chunks.len() <= chunk as usize {
+            self.chunks.push(ChunkInfo {
+                first: NONE,
+                min_ns: u64::MAX,
+                max_ns: 0,
+            });
         }
-        if std::mem::take(&mut self.pending_wild) {
-            self.wildcard.push(chunk);
+    }
+
+    #[inline(always)]
+    fn add_proto(&mut self, p: u8) {
+        let (w, b) = (usize::from(p >> 6), 1u64 << (p & 63));
+        if self.proto_seen[w] & b == 0 {
+            self.proto_seen[w] |= b;
+            self.protos
+                .v
+                .push(u64::from(p) << 32 | u64::from(self.chunk));
+        }
+    }
+
+    #[inline(always)]
+    fn add_port(&mut self, p: u16) {
+        let (w, b) = (usize::from(p >> 6), 1u64 << (p & 63));
+        if self.port_seen[w] & b == 0 {
+            self.port_seen[w] |= b;
+            self.ports
+                .v
+                .push(u64::from(p) << 32 | u64::from(self.chunk));
+        }
+    }
+
+    #[inline(always)]
+    fn add_v4(&mut self, a: u32) {
+        let word = u64::from(a) << 32 | u64::from(self.chunk);
+        // Fibonacci hashing of the address to a slot.
+        let slot = (a.wrapping_mul(0x9e37_79b9) >> (32 - V4_SLOTS.trailing_zeros())) as usize;
+        let seen = u64::from(self.chunk) << 32 | u64::from(a);
+        if self.v4_seen[slot] != seen {
+            self.v4_seen[slot] = seen;
+            self.v4.v.push(word);
+        }
+    }
+
+    fn add_v6(&mut self, a: u128) {
+        let folded = (a as u64) ^ ((a >> 64) as u64);
+        let slot = (folded.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - V6_SLOTS.trailing_zeros()))
+            as usize;
+        if self.v6_seen[slot] != (a, self.chunk) {
+            self.v6_seen[slot] = (a, self.chunk);
+            self.v6.push((a, self.chunk));
         }
     }
 
@@ -120,13 +362,24 @@ impl IndexBuilder {
     /// [`HEAD_LEN`](crate::HEAD_LEN) bytes hash to `head_hash`. The builder keeps going: it can
     /// be serialized again later (the index of a segment still being written).
     pub fn serialize(&mut self, covered_len: u64, head_hash: u64) -> Vec<u8> {
-        // Fold the open chunk into a copy, so the builder can go on adding to it.
-        let open = self.pending_chunk;
-        let saved = (self.pending.clone(), self.pending_wild);
-        self.end_chunk();
-        let mut keys: Vec<(&Key, &Vec<u32>)> = self.postings.iter().collect();
-        keys.sort_unstable_by_key(|(k, _)| **k);
-        let out = format::write(
+        self.protos.settle(8, &mut self.tmp);
+        self.ports.settle(16, &mut self.tmp);
+        self.v4.settle(32, &mut self.tmp);
+        if self.v6_sorted < self.v6.len() {
+            // By address, then chunk.
+            self.v6.sort_unstable();
+            self.v6.dedup();
+            self.v6_sorted = self.v6.len();
+        }
+        let v6_keys = self
+            .v6
+            .iter()
+            .zip(self.v6.iter().skip(1))
+            .filter(|(a, b)| a.0 != b.0)
+            .count()
+            + usize::from(!self.v6.is_empty());
+        let nkeys = self.protos.keys() + self.ports.keys() + self.v4.keys() + v6_keys;
+        let mut out = format::write_head(
             &format::Header {
                 covered_len,
                 head_hash,
@@ -137,22 +390,68 @@ impl IndexBuilder {
             },
             &self.chunks,
             &self.wildcard,
-            &keys,
+            nkeys,
         );
-        if let Some(chunk) = open {
-            // Undo the fold: take the open chunk back out of the postings.
-            for list in self.postings.values_mut() {
-                if list.last() == Some(&chunk) {
-                    list.pop();
-                }
-            }
-            self.postings.retain(|_, v| !v.is_empty());
-            if self.wildcard.last() == Some(&chunk) {
-                self.wildcard.pop();
-            }
-            (self.pending, self.pending_wild) = saved;
-            self.pending_chunk = Some(chunk);
+        // In the file's key order: protocols, ports, IPv4, IPv6 (`Key`'s `Ord`).
+        self.protos.write(&mut out, |k| Key::Proto(k as u8));
+        self.ports.write(&mut out, |k| Key::Port(k as u16));
+        self.v4.write(&mut out, Key::V4);
+        let mut i = 0;
+        while i < self.v6.len() {
+            let a = self.v6[i].0;
+            let n = self.v6[i..].iter().take_while(|w| w.0 == a).count();
+            format::write_key(
+                &mut out,
+                Key::V6(a),
+                n,
+                self.v6[i..i + n].iter().map(|w| w.1),
+            );
+            i += n;
         }
-        out
+        format::finish(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The radix sort agrees with a stable comparison sort on the key bits, whatever the
+    /// words (digits shared by all words skipped or not).
+    #[test]
+    fn radix_sort_is_a_stable_sort_on_the_key_bits() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for (n, spread) in [
+            (10usize, 64u32),
+            (1000, 3),
+            (5000, 20),
+            (5000, 32),
+            (70_000, 32),
+        ] {
+            let mut v: Vec<u64> = (0..n as u64)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let key = if spread >= 32 {
+                        x >> 32
+                    } else {
+                        (x >> 32) & ((1 << spread) - 1)
+                    };
+                    key << 32 | i
+                })
+                .collect();
+            let mut want = v.clone();
+            want.sort_by_key(|w| w >> 32);
+            radix_sort(&mut v, 32, 64, &mut Vec::new());
+            assert_eq!(v, want, "{n} words, {spread} key bits");
+        }
+    }
+
+    #[test]
+    fn merge_is_the_sorted_union() {
+        assert_eq!(merge(&[1, 3, 5], &[2, 3, 6, 7]), [1, 2, 3, 5, 6, 7]);
+        assert_eq!(merge(&[], &[4]), [4]);
+        assert_eq!(merge(&[4], &[]), [4]);
     }
 }

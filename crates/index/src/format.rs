@@ -80,13 +80,14 @@ fn list(out: &mut Vec<u8>, chunks: &[u32]) {
     }
 }
 
-pub(crate) fn write(
+/// The file up to and including the key count: header, chunk table, wildcard list.
+pub(crate) fn write_head(
     h: &Header,
     chunks: &[ChunkInfo],
     wildcard: &[u32],
-    keys: &[(&Key, &Vec<u32>)],
+    nkeys: usize,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + chunks.len() * 24 + keys.len() * 8);
+    let mut out = Vec::with_capacity(64 + chunks.len() * 24 + nkeys * 8);
     out.extend_from_slice(MAGIC);
     for v in [h.covered_len, h.head_hash, h.packets, h.first_ns, h.last_ns] {
         out.extend_from_slice(&v.to_le_bytes());
@@ -99,17 +100,29 @@ pub(crate) fn write(
         }
     }
     list(&mut out, wildcard);
-    out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
-    for (k, chunks) in keys {
-        out.push(k.tag());
-        match k {
-            Key::Proto(p) => out.push(*p),
-            Key::Port(p) => out.extend_from_slice(&p.to_le_bytes()),
-            Key::V4(a) => out.extend_from_slice(&a.to_le_bytes()),
-            Key::V6(a) => out.extend_from_slice(&a.to_le_bytes()),
-        }
-        list(&mut out, chunks);
+    out.extend_from_slice(&(nkeys as u32).to_le_bytes());
+    out
+}
+
+/// One key and its `n` chunks (strictly increasing); keys must come in [`Key`]'s order.
+pub(crate) fn write_key(out: &mut Vec<u8>, k: Key, n: usize, chunks: impl Iterator<Item = u32>) {
+    out.push(k.tag());
+    match k {
+        Key::Proto(p) => out.push(p),
+        Key::Port(p) => out.extend_from_slice(&p.to_le_bytes()),
+        Key::V4(a) => out.extend_from_slice(&a.to_le_bytes()),
+        Key::V6(a) => out.extend_from_slice(&a.to_le_bytes()),
     }
+    varint(out, n as u64);
+    let mut prev = 0u32;
+    for (i, c) in chunks.enumerate() {
+        varint(out, u64::from(if i == 0 { c } else { c - prev }));
+        prev = c;
+    }
+}
+
+/// The file: `out` with its CRC-32 appended.
+pub(crate) fn finish(mut out: Vec<u8>) -> Vec<u8> {
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -274,6 +287,17 @@ impl Index {
     /// Number of distinct keys.
     pub fn keys(&self) -> usize {
         self.keys.len()
+    }
+
+    /// Every key with its chunks (both in increasing order).
+    pub fn postings_list(&self) -> impl Iterator<Item = (Key, &[u32])> {
+        self.keys.iter().map(|(k, v)| (*k, v.as_slice()))
+    }
+
+    /// The chunks holding a packet the key parser could not read all the way (candidates of
+    /// every query).
+    pub fn wildcard(&self) -> &[u32] {
+        &self.wildcard
     }
 
     /// The chunks that may hold a packet matching `q` with a timestamp in `[from, to]`, in
