@@ -1,7 +1,16 @@
 #!/usr/bin/env python3
 """weir record vs tcpdump -w vs netsniff-ng: CPU time per captured packet on a veth pair, with
 the same generator (trafgen, one process pinned to CPU 1, top speed) sending the same number of
-64-byte and 1500-byte frames to each capture tool in turn (interleaved rounds, median reported).
+frames to each capture tool in turn (interleaved rounds, median reported). Three traffics
+(issue 20: the index's cost depends on how many distinct keys the packets carry):
+
+- diverse: 64-byte UDP frames with a random source port per packet (trafgen `drnd(2)`) and
+  4 096 source addresses (10.215.0-15.random, `dinc`/`drnd`, IP checksum by `csumip`),
+- trace: the first N packets of the corpus trace (bench/out/trace-3000000.pcap, `mktrace`)
+  replayed with tcpreplay --topspeed,
+- one flow: 64-byte and 1500-byte frames that all carry the same keys (the bench before).
+
+`weir record --no-index` is measured too: the difference is what the index costs.
 
 For each run: the capture tool starts on the host side of a veth pair whose other side lives in
 a namespace made here; trafgen sends N frames from the namespace; the tool is stopped with
@@ -13,7 +22,7 @@ the tool's exit plus a `sync` is printed too. Drops are each tool's own count (k
 netsniff-ng; kernel + buffer + writer drops for weir). Everything it creates is removed at the
 end (namespace, veth, files).
 
-usage: sudo bench/record_vs_peers.py [--runs N] [--packets N]
+usage: sudo bench/record_vs_peers.py [--runs N] [--packets N] [--traffic diverse,trace,one-flow]
 """
 
 import argparse
@@ -33,12 +42,14 @@ import runner  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=3)
 ap.add_argument("--packets", type=int, default=1_000_000)
+ap.add_argument("--traffic", default="diverse,trace,one-flow")
+ap.add_argument("--trace", default=None, help="pcap to replay (default bench/out/trace-3000000.pcap)")
 args = ap.parse_args()
 
 root = runner.repo_root()
 subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir"], cwd=root, check=True)
 weir = os.path.join(root, "target", "release", "weir")
-for tool in ("tcpdump", "netsniff-ng", "trafgen"):
+for tool in ("tcpdump", "netsniff-ng", "trafgen", "tcpreplay", "editcap"):
     if not shutil.which(tool):
         sys.exit(f"{tool} is not installed (scripts/setup.sh)")
 
@@ -69,8 +80,9 @@ def mac(dev, ns=None):
     return subprocess.run(pre + ["cat", f"/sys/class/net/{dev}/address"], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def trafgen_conf(size, path):
-    """One UDP/IPv4 frame of `size` bytes (FCS excluded) from B to A."""
+def trafgen_conf(size, path, diverse=False):
+    """One UDP/IPv4 frame of `size` bytes (FCS excluded) from B to A; with `diverse`, a random
+    source port per packet and 4 096 source addresses (the IP checksum recomputed per packet)."""
     dst = [int(x, 16) for x in mac(A).split(":")]
     src = [int(x, 16) for x in mac(B, NS).split(":")]
     ip_len = size - 14
@@ -82,8 +94,17 @@ def trafgen_conf(size, path):
     udp_len = ip_len - 20
     udp = [0x30, 0x39, 0x27, 0x0F, udp_len >> 8, udp_len & 255, 0, 0]
     frame = dst + src + [8, 0] + ip + udp + [0] * (udp_len - 8)
+    cells = [f"0x{b:02x}" for b in frame]
+    if diverse:
+        # IP source 10.215.x.y: x counts 0..15 (one per packet), y random; UDP source port
+        # random; IP checksum computed per packet over bytes 14..33.
+        # Replaced from the end, as multi-byte functions take one cell for several bytes.
+        cells[34:36] = ["drnd(2)"]
+        cells[29] = "drnd()"
+        cells[28] = "dinc(0, 15)"
+        cells[24:26] = ["csumip(14, 33)"]
     with open(path, "w") as f:
-        f.write("{ " + ", ".join(f"0x{b:02x}" for b in frame) + " }\n")
+        f.write("{ " + ", ".join(cells) + " }\n")
 
 
 def machine_busy_s():
@@ -100,11 +121,11 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
-def one(name, size, tmp, conf):
+def one(name, tmp, send):
     out = os.path.join(tmp, "out")
     shutil.rmtree(out, ignore_errors=True)
-    if name == "weir record":
-        cmd = [weir, "record", "-i", A, "-o", out, "--buffer-mib", "256"]
+    if name.startswith("weir record"):
+        cmd = [weir, "record", "-i", A, "-o", out, "--buffer-mib", "256"] + name.split()[2:]
         ready = "recording on"
     elif name == "tcpdump -w":
         cmd = ["tcpdump", "-n", "-i", A, "-w", out, "-B", "65536"]
@@ -122,7 +143,7 @@ def one(name, size, tmp, conf):
     time.sleep(0.5 if ready else 1.5)
     c0 = cpu_s(p.pid)
     m0 = machine_busy_s()
-    sh("ip", "netns", "exec", NS, "taskset", "-c", "1", "trafgen", "-o", B, "-i", conf, "-n", str(args.packets), "-P", "1", "--no-sock-mem")
+    sh(*send)
     time.sleep(0.5)
     # CPU until the traffic is handled; the final flush is outside the measurement for all.
     c1 = cpu_s(p.pid)
@@ -132,7 +153,7 @@ def one(name, size, tmp, conf):
     os.sync()
     m1 = machine_busy_s()
     text = open(log.name).read()
-    if name == "weir record":
+    if name.startswith("weir record"):
         got = int(re.search(r"(\d+) packets recorded", text)[1])
         m = re.search(r"kernel: \d+ received, (\d+) dropped.*?buffer: (\d+) dropped \(full\), (\d+) dropped \(too long\); writer: (\d+)", text, re.S)
         drops = sum(int(x) for x in m.groups())
@@ -153,19 +174,44 @@ def one(name, size, tmp, conf):
     return c1 - c0, got, drops, m1 - m0
 
 
-tools = ["weir record", "tcpdump -w", "netsniff-ng"]
+def trafgen(conf):
+    return ["ip", "netns", "exec", NS, "taskset", "-c", "1", "trafgen", "-o", B, "-i", conf, "-n", str(args.packets), "-P", "1", "--no-sock-mem"]
+
+
+def workloads(tmp):
+    """(title, command sending the traffic from the namespace) per traffic asked for."""
+    for kind in args.traffic.split(","):
+        if kind == "diverse":
+            conf = os.path.join(tmp, "diverse64.cfg")
+            trafgen_conf(64, conf, diverse=True)
+            yield (f"{args.packets} frames of 64 bytes, random source port, 4096 source addresses, from trafgen", trafgen(conf))
+        elif kind == "trace":
+            trace = args.trace or os.path.join(root, "bench", "out", "trace-3000000.pcap")
+            if not os.path.exists(trace):
+                sys.exit(f"{trace} is missing (cargo run --release -p weir-bench --bin mktrace)")
+            cut = os.path.join(tmp, "trace.pcap")
+            subprocess.run(["editcap", "-F", "pcap", "-r", trace, cut, f"1-{args.packets}"], check=True)
+            yield (f"the corpus trace's first {args.packets} packets, tcpreplay --topspeed", ["ip", "netns", "exec", NS, "taskset", "-c", "1", "tcpreplay", "-q", "--topspeed", "-i", B, cut])
+        elif kind == "one-flow":
+            for size in (64, 1500):
+                conf = os.path.join(tmp, f"frame{size}.cfg")
+                trafgen_conf(size, conf)
+                yield (f"{args.packets} frames of {size} bytes, one flow, from trafgen", trafgen(conf))
+        else:
+            sys.exit(f"unknown traffic {kind} (diverse, trace, one-flow)")
+
+
+tools = ["weir record", "weir record --no-index", "tcpdump -w", "netsniff-ng"]
 setup()
 tmp = tempfile.mkdtemp(prefix="weir-bench-record-")
 try:
-    for size in (64, 1500):
-        conf = os.path.join(tmp, f"frame{size}.cfg")
-        trafgen_conf(size, conf)
+    for title, send in workloads(tmp):
         samples = {t: [] for t in tools}
         for _ in range(args.runs):
             for t in tools:
-                samples[t].append(one(t, size, tmp, conf))
-        print(f"\n{args.packets} frames of {size} bytes from trafgen (median of {args.runs} runs)")
-        print(f"{'tool':<14} {'captured':>10} {'drops':>9} {'cpu s':>7} {'ns cpu/pkt':>11} {'vs tcpdump':>11} {'machine s':>10}")
+                samples[t].append(one(t, tmp, send))
+        print(f"\n{title} (median of {args.runs} runs)")
+        print(f"{'tool':<24} {'captured':>10} {'drops':>9} {'cpu s':>7} {'ns cpu/pkt':>11} {'vs tcpdump':>11} {'machine s':>10}")
         per, rows = {}, []
         for t in tools:
             cpu = statistics.median(s[0] for s in samples[t])
@@ -175,7 +221,7 @@ try:
             per[t] = cpu / max(got, 1) * 1e9
             rows.append((t, got, drops, cpu, machine))
         for t, got, drops, cpu, machine in rows:
-            print(f"{t:<14} {got:>10.0f} {drops:>9.0f} {cpu:>7.2f} {per[t]:>11.0f} {per['tcpdump -w'] / per[t]:>10.2f}x {machine:>10.2f}")
+            print(f"{t:<24} {got:>10.0f} {drops:>9.0f} {cpu:>7.2f} {per[t]:>11.0f} {per['tcpdump -w'] / per[t]:>10.2f}x {machine:>10.2f}")
         print("(machine s: busy CPU of the whole machine from the generator's start to the tool's exit "
               "and a sync: generator, softirq, the tool and its page-cache writeback)")
         print(f"(ratio column: tcpdump's CPU per packet / the tool's; weir record is "
