@@ -179,6 +179,65 @@ fn report(name: &str, t: &Traffic, rounds: usize, decoder: bool) {
     }
 }
 
+/// What the wildcard list holds: the packets whose keys the decoder could not read all the
+/// way, by what stopped it (layer and error), and the share of chunks they make candidates of
+/// every query; beside it the list as it was before damaged packets were indexed (every packet
+/// the decoder stopped on).
+fn wildcard_census(t: &Traffic) {
+    let mut by: std::collections::BTreeMap<(bool, String), u64> = Default::default();
+    // (packets, chunks, last chunk) with any decoding error (before), and still wildcards.
+    let mut count = [(0u64, 0u64, u64::MAX); 2];
+    let mut keys = Vec::new();
+    for &(off, _, link, at, len) in &t.packets {
+        let data = &t.all[at..at + len];
+        keys.clear();
+        let wild = !weir_index::keys_of(link, data, &mut keys);
+        let fast = weir_decode::quick::parse(link, data).is_some_and(|h| h.ipv6_extensions == 0);
+        let err = if fast {
+            None
+        } else {
+            weir_decode::decode(link, data).error()
+        };
+        let chunk = off % (1 << 30) / u64::from(DEFAULT_CHUNK);
+        for (i, hit) in [err.is_some(), wild].into_iter().enumerate() {
+            if hit {
+                count[i].0 += 1;
+                if count[i].2 != chunk {
+                    count[i].1 += 1;
+                    count[i].2 = chunk;
+                }
+            }
+        }
+        if let Some(e) = err {
+            *by.entry((wild, format!("{} {}", e.kind, e.layer.name())))
+                .or_default() += 1;
+        }
+    }
+    let total_chunks = t.bytes.div_ceil(u64::from(DEFAULT_CHUNK));
+    for (i, what) in [
+        "decoding errors (the wildcard list before)",
+        "wildcard list now",
+    ]
+    .iter()
+    .enumerate()
+    {
+        println!(
+            "{:<9} {what}: {} packets ({:.3} %) in {} of {total_chunks} chunks ({:.1} %)",
+            "",
+            count[i].0,
+            count[i].0 as f64 * 100.0 / t.packets.len() as f64,
+            count[i].1,
+            count[i].1 as f64 * 100.0 / total_chunks as f64
+        );
+    }
+    let mut by: Vec<_> = by.into_iter().collect();
+    by.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    for ((wild, why), n) in by.iter().take(10) {
+        let w = if *wild { "wildcard" } else { "indexed" };
+        println!("{:<9}   {n:>8} {why} ({w})", "");
+    }
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     println!("weir-index, median of {} rounds:", args.rounds);
@@ -188,7 +247,9 @@ fn main() -> Result<()> {
         args.rounds,
         false,
     );
-    report("trace", &trace(&args.trace)?, args.rounds, true);
+    let tr = trace(&args.trace)?;
+    report("trace", &tr, args.rounds, true);
+    wildcard_census(&tr);
     report(
         "one flow",
         &synthetic(args.packets, false),

@@ -29,8 +29,8 @@ impl Key {
 }
 
 /// Appends the keys of one frame to `out`; returns `false` when decoding stopped on an error
-/// (the packet may match filters on bytes the decoder did not read, so its chunk must be a
-/// candidate for every query).
+/// before the outermost IP header's payload (the packet may match filters on bytes the decoder
+/// did not read, so its chunk must be a candidate for every query; see [`keys_of_decoded`]).
 ///
 /// The common shapes are read by the fast header parser ([`weir_decode::quick`]); everything it
 /// refuses, and IPv6 packets with extension headers (each one's next header is a key), goes to
@@ -59,10 +59,27 @@ pub fn keys_of(link: LinkType, frame: &[u8], out: &mut Vec<Key>) -> bool {
     }
 }
 
-/// The keys as the full decoder finds them (every layer, tunnels included).
+/// The keys as the full decoder finds them (every layer, tunnels included). A packet the
+/// decoder gave up on still has its keys indexed up to where it stopped, and is complete (not
+/// a wildcard: `true`) when the layer after its outermost IP header (and that header's IPv6
+/// extension headers) was read: its addresses, protocol and ports, all a filter the index
+/// answers can ask of it (tcpdump's `host`, `net`, `port`, protocol primitives read the
+/// outermost headers), are then known; what is damaged lies beyond, in a tunnel's inner packet
+/// or the payload. Before (session 12) any decoding error made the packet a wildcard.
 pub fn keys_of_decoded(link: LinkType, frame: &[u8], out: &mut Vec<Key>) -> bool {
     let d = decode(link, frame);
-    for layer in d.layers() {
+    let layers = d.layers();
+    let complete = d.error().is_none()
+        || layers
+            .iter()
+            .position(|l| matches!(l, Layer::Ipv4(_) | Layer::Ipv6(_)))
+            .is_some_and(|ip| {
+                layers[ip + 1..]
+                    .iter()
+                    .find(|l| !matches!(l, Layer::Ipv6Ext { .. }))
+                    .is_some_and(|l| !matches!(l, Layer::Ipv4(_) | Layer::Ipv6(_)))
+            });
+    for layer in layers {
         match layer {
             Layer::Ipv4(v) => {
                 out.push(Key::V4(u32::from(v.src_addr())));
@@ -97,7 +114,7 @@ pub fn keys_of_decoded(link: LinkType, frame: &[u8], out: &mut Vec<Key>) -> bool
             _ => {}
         }
     }
-    d.error().is_none()
+    complete
 }
 
 #[cfg(test)]
