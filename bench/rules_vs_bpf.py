@@ -69,26 +69,7 @@ def count(path):
 packets = count(trace)
 size = os.path.getsize(trace)
 
-# the trace's TCP conversations and IPv4 hosts (tshark over the first packets: mktrace repeats
-# the corpus with shifted addresses, so these hit in one replica)
-t = subprocess.run(["tshark", "-r", trace, "-c", "200000", "-Y", "tcp and ip and not vlan and not gre and not ip.proto == 4",
-                    "-T", "fields", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e", "tcp.dstport"],
-                   capture_output=True, text=True, check=True).stdout
-convs, hosts = [], []
-seen_c, seen_h = set(), set()
-for line in t.splitlines():
-    f = line.split("\t")
-    if len(f) != 4 or "," in line or not all(f):
-        continue
-    a, p, b, q = f
-    k = tuple(sorted([(a, p), (b, q)]))
-    if k not in seen_c:
-        seen_c.add(k)
-        convs.append((a, p, b, q))
-    for h in (a, b):
-        if h not in seen_h:
-            seen_h.add(h)
-            hosts.append(h)
+convs, hosts = runner.trace_tcp_endpoints(trace)
 
 
 def exact_rules(n):

@@ -85,5 +85,32 @@ def warm(path):
         os.close(fd)
 
 
+def trace_tcp_endpoints(trace, packets=200_000):
+    """The TCP conversations (a, port, b, port) and IPv4 hosts of the first `packets` of a trace,
+    in order of appearance, found by tshark (untunnelled, untagged IPv4 only: the sets are
+    written as BPF too). mktrace repeats the corpus with shifted addresses, so rules built from
+    these hit in one replica."""
+    t = subprocess.run(["tshark", "-r", trace, "-c", str(packets), "-Y",
+                        "tcp and ip and not vlan and not gre and not ip.proto == 4",
+                        "-T", "fields", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e", "tcp.dstport"],
+                       capture_output=True, text=True, check=True).stdout
+    convs, hosts = [], []
+    seen_c, seen_h = set(), set()
+    for line in t.splitlines():
+        f = line.split("\t")
+        if len(f) != 4 or "," in line or not all(f):
+            continue
+        a, p, b, q = f
+        k = tuple(sorted([(a, p), (b, q)]))
+        if k not in seen_c:
+            seen_c.add(k)
+            convs.append((a, p, b, q))
+        for h in (a, b):
+            if h not in seen_h:
+                seen_h.add(h)
+                hosts.append(h)
+    return convs, hosts
+
+
 def repo_root():
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
