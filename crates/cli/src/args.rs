@@ -157,31 +157,46 @@ pub(crate) fn first_given(m: &ArgMatches, ids: &[(&str, &str)]) -> Option<String
         .map(|(_, flag)| (*flag).to_string())
 }
 
-/// The usage checks every command that reads files (`-r`) or interfaces (`-i`) shares: the live
-/// options' own checks, exactly one of the two, and no live-only option with files; `verb` is
-/// what the command does (`meter`, `analyze`).
-pub(crate) fn live_or_files(
-    live: &LiveArgs,
-    inputs: &Inputs,
-    m: &ArgMatches,
-    verb: &str,
-) -> Result<(), String> {
-    live.check()?;
-    let reading = !inputs.files.is_empty();
-    match (reading, live.interfaces.is_empty()) {
-        (true, false) => return Err(format!("-i and -r: {verb} live traffic or files, not both")),
-        (false, true) => return Err("give input files with -r, or interfaces with -i".into()),
-        _ => {}
+/// Where packets come from: capture files (`-r`) or live interfaces (`-i`, with the options of
+/// live capture), one or the other; shared by `flows`, `record`, `http` and `voip`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct Source {
+    #[command(flatten)]
+    pub inputs: Inputs,
+    /// Live capture (instead of -r): interfaces, threads, buffer...
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+impl Source {
+    /// Whether the packets come from interfaces (`-i`).
+    pub(crate) fn is_live(&self) -> bool {
+        !self.live.interfaces.is_empty()
     }
-    if reading {
-        let live_only = [LIVE_ONLY, &[("buffer_mib", "--buffer-mib")]].concat();
-        if let Some(flag) = first_given(m, &live_only) {
-            return Err(format!(
-                "{flag} is for live capture (-i), not for files (-r)"
-            ));
+
+    /// The usage checks of every command that reads files or interfaces: the live options' own
+    /// checks, exactly one of the two, and no live-only option with files; `verb` is what the
+    /// command does (`meter`, `analyze`).
+    pub(crate) fn check(&self, m: &ArgMatches, verb: &str) -> Result<(), String> {
+        self.live.check()?;
+        let reading = !self.inputs.files.is_empty();
+        match (reading, self.is_live()) {
+            (true, true) => {
+                return Err(format!("-i and -r: {verb} live traffic or files, not both"))
+            }
+            (false, false) => return Err("give input files with -r, or interfaces with -i".into()),
+            _ => {}
         }
+        if reading {
+            let live_only = [LIVE_ONLY, &[("buffer_mib", "--buffer-mib")]].concat();
+            if let Some(flag) = first_given(m, &live_only) {
+                return Err(format!(
+                    "{flag} is for live capture (-i), not for files (-r)"
+                ));
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The options of live capture (`LiveArgs`) other than `-i`: refused with `-r`, where they do

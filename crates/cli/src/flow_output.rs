@@ -1,14 +1,255 @@
-//! The flow meter's options turned into library configs, shared by `weir flows` and `weir record
-//! --flows`: the outputs they name ([`outputs`], a `weir_export::Outputs`) and the timeouts
+//! The flow meter's outputs as options and library configs: `weir flows`'s one group of sink
+//! options ([`SinkArgs`]: NetFlow/IPFIX, JSON lines, CSV, Parquet, Kafka) and the outputs
+//! `weir record --flows` names ([`outputs`]), both a `weir_export::Outputs`; the timeouts
 //! ([`ns`]). Both meters run in weir-sensor's jobs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Context, Result};
-use weir_export::{NetflowFormat, NetflowOutput, Outputs, Target};
+use weir_export::{
+    KafkaCompression, KafkaFormat, KafkaOutput, NetflowFormat, NetflowOutput, Outputs,
+    ParquetOutput, Target, DEFAULT_COLLECTOR, DEFAULT_FLOWS_TOPIC,
+};
 
-use crate::args::FlowFormat;
+use crate::args::{self, FlowFormat};
+
+/// Where `weir flows` sends its records: every sink option, checked together.
+#[derive(clap::Args, Debug)]
+pub(crate) struct SinkArgs {
+    /// Export NetFlow/IPFIX to `udp://HOST:PORT[,udp://HOST:PORT...]`, `file:PATH` or `-`
+    /// (stdout). Without a value: udp://127.0.0.1:2055.
+    #[arg(long, value_name = "TARGET", num_args = 0..=1, default_missing_value = DEFAULT_COLLECTOR)]
+    export: Option<String>,
+    /// Format of --export.
+    #[arg(long, value_enum, default_value_t = FlowFormat::V9)]
+    format: FlowFormat,
+    /// IPFIX: nanosecond flow start/end instead of milliseconds.
+    #[arg(long)]
+    ts_nanos: bool,
+    /// Write JSON lines to OUT (`-` for stdout). The default when no output is given.
+    #[arg(long, value_name = "OUT")]
+    json: Option<PathBuf>,
+    /// Write CSV to OUT (`-` for stdout).
+    #[arg(long, value_name = "OUT")]
+    csv: Option<PathBuf>,
+    /// Write Parquet files under DIR: one per --parquet-interval of packet time, in
+    /// DIR/date=YYYY-MM-DD/hour=HH/, each renamed from a hidden temporary name when complete.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
+    /// Seconds of packet time each Parquet file covers, 1 to 86400.
+    #[arg(long, value_name = "S", default_value_t = 300.0, value_parser = parquet_interval,
+          allow_negative_numbers = true)]
+    parquet_interval: f64,
+    /// The sensor name of the Parquet files (their name prefix and `sensor` column); default:
+    /// the host name.
+    #[arg(long, value_name = "NAME")]
+    parquet_sensor: Option<String>,
+    #[command(flatten)]
+    kafka: KafkaArgs,
+}
+
+impl SinkArgs {
+    /// Usage: the options of a sink not given are refused, and one output at most on stdout.
+    pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+        let dash = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.as_os_str() == "-");
+        self.kafka.check(m)?;
+        if self.export.is_none() {
+            if let Some(flag) =
+                args::first_given(m, &[("format", "--format"), ("ts_nanos", "--ts-nanos")])
+            {
+                return Err(format!(
+                    "{flag} describes the NetFlow/IPFIX of --export; give --export"
+                ));
+            }
+        }
+        if self.parquet.is_none() {
+            let flags = [
+                ("parquet_interval", "--parquet-interval"),
+                ("parquet_sensor", "--parquet-sensor"),
+            ];
+            if let Some(flag) = args::first_given(m, &flags) {
+                return Err(format!(
+                    "{flag} describes the files of --parquet; give --parquet"
+                ));
+            }
+        }
+        if dash(&self.parquet) {
+            return Err("--parquet takes a directory, not stdout (-)".into());
+        }
+        if self.ts_nanos && self.export.is_some() && self.format != FlowFormat::Ipfix {
+            return Err("--ts-nanos is for --format ipfix".into());
+        }
+        let stdout = [
+            ("--export", self.export.as_deref() == Some("-")),
+            ("--json", dash(&self.json)),
+            ("--csv", dash(&self.csv)),
+        ];
+        let on_stdout: Vec<&str> = stdout.iter().filter(|s| s.1).map(|s| s.0).collect();
+        if on_stdout.len() > 1 {
+            return Err(format!(
+                "{} {} write to stdout (-): give all but one a file",
+                on_stdout.join(" and "),
+                if on_stdout.len() == 2 { "both" } else { "all" }
+            ));
+        }
+        Ok(())
+    }
+
+    /// The outputs (JSON lines on stdout when none is); `biflow`, `tags` (a run with rules) as
+    /// in [`outputs`]; `live`: the Parquet files are synced (a capture cannot be run again).
+    pub(crate) fn outputs(&self, (biflow, tags): (bool, bool), live: bool) -> Result<Outputs> {
+        Ok(Outputs {
+            parquet: self.parquet.clone().map(|dir| ParquetOutput {
+                dir,
+                interval_ns: ns(self.parquet_interval),
+                sensor: self.parquet_sensor.clone().unwrap_or_else(host_name),
+                sync: live,
+            }),
+            kafka: self.kafka.output().map_err(anyhow::Error::msg)?,
+            ..outputs(
+                self.export.as_deref(),
+                self.format,
+                (biflow, self.ts_nanos, tags),
+                self.json.as_deref(),
+                self.csv.as_deref(),
+            )?
+        })
+    }
+}
+
+/// The Kafka output of `weir flows` (see `weir_export::KafkaOutput`).
+#[derive(clap::Args, Debug)]
+pub(crate) struct KafkaArgs {
+    /// Send the flow records to Kafka: bootstrap brokers HOST:PORT[,HOST:PORT...]
+    /// (idempotent producer; a broker must answer within 10 s).
+    #[arg(long, value_name = "BROKERS")]
+    kafka: Option<String>,
+    /// Topic of the flow records.
+    #[arg(long, value_name = "T", default_value = DEFAULT_FLOWS_TOPIC)]
+    kafka_topic: String,
+    /// Encoding: json (the records --json prints) or protobuf (goflow2's flow.proto,
+    /// length-delimited; one message per direction).
+    #[arg(long, value_enum, default_value_t = KafkaFormatArg::Json)]
+    kafka_format: KafkaFormatArg,
+    /// Batch compression.
+    #[arg(long, value_enum, default_value_t = KafkaCompressionArg::Zstd)]
+    kafka_compression: KafkaCompressionArg,
+    /// The sensor's name in message keys (default: the host name).
+    #[arg(long, value_name = "NAME")]
+    kafka_sensor: Option<String>,
+    /// Most messages waiting in the producer (1 to 10000000); beyond it (after waiting up to
+    /// 1 s for room) messages are dropped and counted.
+    #[arg(long, value_name = "N", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000),
+          allow_negative_numbers = true)]
+    kafka_queue: u32,
+    /// Milliseconds a batch may wait to fill (0 to 900000).
+    #[arg(long, value_name = "MS", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(0..=900_000),
+          allow_negative_numbers = true)]
+    kafka_linger_ms: u32,
+    /// Largest batch in bytes (1024 to 1073741824).
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20,
+          value_parser = clap::value_parser!(u32).range(1024..=(1 << 30)),
+          allow_negative_numbers = true)]
+    kafka_batch_bytes: u32,
+    /// Seconds to try to deliver a message before it counts as failed (1 to 2000000); the end
+    /// of the run waits at most this long for pending messages.
+    #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = kafka_seconds,
+          allow_negative_numbers = true)]
+    kafka_timeout: f64,
+}
+
+/// `--kafka-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum KafkaFormatArg {
+    Json,
+    Protobuf,
+}
+
+/// `--kafka-compression`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum KafkaCompressionArg {
+    Zstd,
+    Lz4,
+    None,
+}
+
+/// `--kafka-timeout`: 1 s to 2·10⁶ s (librdkafka's message.timeout.ms is an int of ms).
+fn kafka_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (1.0..=2e6).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a number of seconds from 1 to 2000000"
+        )),
+    }
+}
+
+impl KafkaArgs {
+    /// Usage: the other --kafka-* options without --kafka are refused, and the values checked.
+    fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
+        if self.kafka.is_none() {
+            const OPTS: &[(&str, &str)] = &[
+                ("kafka_topic", "--kafka-topic"),
+                ("kafka_format", "--kafka-format"),
+                ("kafka_compression", "--kafka-compression"),
+                ("kafka_sensor", "--kafka-sensor"),
+                ("kafka_queue", "--kafka-queue"),
+                ("kafka_linger_ms", "--kafka-linger-ms"),
+                ("kafka_batch_bytes", "--kafka-batch-bytes"),
+                ("kafka_timeout", "--kafka-timeout"),
+            ];
+            if let Some(flag) = args::first_given(m, OPTS) {
+                return Err(format!("{flag} describes the Kafka output; give --kafka"));
+            }
+        }
+        self.output().map(drop)
+    }
+
+    /// The output, when --kafka is given.
+    fn output(&self) -> Result<Option<KafkaOutput>, String> {
+        let Some(brokers) = &self.kafka else {
+            return Ok(None);
+        };
+        let mut out = KafkaOutput::new(brokers, &self.kafka_topic);
+        out.format = match self.kafka_format {
+            KafkaFormatArg::Json => KafkaFormat::Json,
+            KafkaFormatArg::Protobuf => KafkaFormat::Protobuf,
+        };
+        out.compression = match self.kafka_compression {
+            KafkaCompressionArg::Zstd => KafkaCompression::Zstd,
+            KafkaCompressionArg::Lz4 => KafkaCompression::Lz4,
+            KafkaCompressionArg::None => KafkaCompression::None,
+        };
+        if let Some(s) = &self.kafka_sensor {
+            out.sensor = s.clone();
+        }
+        out.queue_messages = self.kafka_queue;
+        out.linger_ms = self.kafka_linger_ms;
+        out.batch_bytes = self.kafka_batch_bytes;
+        out.delivery_timeout_ms = (self.kafka_timeout * 1000.0).round() as u32;
+        out.check().map_err(|e| format!("--kafka: {e}"))?;
+        Ok(Some(out))
+    }
+}
+
+/// A Parquet interval: 1 to 86400 seconds.
+fn parquet_interval(s: &str) -> Result<f64, String> {
+    match args::seconds(s)? {
+        v if (1.0..=86400.0).contains(&v) => Ok(v),
+        v => Err(format!("{v} seconds is out of range: give 1 to 86400")),
+    }
+}
+
+/// The host name (the Parquet files' default sensor name), `weir` when it cannot be read.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "weir".into())
+}
 
 /// Nanoseconds of a duration in seconds (already in range: [`crate::args::seconds`]).
 pub(crate) fn ns(seconds: f64) -> u64 {

@@ -9,7 +9,7 @@
 //!
 //! Two drivers ([`drive`]): [`drive::to_file`] writes the packets with their planned send times
 //! as timestamps (so tests and analyses get exact, known timing), and [`drive::to_ring`] sends them
-//! through a [`TxRing`], an AF_PACKET TPACKET_V2 transmit ring: frames are written into memory
+//! through a [`TxRing`] ([`job::Job`] runs either, from the command line's settings), an AF_PACKET TPACKET_V2 transmit ring: frames are written into memory
 //! shared with the kernel and a batch leaves with one `send()`. The qdisc stays in the path
 //! unless PACKET_QDISC_BYPASS is asked for, since queueing is often what is being measured.
 //!
@@ -37,6 +37,7 @@
 pub mod drive;
 mod error;
 pub mod frame;
+pub mod job;
 pub mod mac;
 mod report;
 pub mod size;

@@ -13,10 +13,13 @@
 //! weir-latency, and charted together. Captures and weir-gen's streams run in threads of this
 //! process moved into the bench's namespaces (the private module `netns`), not as child processes.
 //!
+//! [`action::Action`] is one `weir lab` command on a bench, with what it prints.
+//!
 //! Everything the lab makes is named `weirlab-NAME-*` and recorded in a state file
 //! (`/run/weir-lab/NAME.json`), so `weir lab down` removes it even after a crash.
 #![deny(missing_docs)]
 
+pub mod action;
 pub mod bench;
 pub mod caps;
 pub mod knobs;

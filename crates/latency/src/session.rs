@@ -184,6 +184,142 @@ pub fn series(results: &[(String, Run)]) -> Vec<Series<'_>> {
         .collect()
 }
 
+/// What a whole `weir latency` session writes: the JSON document, the CSV rows (one per matched
+/// packet) and the charts; `-` is stdout. The table goes to stdout unless JSON or CSV does.
+#[derive(Clone, Debug, Default)]
+pub struct Outputs {
+    /// The JSON document.
+    pub json: Option<PathBuf>,
+    /// One CSV row per matched packet.
+    pub csv: Option<PathBuf>,
+    /// The chart folder.
+    pub plot: Option<PathBuf>,
+}
+
+/// What [`run`] tells its caller as it goes.
+#[derive(Debug)]
+pub enum Say<'a> {
+    /// A run's notice.
+    Notice(&'a Notice),
+    /// The table, when stdout carries the JSON or the CSV (for stderr).
+    Table(&'a str),
+    /// The charts were written: how many, where.
+    Charts(usize, &'a Path),
+}
+
+/// Errors of a session ([`run`]): each names what it was doing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// Settings, runs or the chart folder.
+    #[error(transparent)]
+    Latency(#[from] LatencyError),
+    /// One run could not be analysed.
+    #[error("cannot analyse {} against {}", a.display(), b.display())]
+    Analyse {
+        /// First capture.
+        a: PathBuf,
+        /// Second capture.
+        b: PathBuf,
+        /// Why.
+        #[source]
+        source: LatencyError,
+    },
+    /// The charts could not be drawn.
+    #[error("cannot draw the charts into {}", dir.display())]
+    Plot {
+        /// The folder.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: LatencyError,
+    },
+    /// An output could not be created.
+    #[error(transparent)]
+    Open(#[from] weir_packet::output::OpenError),
+    /// An output could not be written.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs a session: matches every run with `cfg`, writing the CSV rows as it goes, then the JSON,
+/// the table and the charts of `out`; tells its notices, the table (when stdout is taken) and
+/// the charts through `say`. Returns whether some input was damaged.
+pub fn run(
+    cfg: &Config,
+    runs: Vec<RunSpec>,
+    out: &Outputs,
+    say: &mut dyn FnMut(Say<'_>),
+) -> Result<bool, SessionError> {
+    use std::io::{BufWriter, Write};
+    use weir_packet::output;
+    let inputs: Vec<&PathBuf> = runs.iter().flat_map(|r| [&r.a, &r.b]).collect();
+    for o in [&out.json, &out.csv].into_iter().flatten() {
+        output::check_inputs(&inputs, Some(o))?;
+    }
+    if let Some(dir) = &out.plot {
+        check_plot_dir(dir)?;
+    }
+    let mut csv = match &out.csv {
+        Some(p) => {
+            let mut w = BufWriter::with_capacity(1 << 20, output::create(p)?);
+            writeln!(w, "{CSV_HEADER}")?;
+            Some(w)
+        }
+        None => None,
+    };
+    let mut results: Vec<(String, Run)> = Vec::new();
+    let mut damaged = false;
+    for RunSpec { label, a, b } in runs {
+        let mut csv_err = None;
+        let run = crate::analyze(&a, &b, cfg, &mut |m| {
+            if let Some(w) = &mut csv {
+                if let Err(e) = writeln!(w, "{}", csv_row(&label, m)) {
+                    csv_err.get_or_insert(e);
+                }
+            }
+        });
+        let run = run.map_err(|source| SessionError::Analyse { a, b, source })?;
+        if let Some(e) = csv_err {
+            return Err(e.into());
+        }
+        for n in run.notices(&label) {
+            damaged |= n.level == Level::Damage;
+            say(Say::Notice(&n));
+        }
+        results.push((label, run));
+    }
+    if let Some(w) = csv {
+        w.into_inner().map_err(|e| e.into_error())?.commit()?;
+    }
+    let labelled = labelled(&results);
+    if let Some(p) = &out.json {
+        let mut o = output::create(p)?;
+        let json = serde_json::to_string_pretty(&crate::report::json(&labelled))
+            .map_err(std::io::Error::from)?;
+        writeln!(o, "{json}")?;
+        o.commit()?;
+    }
+    let to_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let table = crate::report::table(&labelled);
+    if to_stdout(&out.json) || to_stdout(&out.csv) {
+        say(Say::Table(&table));
+    } else {
+        let mut o = output::stdout();
+        write!(o, "{table}")?;
+        o.commit()?;
+    }
+    if let Some(dir) = &out.plot {
+        let files =
+            crate::plot::plot_all(dir, &series(&results)).map_err(|source| SessionError::Plot {
+                dir: dir.clone(),
+                source,
+            })?;
+        say(Say::Charts(files.len(), dir));
+    }
+    Ok(damaged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,15 +3,16 @@
 
 use std::io::Write;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use weir_gen::drive::{self, SendOptions};
+use anyhow::{bail, Result};
+use weir_gen::drive::SendOptions;
+use weir_gen::job::{Job, Said, Target};
 use weir_gen::spec::{self, StreamSpec};
-use weir_gen::{Replay, SizeMix, Source, Synth, TxConfig, TxRing};
+use weir_gen::{SizeMix, TxConfig};
 
 use crate::args;
 use crate::args::Format;
@@ -171,9 +172,28 @@ impl Args {
 }
 
 impl Args {
-    /// The synthetic streams asked for.
-    fn spec(&self) -> StreamSpec {
-        StreamSpec {
+    /// The job asked for.
+    fn job(&self) -> Job {
+        let target = match &self.output {
+            Some(path) => Target::File {
+                path: path.clone(),
+                format: self.format.output(false),
+                start_ns: self.start,
+            },
+            None => Target::Interface {
+                name: self.interface.clone().unwrap_or_default(),
+                ring: TxConfig {
+                    frame_count: self.ring_frames,
+                    qdisc_bypass: self.qdisc_bypass,
+                    ..TxConfig::default()
+                },
+                send: SendOptions {
+                    batch: self.batch,
+                    duration: self.duration.map(Duration::from_secs_f64),
+                },
+            },
+        };
+        let spec = StreamSpec {
             src: self.src,
             dst: self.dst,
             sport: self.sport,
@@ -192,69 +212,30 @@ impl Args {
             rate: spec::rate_of(self.pps, self.mbps, self.top),
             count: self.count,
             duration_s: self.duration,
+        };
+        Job {
+            target,
+            spec,
+            replay: self.replay.clone(),
+            multiplier: self.multiplier,
+            loops: self.loops,
         }
-    }
-
-    fn synth(&self) -> Result<Synth> {
-        let warn = &mut |w: String| eprintln!("weir: warning: {w}");
-        Ok(self.spec().synth(self.interface.as_deref(), warn)?)
-    }
-
-    fn replay(&self, path: &Path, max_len: usize) -> Result<Replay> {
-        let pace = spec::replay_pace(
-            self.multiplier,
-            spec::rate_of(self.pps, self.mbps, self.top),
-        );
-        Replay::open(path, pace, self.loops, max_len)
-            .with_context(|| format!("cannot replay {}", path.display()))
     }
 }
 
-/// Runs `weir gen`.
+/// Runs `weir gen` ([`Job::run`]): SIGINT/SIGTERM stop the sending on an interface.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    let report = if let Some(path) = &args.output {
-        let mut src: Box<dyn Source> = match &args.replay {
-            Some(r) => Box::new(args.replay(r, usize::MAX)?),
-            None => Box::new(args.synth()?),
-        };
-        let start = args.start.unwrap_or_else(drive::realtime_ns);
-        output::check_inputs(args.replay.as_slice(), Some(path))?;
-        let out = output::create(path)?;
-        let (rep, out) = drive::to_file(src.as_mut(), out, args.format.output(false), start)?;
-        out.commit()?;
-        rep
-    } else {
-        let iface = args.interface.as_deref().expect("clap requires -i or -w");
-        let mut ring = TxRing::open(
-            iface,
-            TxConfig {
-                frame_count: args.ring_frames,
-                qdisc_bypass: args.qdisc_bypass,
-                ..TxConfig::default()
-            },
-        )?;
-        let mut src: Box<dyn Source> = match &args.replay {
-            Some(r) => {
-                let s = args.replay(r, ring.max_frame())?;
-                s.check_sendable()?;
-                Box::new(s)
-            }
-            None => Box::new(args.synth()?),
-        };
-        let stop = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    if args.output.is_none() {
         output::on_signal(stop.clone())?;
-        let how = if args.qdisc_bypass {
-            "bypassing"
-        } else {
-            "through"
-        };
-        eprintln!("weir: sending on {iface} ({how} the qdisc)");
-        let opts = SendOptions {
-            batch: args.batch,
-            duration: args.duration.map(Duration::from_secs_f64),
-        };
-        drive::to_ring(src.as_mut(), &mut ring, opts, &stop)?
-    };
+    }
+    let report = args.job().run(&stop, &mut |s| match s {
+        Said::Warning(w) => eprintln!("weir: warning: {w}"),
+        Said::Sending(iface, bypass) => {
+            let how = if bypass { "bypassing" } else { "through" };
+            eprintln!("weir: sending on {iface} ({how} the qdisc)");
+        }
+    })?;
     eprintln!("weir: {}", report.summary(args.output.is_some()));
     if args.json {
         let mut out = output::stdout();

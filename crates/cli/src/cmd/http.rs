@@ -17,7 +17,7 @@ use weir_pcap::{Interface, Packet};
 use weir_sensor::http::{HttpLiveConfig, HttpLogs};
 use weir_sensor::read::Visitor;
 
-use crate::args::{self, LiveArgs};
+use crate::args;
 use crate::input::read_filtered;
 use crate::output::{self, Status};
 
@@ -34,10 +34,7 @@ enum LogFormat {
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     #[command(flatten)]
-    inputs: args::Inputs,
-    /// Live capture (instead of -r): interfaces, threads, buffer...
-    #[command(flatten)]
-    live: LiveArgs,
+    source: args::Source,
     /// Write the HTTP transactions to OUT (`-` for stdout, the default).
     #[arg(short = 'w', long = "write", value_name = "OUT")]
     out: Option<PathBuf>,
@@ -112,7 +109,7 @@ impl Visitor for Sink {
 impl Args {
     /// Usage checks clap cannot express, against what was given (`m`).
     pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
-        args::live_or_files(&self.live, &self.inputs, m, "analyze")
+        self.source.check(m, "analyze")
     }
 
     fn analyzer(&self) -> Config {
@@ -143,14 +140,14 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             );
         }
     }
-    if !args.live.interfaces.is_empty() {
+    if args.source.is_live() {
         return run_live(args, http_path);
     }
     // the expression is checked before any output is created
     FilterSet::new(&args.expr.joined())?;
-    output::check_inputs(&args.inputs.files, Some(&http_path))?;
+    output::check_inputs(&args.source.inputs.files, Some(&http_path))?;
     if let Some(t) = &args.tls_log {
-        output::check_inputs(&args.inputs.files, Some(t))?;
+        output::check_inputs(&args.source.inputs.files, Some(t))?;
     }
     let http = output::create(&http_path)?;
     let tls = args.tls_log.as_deref().map(output::create).transpose()?;
@@ -159,7 +156,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         log: LogWriter::new(format(args.format), http, tls),
         error: None,
     };
-    let status = read_filtered(&args.inputs.files, args.expr.joined(), &mut sink)?;
+    let status = read_filtered(&args.source.inputs.files, args.expr.joined(), &mut sink)?;
     let mut events = Vec::new();
     let stats = sink.analyzer.finish(&mut |e| events.push(e));
     for e in events {
@@ -178,14 +175,14 @@ pub(crate) fn run(args: Args) -> Result<Status> {
 /// `weir http -i`: the live job, then its summary.
 fn run_live(args: Args, http_path: PathBuf) -> Result<Status> {
     let cfg = HttpLiveConfig {
-        pipeline: args.live.pipeline(&args.expr.joined(), 1, 0, 64)?,
+        pipeline: args.source.live.pipeline(&args.expr.joined(), 1, 0, 64)?,
         analyzer: args.analyzer(),
         logs: HttpLogs {
             format: format(args.format),
             http: http_path,
             tls: args.tls_log.clone(),
         },
-        duration: args.live.duration.map(Duration::from_secs_f64),
+        duration: args.source.live.duration.map(Duration::from_secs_f64),
     };
     let controls = output::controls(false)?;
     let report = weir_sensor::http::run_live(&cfg, &controls, &mut output::event)?;

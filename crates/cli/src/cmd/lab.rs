@@ -1,13 +1,10 @@
 //! `weir lab`: build and tear down the namespace bench, apply queueing setups to its bottleneck,
 //! and run scenarios that measure them (see weir-lab).
 
-use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use weir_lab::bench::{self, Bench};
-use weir_lab::scenario::{self, Scenario};
-use weir_lab::{caps, knobs, LabError};
+use anyhow::Result;
+use weir_lab::{action, knobs, Bench};
 
 use crate::output::{self, Status};
 
@@ -73,81 +70,36 @@ enum Action {
     },
 }
 
-fn unsupported(e: LabError) -> anyhow::Error {
-    match e {
-        LabError::Unsupported(why) => anyhow::anyhow!("cannot apply: {why}"),
-        other => other.into(),
+impl From<Action> for action::Action {
+    fn from(a: Action) -> Self {
+        use action::Action as A;
+        match a {
+            Action::Up => A::Up,
+            Action::Down { all } => A::Down { all },
+            Action::Status => A::Status,
+            Action::Caps => A::Caps,
+            Action::Qdisc { kind, args } => A::Qdisc { kind, args },
+            Action::Bql { limit } => A::Bql { limit },
+            Action::Tsq { bytes } => A::Tsq { bytes },
+            Action::Xdp { state } => A::Xdp { on: state == "on" },
+            Action::Run {
+                scenario,
+                out,
+                keep,
+            } => A::Run {
+                scenario,
+                out,
+                keep,
+            },
+        }
     }
 }
 
-/// Runs `weir lab`.
+/// Runs `weir lab` ([`action::Action::run`]).
 pub(crate) fn run(args: Args) -> Result<Status> {
     let b = Bench::new(&args.name)?;
     let mut stdout = output::stdout();
-    match args.action {
-        Action::Up => {
-            let st = b.up().context("cannot build the bench")?;
-            write!(stdout, "{}", b.describe(&st))?;
-        }
-        Action::Down { all } => {
-            let removed = if all { bench::down_all()? } else { b.down()? };
-            if removed.is_empty() {
-                writeln!(stdout, "nothing to remove")?;
-            } else {
-                writeln!(stdout, "removed {}", removed.join(", "))?;
-            }
-        }
-        Action::Status => write!(stdout, "{}", b.status()?)?,
-        Action::Caps => write!(stdout, "{}", caps::probe()?.describe())?,
-        Action::Qdisc { kind, args: a } => {
-            b.require_up()?;
-            let c = caps::probe()?;
-            let a: Vec<&str> = a.iter().map(String::as_str).collect();
-            knobs::qdisc(&b, Some(&c), &kind, &a).map_err(unsupported)?;
-            writeln!(stdout, "{kind} on {}", knobs::BOTTLENECK)?;
-        }
-        Action::Bql { limit } => {
-            b.require_up()?;
-            knobs::bql(&b, limit).map_err(unsupported)?;
-            writeln!(stdout, "byte queue limit {limit} on {}", knobs::BOTTLENECK)?;
-        }
-        Action::Tsq { bytes } => {
-            b.require_up()?;
-            knobs::tsq(&b, bytes).map_err(unsupported)?;
-            writeln!(stdout, "tcp_limit_output_bytes = {bytes} on the sender")?;
-        }
-        Action::Xdp { state } => {
-            b.require_up()?;
-            knobs::xdp(&b, state == "on").map_err(unsupported)?;
-            writeln!(stdout, "XDP forwarding {state}")?;
-        }
-        Action::Run {
-            scenario: path,
-            out,
-            keep,
-        } => {
-            let sc = Scenario::load(&path)?;
-            let out = out.unwrap_or_else(|| scenario::default_out(&sc));
-            let results = scenario::run_on(&b, &sc, &out, keep, &mut |m| eprintln!("weir: {m}"))?;
-            write!(
-                stdout,
-                "{}",
-                std::fs::read_to_string(out.join("table.txt"))?
-            )?;
-            let measured = results.iter().filter(|r| r.run.is_some()).count();
-            eprintln!(
-                "weir: {measured} of {} setups measured; results, captures and charts in {}",
-                results.len(),
-                out.display()
-            );
-            if measured == 0 {
-                bail!(
-                    "no setup of {} could be applied on this machine",
-                    path.display()
-                );
-            }
-        }
-    }
+    action::Action::from(args.action).run(&b, &mut stdout, &mut |m| eprintln!("weir: {m}"))?;
     stdout.commit()?;
     Ok(Status::Clean)
 }

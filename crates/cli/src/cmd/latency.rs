@@ -2,15 +2,13 @@
 //! a queue, a link, a router) and reports per-stream one-way latency, loss, duplicates,
 //! reordering and jitter, as a table, JSON, CSV (one row per matched packet) and charts.
 
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
-use weir_latency::report;
-use weir_latency::session::{self, Level, RunSpec};
-use weir_latency::{analyze, Config, Run, Unstamped};
+use anyhow::Result;
+use weir_latency::session::{self, Level, Outputs, RunSpec, Say};
+use weir_latency::{Config, Unstamped};
 
-use crate::output::{self, Status};
+use crate::output::Status;
 
 /// How unstamped packets are grouped.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +59,7 @@ pub(crate) struct Args {
     plot: Option<PathBuf>,
 }
 
-/// Runs `weir latency`.
+/// Runs `weir latency` ([`session::run`]), printing what it tells.
 pub(crate) fn run(args: Args) -> Result<Status> {
     let unstamped = match args.unstamped {
         Grouping::Skip => Unstamped::Skip,
@@ -70,71 +68,16 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     };
     let cfg = Config::new(args.window, args.offset, !args.no_stamps, unstamped)?;
     let runs = RunSpec::all(&args.files, &args.runs)?;
-    let inputs: Vec<&PathBuf> = runs.iter().flat_map(|r| [&r.a, &r.b]).collect();
-    for out in [&args.json, &args.csv].into_iter().flatten() {
-        output::check_inputs(&inputs, Some(out))?;
-    }
-    if let Some(dir) = &args.plot {
-        session::check_plot_dir(dir)?;
-    }
-    let mut csv = match &args.csv {
-        Some(p) => {
-            let mut w = BufWriter::with_capacity(1 << 20, output::create(p)?);
-            writeln!(w, "{}", session::CSV_HEADER)?;
-            Some(w)
-        }
-        None => None,
-    };
-    let mut results: Vec<(String, Run)> = Vec::new();
-    let mut status = Status::Clean;
-    for RunSpec { label, a, b } in runs {
-        let mut csv_err = None;
-        let run = analyze(&a, &b, &cfg, &mut |m| {
-            if let Some(w) = &mut csv {
-                if let Err(e) = writeln!(w, "{}", session::csv_row(&label, m)) {
-                    csv_err.get_or_insert(e);
-                }
-            }
-        })
-        .with_context(|| format!("cannot analyse {} against {}", a.display(), b.display()))?;
-        if let Some(e) = csv_err {
-            return Err(e.into());
-        }
-        for n in run.notices(&label) {
-            match n.level {
-                Level::Damage => {
-                    eprintln!("weir: warning: {}", n.text);
-                    status = Status::Damaged;
-                }
-                Level::Warning => eprintln!("weir: warning: {}", n.text),
-                Level::Info => eprintln!("weir: {}", n.text),
-            }
-        }
-        results.push((label, run));
-    }
-    if let Some(w) = csv {
-        w.into_inner().map_err(|e| e.into_error())?.commit()?;
-    }
-    let labelled = session::labelled(&results);
-    if let Some(p) = &args.json {
-        let mut out = output::create(p)?;
-        let json = serde_json::to_string_pretty(&report::json(&labelled))?;
-        writeln!(out, "{json}")?;
-        out.commit()?;
-    }
-    let to_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    let table = report::table(&labelled);
-    if to_stdout(&args.json) || to_stdout(&args.csv) {
-        eprint!("{table}");
+    let (json, csv, plot) = (args.json, args.csv, args.plot);
+    let damaged = session::run(&cfg, runs, &Outputs { json, csv, plot }, &mut |s| match s {
+        Say::Notice(n) if n.level == Level::Info => eprintln!("weir: {}", n.text),
+        Say::Notice(n) => eprintln!("weir: warning: {}", n.text),
+        Say::Table(t) => eprint!("{t}"),
+        Say::Charts(n, dir) => eprintln!("weir: {n} charts written to {}", dir.display()),
+    })?;
+    Ok(if damaged {
+        Status::Damaged
     } else {
-        let mut out = output::stdout();
-        write!(out, "{table}")?;
-        out.commit()?;
-    }
-    if let Some(dir) = &args.plot {
-        let files = weir_latency::plot::plot_all(dir, &session::series(&results))
-            .with_context(|| format!("cannot draw the charts into {}", dir.display()))?;
-        eprintln!("weir: {} charts written to {}", files.len(), dir.display());
-    }
-    Ok(status)
+        Status::Clean
+    })
 }

@@ -23,7 +23,7 @@ use weir_sensor::record::{FlowsConfig, RecordConfig};
 use weir_sensor::Event;
 use weir_store::{Format, SizeError, Sizes};
 
-use crate::args::{self, FlowArgs, LiveArgs, RulesArgs};
+use crate::args::{self, FlowArgs, RulesArgs};
 use crate::flow_output::{ns, outputs};
 use crate::metrics::MetricsArgs;
 use crate::output::{self, human_bytes, Status};
@@ -36,9 +36,7 @@ use crate::output::{self, human_bytes, Status};
 )))]
 pub(crate) struct Args {
     #[command(flatten)]
-    live: LiveArgs,
-    #[command(flatten)]
-    inputs: args::Inputs,
+    source: args::Source,
     /// Store directory (created if needed; reopened after a crash, its segments repaired).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     dir: PathBuf,
@@ -132,9 +130,9 @@ impl Args {
 
     /// Usage checks clap cannot express, against what was given (`m`).
     pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
-        self.live.check()?;
-        let importing = !self.inputs.files.is_empty();
-        match (importing, self.live.interfaces.is_empty()) {
+        self.source.live.check()?;
+        let importing = !self.source.inputs.files.is_empty();
+        match (importing, !self.source.is_live()) {
             (true, false) => return Err("-i and -r: record live or import files, not both".into()),
             (false, true) => {
                 return Err("give interfaces with -i, or files to import with -r".into())
@@ -177,10 +175,10 @@ impl Args {
     /// The job these options describe.
     fn config(&self) -> Result<RecordConfig> {
         if let Some(h) = &self.http {
-            output::check_inputs(&self.inputs.files, Some(h))?;
+            output::check_inputs(&self.source.inputs.files, Some(h))?;
         }
         if let Some(v) = &self.voip {
-            output::check_inputs(&self.inputs.files, Some(v))?;
+            output::check_inputs(&self.source.inputs.files, Some(v))?;
             if self
                 .http
                 .as_deref()
@@ -192,15 +190,15 @@ impl Args {
                 );
             }
         }
-        let source = if self.inputs.files.is_empty() {
+        let source = if self.source.inputs.files.is_empty() {
             SourceConfig::Live(weir_capture::PipelineConfig {
                 kernel_rules: !self.rules.no_kernel_rules,
-                ..self.live.pipeline(&self.expr.joined(), 1, 0, 512)?
+                ..self.source.live.pipeline(&self.expr.joined(), 1, 0, 512)?
             })
         } else {
             SourceConfig::Files {
-                files: self.inputs.files.clone(),
-                buffer_bytes: self.live.buffer_mib.unwrap_or(512) << 20,
+                files: self.source.inputs.files.clone(),
+                buffer_bytes: self.source.live.buffer_mib.unwrap_or(512) << 20,
             }
         };
         let flows = if self.flows {
@@ -229,7 +227,7 @@ impl Args {
             format: self.format,
             sizes: self.sizes(),
             max_age_ns: self.max_age.map(|s| (s * 1e9) as u64),
-            duration: self.live.duration.map(Duration::from_secs_f64),
+            duration: self.source.live.duration.map(Duration::from_secs_f64),
             stats_json: self.stats_json.clone(),
             flows,
             http: self.http.clone().map(|http| weir_sensor::http::HttpBeside {

@@ -18,7 +18,7 @@ use weir_sensor::read::Visitor;
 use weir_sensor::voip::{line, VoipLiveConfig, VoipOutputs};
 use weir_voip::{Analyzer, Config, Event, Stats};
 
-use crate::args::{self, LiveArgs};
+use crate::args;
 use crate::input::read_filtered;
 use crate::output::{self, Status};
 
@@ -26,10 +26,7 @@ use crate::output::{self, Status};
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     #[command(flatten)]
-    inputs: args::Inputs,
-    /// Live capture (instead of -r): interfaces, threads, buffer...
-    #[command(flatten)]
-    live: LiveArgs,
+    source: args::Source,
     /// Write the call records as JSON lines to OUT (`-` for stdout, the default).
     #[arg(short = 'w', long = "write", value_name = "OUT")]
     out: Option<PathBuf>,
@@ -54,7 +51,7 @@ pub(crate) struct Args {
 impl Args {
     /// Usage checks clap cannot express, against what was given (`m`).
     pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
-        args::live_or_files(&self.live, &self.inputs, m, "analyze")
+        self.source.check(m, "analyze")
     }
 
     fn analyzer(&self) -> Config {
@@ -77,14 +74,14 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             );
         }
     }
-    if !args.live.interfaces.is_empty() {
+    if args.source.is_live() {
         return run_live(args, calls_path);
     }
     // the expression and the inputs are checked before any output is created
     FilterSet::new(&args.expr.joined())?;
-    output::check_inputs(&args.inputs.files, Some(&calls_path))?;
+    output::check_inputs(&args.source.inputs.files, Some(&calls_path))?;
     if let Some(s) = &args.streams {
-        output::check_inputs(&args.inputs.files, Some(s))?;
+        output::check_inputs(&args.source.inputs.files, Some(s))?;
     }
     let cfg = args.analyzer();
     let mut calls = BufWriter::with_capacity(1 << 16, output::create(&calls_path)?);
@@ -93,7 +90,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         None => None,
     };
     let mut feed = Feed(Analyzer::new(cfg));
-    let status = read_filtered(&args.inputs.files, args.expr.joined(), &mut feed)?;
+    let status = read_filtered(&args.source.inputs.files, args.expr.joined(), &mut feed)?;
     let mut error: Option<std::io::Error> = None;
     let stats = feed.0.finish(&mut |e| {
         if error.is_some() {
@@ -124,13 +121,13 @@ pub(crate) fn run(args: Args) -> Result<Status> {
 /// `weir voip -i`: the live job, then its summary.
 fn run_live(args: Args, calls_path: PathBuf) -> Result<Status> {
     let cfg = VoipLiveConfig {
-        pipeline: args.live.pipeline(&args.expr.joined(), 1, 0, 64)?,
+        pipeline: args.source.live.pipeline(&args.expr.joined(), 1, 0, 64)?,
         analyzer: args.analyzer(),
         outputs: VoipOutputs {
             calls: calls_path,
             streams: args.streams.clone(),
         },
-        duration: args.live.duration.map(Duration::from_secs_f64),
+        duration: args.source.live.duration.map(Duration::from_secs_f64),
     };
     let controls = output::controls(false)?;
     let report = weir_sensor::voip::run_live(&cfg, &controls, &mut output::event)?;

@@ -1,0 +1,138 @@
+//! A whole `weir gen` run ([`Job::run`]): the source (synthetic streams or a replayed file) built
+//! for its target, then driven into a file ([`drive::to_file`], written under a temporary name and
+//! committed) or through a TX ring on an interface ([`drive::to_ring`]) until it ends or `stop`.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use weir_packet::output;
+use weir_pcap::FileFormat;
+
+use crate::drive::{self, SendOptions};
+use crate::spec::{self, StreamSpec};
+use crate::{Replay, Report, Source, TxConfig, TxRing};
+
+/// Where a [`Job`] sends its packets.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// A capture file (`-` is stdout), timestamped from `start_ns` (default: now) + planned times.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Its format.
+        format: FileFormat,
+        /// Timestamp of the first packet, ns since the epoch.
+        start_ns: Option<u64>,
+    },
+    /// An interface, through a TX ring.
+    Interface {
+        /// Its name.
+        name: String,
+        /// The ring.
+        ring: TxConfig,
+        /// Batches and duration.
+        send: SendOptions,
+    },
+}
+
+/// What a [`Job`] tells as it goes.
+#[derive(Debug)]
+pub enum Said {
+    /// Something suspect about the settings (a MAC not found...).
+    Warning(String),
+    /// Sending starts on this interface; whether the qdisc is bypassed.
+    Sending(String, bool),
+}
+
+/// A `weir gen` run: synthetic streams (`spec`) or the replay of a file, to a [`Target`].
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// Where to.
+    pub target: Target,
+    /// The synthetic streams, when nothing is replayed (their rate is also a replay's).
+    pub spec: StreamSpec,
+    /// Replay this file instead.
+    pub replay: Option<PathBuf>,
+    /// Replay at the recorded pace times this factor.
+    pub multiplier: Option<f64>,
+    /// Replay the file this many times.
+    pub loops: u64,
+}
+
+/// Errors of a [`Job`]: the generator's, or its output file's.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// The generator's.
+    #[error(transparent)]
+    Gen(#[from] crate::GenError),
+    /// The replayed file could not be opened.
+    #[error("cannot replay {}", path.display())]
+    Replay {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::GenError,
+    },
+    /// The output file could not be created.
+    #[error(transparent)]
+    Open(#[from] output::OpenError),
+    /// The output file could not be written.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Job {
+    fn replay(&self, path: &std::path::Path, max_len: usize) -> Result<Replay, JobError> {
+        let pace = spec::replay_pace(self.multiplier, self.spec.rate);
+        Replay::open(path, pace, self.loops, max_len).map_err(|source| JobError::Replay {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    fn source(
+        &self,
+        iface: Option<&str>,
+        max_len: usize,
+        say: &mut dyn FnMut(Said),
+    ) -> Result<Box<dyn Source>, JobError> {
+        Ok(match &self.replay {
+            Some(r) => {
+                let s = self.replay(r, max_len)?;
+                if iface.is_some() {
+                    s.check_sendable()?;
+                }
+                Box::new(s)
+            }
+            None => Box::new(self.spec.synth(iface, &mut |w| say(Said::Warning(w)))?),
+        })
+    }
+
+    /// Runs the job until the source ends, its duration passes or `stop` is raised (an
+    /// interface only: a file is written whole); returns the report.
+    pub fn run(&self, stop: &AtomicBool, say: &mut dyn FnMut(Said)) -> Result<Report, JobError> {
+        match &self.target {
+            Target::File {
+                path,
+                format,
+                start_ns,
+            } => {
+                let mut src = self.source(None, usize::MAX, say)?;
+                let start = start_ns.unwrap_or_else(drive::realtime_ns);
+                output::check_inputs(self.replay.as_slice(), Some(path))?;
+                let out = output::create(path)?;
+                let (rep, out) = drive::to_file(src.as_mut(), out, *format, start)?;
+                out.commit()?;
+                Ok(rep)
+            }
+            Target::Interface { name, ring, send } => {
+                let mut tx = TxRing::open(name, *ring)?;
+                let mut src = self.source(Some(name), tx.max_frame(), say)?;
+                say(Said::Sending(name.clone(), ring.qdisc_bypass));
+                Ok(drive::to_ring(src.as_mut(), &mut tx, *send, stop)?)
+            }
+        }
+    }
+}
