@@ -1018,6 +1018,14 @@ impl Streams {
         Ok(Streams { streams })
     }
 
+    /// Every stream's live counters, by name.
+    pub fn stats(&self) -> Vec<(String, Arc<StreamStats>)> {
+        self.streams
+            .iter()
+            .map(|s| (s.name.clone(), Arc::clone(&s.stats)))
+            .collect()
+    }
+
     /// Every stream's counters as JSON, by name (`null` when there are none).
     pub fn json(&self) -> serde_json::Value {
         if self.streams.is_empty() {
