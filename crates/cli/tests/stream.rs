@@ -10,7 +10,8 @@
 //! * Hostile: a missing FIFO, a path that is no FIFO, a Unix socket path in use by a live socket
 //!   (each a clear error, exit 1, before capture), a stdout reader that closes (`| head -c0`:
 //!   exit 0), a reader of a FIFO that closes after a few bytes (the next reader gets a whole
-//!   stream, and the counts still add up), bad `--queue-kib` values (usage error, exit 2), a
+//!   stream, and the counts still add up), 25 FIFO readers in turn each opening the instant
+//!   the previous one closed (each gets a header first and exactly its burst, by tshark), bad `--queue-kib` values (usage error, exit 2), a
 //!   missing interface, and bad `[[stream]]` tables refused by `weir run --check`.
 
 mod common;
@@ -332,17 +333,24 @@ fn hostile_stream_targets_and_numbers() {
         "capturing on",
     );
     assert!(head.wait_with_output().unwrap().status.success());
-    // weir sees a reader leave while the pipe has no reader at all (poll's POLLERR on its idle
-    // tick); a new reader opening in the same instant hides the leave (see stream.rs), so let
-    // the tick pass first
-    std::thread::sleep(Duration::from_millis(500));
+    // the next reader opens at once. head left 14 header bytes unread in the pipe: weir reads
+    // them out when head's close reaches it (inotify); a reader reading in that very instant
+    // would get them (stream.rs), so this one waits until the pipe does not hold those 14
+    // bytes any more (a state, not a delay)
     let mut reader = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(&fifo)
         .unwrap();
-    let mut bytes = Vec::new();
     let t = Instant::now();
+    while fionread(&reader) == 14 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "weir never drained the pipe"
+        );
+        std::thread::yield_now();
+    }
+    let mut bytes = Vec::new();
     // attached once the header arrives
     while bytes.len() < 24 {
         let mut buf = [0u8; 4096];
@@ -380,6 +388,103 @@ fn hostile_stream_targets_and_numbers() {
     );
     assert!(
         log.contains(": 50 matched, 50 written, 0 dropped (slow or absent reader), 2 reader(s)"),
+        "{log}"
+    );
+}
+
+/// Bytes waiting in the pipe `f` reads.
+fn fionread(f: &std::fs::File) -> i32 {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which lives for the call.
+    let r = unsafe { libc::ioctl(f.as_raw_fd(), libc::FIONREAD, &mut n) };
+    assert_eq!(r, 0, "FIONREAD");
+    n
+}
+
+/// Reads `f` (non-blocking) until `want` bytes are in `bytes`; fails after 30 s.
+fn read_until(f: &mut std::fs::File, bytes: &mut Vec<u8>, want: usize, what: &str) {
+    let t = Instant::now();
+    while bytes.len() < want {
+        let mut buf = [0u8; 65536];
+        match f.read(&mut buf) {
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("{e}"),
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{what}: {} of {want} bytes: {:02x?}",
+            bytes.len(),
+            &bytes[..bytes.len().min(64)]
+        );
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn fifo_readers_changing_over_at_once_each_get_a_whole_stream() {
+    // 25 readers in turn, each opening the FIFO the instant the previous one closed (no
+    // wait for weir to notice): each must get a pcap header first and then exactly the burst
+    // sent while it was attached (tshark reads each one's bytes)
+    const ROUNDS: u32 = 25;
+    const BURST: u32 = 6;
+    const PAD: usize = 20;
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("c.fifo");
+    mkfifo(&fifo);
+    let fifo_s = fifo.to_str().unwrap();
+    let svc = Running::start(
+        &["stream", "-i", &b.host_if, "-w", fifo_s, "udp port 7100"],
+        &tmp.path().join("log"),
+        "capturing on",
+    );
+    // Ethernet + IPv4 + UDP + WEIR + seq + pad, each after a 16-byte record header
+    let record = 16 + 14 + 20 + 8 + 8 + PAD;
+    for round in 0..ROUNDS {
+        // opened the instant the previous reader closed
+        let mut reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        let mut bytes = Vec::new();
+        read_until(
+            &mut reader,
+            &mut bytes,
+            24,
+            &format!("round {round}: header"),
+        );
+        assert_eq!(
+            &bytes[..4],
+            &[0x4d, 0x3c, 0xb2, 0xa1],
+            "round {round}: a header first"
+        );
+        b.send_udp(7100, BURST, PAD);
+        let whole = 24 + BURST as usize * record;
+        read_until(
+            &mut reader,
+            &mut bytes,
+            whole,
+            &format!("round {round}: packets"),
+        );
+        assert_eq!(bytes.len(), whole, "round {round}: nothing more");
+        let file = tmp.path().join(format!("r{round}.pcap"));
+        std::fs::write(&file, &bytes).unwrap();
+        assert_eq!(
+            tshark_udp(&file),
+            (0..BURST).map(|i| (7100, i)).collect::<Vec<_>>(),
+            "round {round}"
+        );
+    }
+    let (st, log) = svc.signal("-INT");
+    assert!(st.success(), "{log}");
+    let n = ROUNDS * BURST;
+    assert!(
+        log.contains(&format!(
+            ": {n} matched, {n} written, 0 dropped (slow or absent reader), {ROUNDS} reader(s)"
+        )),
         "{log}"
     );
 }

@@ -274,6 +274,7 @@ impl Capture {
                 rules: self.rules.as_ref().map(|r| r.engine().clone()),
                 flows_packets: None,
                 exports: None,
+                streams: Vec::new(),
             });
         }
         let mut sink = Counted {

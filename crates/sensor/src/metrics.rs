@@ -49,6 +49,8 @@ pub struct Live {
     pub flows_packets: Option<Arc<AtomicU64>>,
     /// The flow outputs' totals so far (as of the meter's last tick), while it runs.
     pub exports: Option<weir_export::LiveExports>,
+    /// The live streams' counters, by stream name (final once the job ended).
+    pub streams: Vec<(String, Arc<crate::stream::StreamStats>)>,
 }
 
 /// How a job's flow meter ended (its counters and each output's).
@@ -247,6 +249,63 @@ fn per_iface(
     }
 }
 
+/// The live streams' series, labelled `stream="NAME"`: matched = written + dropped (+ queued
+/// while the job runs).
+fn streams(e: &mut Exposition, streams: &[(String, Arc<crate::stream::StreamStats>)]) {
+    if streams.is_empty() {
+        return;
+    }
+    fn l(a: &AtomicU64) -> u64 {
+        a.load(Ordering::Relaxed)
+    }
+    type Pick = fn(&crate::stream::StreamStats) -> u64;
+    let families: [(&str, Kind, &str, Pick); 6] = [
+        (
+            "weir_stream_matched_packets_total",
+            Kind::Counter,
+            "Packets that matched the stream's filter.",
+            |s| l(&s.matched),
+        ),
+        (
+            "weir_stream_written_packets_total",
+            Kind::Counter,
+            "Packets of the stream the kernel took for its reader.",
+            |s| l(&s.written),
+        ),
+        (
+            "weir_stream_dropped_packets_total",
+            Kind::Counter,
+            "Matching packets the stream dropped: queue full, no reader, or in flight when the \
+             reader went.",
+            |s| l(&s.dropped),
+        ),
+        (
+            "weir_stream_queued_bytes",
+            Kind::Gauge,
+            "Bytes in the stream's queue now.",
+            |s| s.queued_bytes.load(Ordering::Relaxed) as u64,
+        ),
+        (
+            "weir_stream_readers_total",
+            Kind::Counter,
+            "Readers the stream served (FIFO opens, socket clients).",
+            |s| l(&s.readers),
+        ),
+        (
+            "weir_stream_attached",
+            Kind::Gauge,
+            "1 while a reader is attached to the stream.",
+            |s| u64::from(s.attached.load(Ordering::Relaxed)),
+        ),
+    ];
+    for (name, kind, help, pick) in families {
+        let mut fam = e.family(name, kind, help);
+        for (stream, st) in streams {
+            fam.sample(&[("stream", stream)], pick(st));
+        }
+    }
+}
+
 /// Every series of a job (`done`: it ended, `totals` are final; an import's come only then).
 fn series(
     e: &mut Exposition,
@@ -257,6 +316,7 @@ fn series(
     flows: Option<&FlowsEnd>,
     done: bool,
 ) {
+    streams(e, &live.streams);
     // Before the rings and at the rings, per interface (live capture only).
     per_iface(
         e,

@@ -514,6 +514,7 @@ pub fn run(
             rules: rules.as_ref().map(|r| r.engine().clone()),
             flows_packets: flows_packets.clone(),
             exports: live_exports,
+            streams: streams.stats(),
         });
     }
 

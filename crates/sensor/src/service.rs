@@ -131,6 +131,8 @@ struct Job {
     ran: AtomicBool,
     /// Its interface was there at the last look.
     interface_seen: AtomicBool,
+    /// Its interface disappeared while it ran (it was stopped for that).
+    interface_lost: AtomicBool,
     /// The rule commands for its engine, made at the first request.
     rules_commands: Mutex<Option<Commands>>,
 }
@@ -159,6 +161,9 @@ pub struct JobEnd {
     pub store: PathBuf,
     /// Its report, or why it failed.
     pub result: Result<RecordReport, SensorError>,
+    /// Its interface disappeared while it ran (`ip link del`): the job was stopped, its
+    /// counters up to then are in `result`, and it counts as failed.
+    pub interface_lost: bool,
 }
 
 /// How the service ended.
@@ -209,6 +214,15 @@ impl ServiceReport {
                         s.failed.push(name.clone());
                     }
                     s.damaged |= r.damaged();
+                    if end.interface_lost {
+                        let _ = writeln!(
+                            out,
+                            "weir: error: {name}: interface {} disappeared while recording: the \
+                             job stopped (its counters above)",
+                            end.interface
+                        );
+                        s.failed.push(name.clone());
+                    }
                 }
                 Err(e) => {
                     let _ = writeln!(out, "weir: error: {name}: {}", error_chain(e));
@@ -260,6 +274,7 @@ impl Job {
             reload: Box::leak(Box::new(AtomicBool::new(false))),
             ran: AtomicBool::new(false),
             interface_seen: AtomicBool::new(true),
+            interface_lost: AtomicBool::new(false),
             rules_commands: Mutex::new(None),
         })
     }
@@ -474,6 +489,13 @@ pub fn run(
             while let Ok((name, e)) = rx.try_recv() {
                 events(Some(&name), e);
             }
+            let lost = r.job.interface_lost.load(Ordering::Relaxed);
+            if lost {
+                r.job.set_state(
+                    "failed",
+                    Some(format!("interface {} disappeared", r.job.interface)),
+                );
+            }
             if let (_, Some(e)) = r.job.state() {
                 events(
                     Some(&r.job.name),
@@ -500,6 +522,7 @@ pub fn run(
                 interface: r.job.interface.clone(),
                 store: r.job.store.clone(),
                 result: end,
+                interface_lost: lost,
             });
         }
         if let Some(u) = to_drop {
@@ -565,11 +588,14 @@ pub fn run(
                     events(
                         Some(&j.name),
                         Event::Warning(format!(
-                            "interface {} is gone: this job captures nothing more (restart weir \
-                             once it is back)",
+                            "interface {} is gone: stopping the job (restart weir once it is \
+                             back)",
                             j.interface
                         )),
                     );
+                    j.interface_lost.store(true, Ordering::Relaxed);
+                    j.set_state("stopping", None);
+                    j.stop.store(true, Ordering::Relaxed);
                 }
             }
         }

@@ -18,7 +18,8 @@
 //!
 //! Targets ([`Target`]): `-` (standard output; a reader that goes away ends the stream), a FIFO
 //! that must exist (`mkfifo`; a reader may come and go, each one gets a pcap header and the
-//! packets from then on) and `unix:PATH`, a Unix stream socket the stream listens on (one
+//! packets from then on, even when it opens the FIFO the instant the previous one closed: an
+//! inotify watch queues every reader's close, see `FifoWatch`) and `unix:PATH`, a Unix stream socket the stream listens on (one
 //! client at a time, each gets a pcap header; a path held by a live socket is refused, a stale
 //! socket file is replaced).
 
@@ -431,8 +432,105 @@ impl Drop for Output {
 /// Where the writer writes: the reader-facing side of a target.
 enum Endpoint {
     Stdout(Option<std::fs::File>),
-    Fifo(PathBuf),
+    Fifo(FifoWatch),
     Unix(UnixListener),
+}
+
+/// A FIFO and the inotify watch that sees each of its readers close.
+///
+/// A FIFO's reader that leaves while the writer still holds its end leaves the pipe alive, and a
+/// reader that opens the path before the writer looks joins that same pipe: polling for
+/// POLLERR (no reader at all) misses such a changeover, and the new reader would get the middle
+/// of the old stream. inotify queues every close (`IN_CLOSE_NOWRITE`, in the closing process's
+/// `close` itself, before the pipe forgets the reader), so the writer, which reads the queue
+/// before each write, never misses one: the packets it writes after a reader left start a new
+/// session with a pcap header, and the bytes the old reader left unread in the pipe are read
+/// out (discarded) first.
+struct FifoWatch {
+    path: PathBuf,
+    inotify: std::os::fd::OwnedFd,
+    /// Our own read-side closes (the leftover drains) still to be taken off the queue's count.
+    own_closes: u64,
+}
+
+impl FifoWatch {
+    fn new(path: &Path) -> io::Result<FifoWatch> {
+        use rustix::fs::inotify;
+        let fd = inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC)?;
+        inotify::add_watch(&fd, path, inotify::WatchFlags::CLOSE_NOWRITE)?;
+        Ok(FifoWatch {
+            path: path.to_path_buf(),
+            inotify: fd,
+            own_closes: 0,
+        })
+    }
+
+    /// Whether a reader closed the FIFO since the last call (an overflowed queue counts as
+    /// one: the session is ended rather than risk a headerless stream).
+    fn reader_left(&mut self) -> io::Result<bool> {
+        use rustix::fs::inotify::{ReadFlags, Reader};
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = Reader::new(&self.inotify, &mut buf);
+        let mut closes = 0u64;
+        loop {
+            match reader.next() {
+                Ok(ev) => {
+                    if ev.events().contains(ReadFlags::QUEUE_OVERFLOW) {
+                        closes += self.own_closes + 1;
+                    } else if ev.events().contains(ReadFlags::CLOSE_NOWRITE) {
+                        closes += 1;
+                    }
+                }
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let own = closes.min(self.own_closes);
+        self.own_closes -= own;
+        Ok(closes > own)
+    }
+
+    /// Waits at most `d` for a reader's close.
+    fn wait(&self, d: Duration) {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(&self.inotify, PollFlags::IN)];
+        let t = Timespec {
+            tv_sec: 0,
+            tv_nsec: d.subsec_nanos().into(),
+        };
+        let _ = poll(&mut fds, Some(&t));
+    }
+
+    /// Reads out (discards) what the previous reader left unread in the pipe `conn` writes to,
+    /// so the next reader's first bytes are its own header.
+    fn discard_leftovers(&mut self, conn: &Conn) {
+        use std::os::fd::AsFd;
+        let Conn::File(f) = conn else { return };
+        let mut left = match rustix::io::ioctl_fionread(f.as_fd()) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let Ok(mut r) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(O_NONBLOCK)
+            .open(&self.path)
+        else {
+            return;
+        };
+        let mut buf = vec![0u8; 1 << 16];
+        while left > 0 {
+            let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            match io::Read::read(&mut r, &mut buf[..want]) {
+                Ok(0) => break,
+                Ok(n) => left -= n as u64,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        drop(r);
+        self.own_closes += 1;
+    }
 }
 
 /// A reader attached to the stream.
@@ -497,7 +595,11 @@ impl Endpoint {
             }
             Target::Fifo(p) => {
                 check_fifo(p)?;
-                Ok(Endpoint::Fifo(p.clone()))
+                let w = FifoWatch::new(p).map_err(|source| StreamError::Io {
+                    path: p.clone(),
+                    source,
+                })?;
+                Ok(Endpoint::Fifo(w))
             }
             Target::Unix(p) => {
                 if check_unix(p)? {
@@ -526,13 +628,17 @@ impl Endpoint {
     fn accept(&mut self) -> io::Result<Option<Conn>> {
         match self {
             Endpoint::Stdout(f) => Ok(f.take().map(Conn::File)),
-            Endpoint::Fifo(p) => {
+            Endpoint::Fifo(w) => {
                 match std::fs::OpenOptions::new()
                     .write(true)
                     .custom_flags(O_NONBLOCK)
-                    .open(&*p)
+                    .open(&w.path)
                 {
-                    Ok(f) => Ok(Some(Conn::File(f))),
+                    Ok(f) => {
+                        // closes queued before this session are earlier readers'
+                        w.reader_left()?;
+                        Ok(Some(Conn::File(f)))
+                    }
                     // ENXIO: no reader has the FIFO open
                     Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(None),
                     Err(e) => Err(e),
@@ -564,15 +670,19 @@ struct Pending {
     sent: u64,
     /// Bytes queued since the reader attached.
     total: u64,
+    /// The reader is counted in `readers` (a FIFO's once the kernel took its first byte: a
+    /// header written to nobody is no reader).
+    counted: bool,
 }
 
 impl Pending {
-    fn new(header: &[u8]) -> Pending {
+    fn new(header: &[u8], counted: bool) -> Pending {
         Pending {
             bytes: header.iter().copied().collect(),
             ends: VecDeque::new(),
             sent: 0,
             total: header.len() as u64,
+            counted,
         }
     }
 
@@ -590,6 +700,11 @@ impl Pending {
             match conn.write(a) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
+                    if !self.counted {
+                        self.counted = true;
+                        stats.readers.fetch_add(1, Ordering::Relaxed);
+                        stats.attached.store(true, Ordering::Relaxed);
+                    }
                     self.bytes.drain(..n);
                     self.sent += n as u64;
                     while self.ends.front().is_some_and(|&e| e <= self.sent) {
@@ -634,9 +749,14 @@ fn write_loop(
         if conn.is_none() && !stats.gone.load(Ordering::Relaxed) && !out_of_time {
             match endpoint.accept() {
                 Ok(Some(c)) => {
-                    stats.readers.fetch_add(1, Ordering::Relaxed);
-                    stats.attached.store(true, Ordering::Relaxed);
-                    conn = Some((c, Pending::new(&header)));
+                    // a FIFO's reader is counted when it takes bytes; a socket's client and
+                    // standard output now
+                    let counted = !matches!(endpoint, Endpoint::Fifo(_));
+                    if counted {
+                        stats.readers.fetch_add(1, Ordering::Relaxed);
+                        stats.attached.store(true, Ordering::Relaxed);
+                    }
+                    conn = Some((c, Pending::new(&header, counted)));
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -680,6 +800,26 @@ fn write_loop(
                 }
             }
         }
+        // A FIFO reader that left ends its session even when the next one already opened
+        // the pipe: the next packets go to a new session, header first.
+        if let (Endpoint::Fifo(w), Some((c, p))) = (&mut endpoint, &mut conn) {
+            match w.reader_left() {
+                Ok(false) => {}
+                Ok(true) => {
+                    w.discard_leftovers(c);
+                    std::mem::replace(p, Pending::new(&header, false)).abandon(stats);
+                    stats.attached.store(false, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    error = Some(format!("watching the FIFO's readers: {e}"));
+                    stats.gone.store(true, Ordering::Relaxed);
+                    if let Some((_, p)) = conn.take() {
+                        p.abandon(stats);
+                    }
+                    stats.attached.store(false, Ordering::Relaxed);
+                }
+            }
+        }
         let mut all_sent = true;
         if let Some((c, p)) = &mut conn {
             match p.send(c, stats) {
@@ -705,7 +845,11 @@ fn write_loop(
             break;
         }
         if !got || !all_sent {
-            std::thread::sleep(Duration::from_millis(1));
+            match &endpoint {
+                // woken at once by a reader's close
+                Endpoint::Fifo(w) => w.wait(Duration::from_millis(1)),
+                _ => std::thread::sleep(Duration::from_millis(1)),
+            }
         }
     }
     // what is left is dropped: still queued, or not wholly taken by the reader
@@ -872,6 +1016,14 @@ impl Streams {
             streams.push(Stream::spawn(c, buffer.reader(slot)?, slot, interfaces)?);
         }
         Ok(Streams { streams })
+    }
+
+    /// Every stream's live counters, by name.
+    pub fn stats(&self) -> Vec<(String, Arc<StreamStats>)> {
+        self.streams
+            .iter()
+            .map(|s| (s.name.clone(), Arc::clone(&s.stats)))
+            .collect()
     }
 
     /// Every stream's counters as JSON, by name (`null` when there are none).
