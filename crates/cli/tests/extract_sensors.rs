@@ -4,7 +4,11 @@
 //! same expression (and time window), packet for packet (mergecap's output stably sorted by
 //! time: a capture of the corpus has packets slightly out of order, which extract sorts). A sensor that cannot be reached is
 //! reported and the others' packets still written (exit 1); a server bound to the network needs
-//! a token, and a client without it is refused.
+//! a token, and a client without it is refused. Over TLS with client certificates (a CA, a
+//! server and client certificates made by the `openssl` CLI): the merged extract equals the
+//! plain one; a client with no certificate, with one from another CA, or speaking plain HTTP
+//! is refused with the sensor named; `curl` as an independent client gets `/health` and `/ls`;
+//! missing, unreadable and garbage PEM files are refused before anything listens.
 
 mod common;
 
@@ -78,7 +82,7 @@ fn serve(store: &Path, extra: &[&str]) -> Serve {
         .trim()
         .rsplit(' ')
         .next()
-        .filter(|u| u.starts_with("http://"))
+        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
         .unwrap_or_else(|| panic!("no banner: {line}"))
         .to_owned();
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
@@ -257,4 +261,364 @@ fn health_ls_and_tokens() {
     assert_eq!(ls, want, "/ls is `weir ls --json`");
     assert!(get("/extract?from=9&to=5").contains("from is after to"));
     assert!(get("/nope").contains("no such resource"));
+}
+
+/// `openssl` with its output checked.
+fn openssl(dir: &Path, args: &[&str]) {
+    let o = run(Command::new("openssl").current_dir(dir).args(args));
+    assert!(
+        o.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A CA (`NAME-ca.pem`/`.key`) and, signed by it, a certificate for each of `leaves` (name,
+/// extensions section): `NAME.pem`, `NAME.key`. EC P-256 keys, PKCS#8.
+fn pki(dir: &Path, ca: &str, leaves: &[(&str, &str)]) {
+    std::fs::write(
+        dir.join("openssl.cnf"),
+        "[req]\ndistinguished_name = dn\n[dn]\n\
+         [ca]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\n\
+         subjectKeyIdentifier = hash\n\
+         [server]\nbasicConstraints = CA:FALSE\nsubjectAltName = IP:127.0.0.1\n\
+         extendedKeyUsage = serverAuth\nkeyUsage = critical,digitalSignature\n\
+         [client]\nbasicConstraints = CA:FALSE\nextendedKeyUsage = clientAuth\n\
+         keyUsage = critical,digitalSignature\n",
+    )
+    .unwrap();
+    let key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let (ca_pem, ca_key) = (format!("{ca}-ca.pem"), format!("{ca}-ca.key"));
+    let subj = format!("/CN={ca} test CA");
+    let mut a = vec![
+        "req",
+        "-x509",
+        "-config",
+        "openssl.cnf",
+        "-extensions",
+        "ca",
+    ];
+    a.extend(key);
+    a.extend([
+        "-keyout", &ca_key, "-out", &ca_pem, "-days", "2", "-subj", &subj,
+    ]);
+    openssl(dir, &a);
+    for (name, ext) in leaves {
+        let (csr, pem, k) = (
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.key"),
+        );
+        let subj = format!("/CN={name}");
+        let mut a = vec!["req", "-new", "-config", "openssl.cnf"];
+        a.extend(key);
+        a.extend(["-keyout", &k, "-out", &csr, "-subj", &subj]);
+        openssl(dir, &a);
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                &ca_pem,
+                "-CAkey",
+                &ca_key,
+                "-set_serial",
+                "7",
+                "-days",
+                "2",
+                "-extfile",
+                "openssl.cnf",
+                "-extensions",
+                ext,
+                "-out",
+                &pem,
+            ],
+        );
+    }
+}
+
+fn p(dir: &Path, f: &str) -> String {
+    dir.join(f).display().to_string()
+}
+
+#[test]
+fn tls_client_certificates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    pki(t, "good", &[("server", "server"), ("client", "client")]);
+    pki(t, "other", &[("stranger", "client")]);
+    let (a, b) = (t.join("a"), t.join("b"));
+    build_store(&a, &STORE_A[..1]);
+    build_store(&b, &STORE_B[..1]);
+    let tls = [
+        "--tls-cert",
+        &p(t, "server.pem"),
+        "--tls-key",
+        &p(t, "server.key"),
+        "--client-ca",
+        &p(t, "good-ca.pem"),
+    ];
+    let (sa, sb) = (serve(&a, &tls), serve(&b, &tls));
+    assert!(sa.1.starts_with("https://127.0.0.1:"), "{}", sa.1);
+    let (pa, pb) = (serve(&a, &[]), serve(&b, &[]));
+    let extract_tls = |urls: &[&str], client: Option<(&str, &str)>, ca: &str, out: &Path| {
+        let mut cmd = weir();
+        cmd.args([
+            "extract",
+            "--sensor",
+            &urls.join(","),
+            "--tls-ca",
+            &p(t, ca),
+        ]);
+        if let Some((cert, key)) = client {
+            cmd.args(["--tls-cert", &p(t, cert), "--tls-key", &p(t, key)]);
+        }
+        let o = run(cmd.arg("-w").arg(out).arg("tcp"));
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // the merged extract over TLS is the plain one, and mergecap's
+    let (plain, secure) = (t.join("plain.pcap"), t.join("tls.pcap"));
+    let (code, err) = extract(&[&pa.1, &pb.1], "tcp", None, &plain);
+    assert_eq!(code, Some(0), "{err}");
+    let client = Some(("client.pem", "client.key"));
+    let (code, err) = extract_tls(&[&sa.1, &sb.1], client, "good-ca.pem", &secure);
+    assert_eq!(code, Some(0), "{err}");
+    let got = packets(&secure);
+    assert!(got.len() > 100, "{} packets", got.len());
+    assert!(got == packets(&plain), "TLS and plain extracts differ");
+    assert!(got == oracle(&[&a, &b], "tcp", (0, u64::MAX), t));
+    // refused, with the sensor named; the other sensor's packets still written (exit 1)
+    let only_b = |out: &Path| packets(out) == oracle(&[&b], "tcp", (0, u64::MAX), t);
+    let out = t.join("out.pcap");
+    for (what, client, ca, want) in [
+        (
+            "no client certificate",
+            None,
+            "good-ca.pem",
+            "CertificateRequired",
+        ),
+        (
+            "another CA's client",
+            Some(("stranger.pem", "stranger.key")),
+            "good-ca.pem",
+            "TLS with",
+        ),
+        (
+            "a server from another CA",
+            client,
+            "other-ca.pem",
+            "UnknownIssuer",
+        ),
+    ] {
+        let (code, err) = extract_tls(&[&sa.1, &pb.1], client, ca, &out);
+        assert_eq!(code, Some(1), "{what}: {err}");
+        assert!(
+            err.contains(&format!("{}: failed: ", sa.1)) && err.contains(want),
+            "{what}: {err}"
+        );
+        assert!(err.contains("1 of 2 sensor(s) answered"), "{what}: {err}");
+        assert!(only_b(&out), "{what}");
+    }
+    // plain HTTP to the TLS port, and https without --tls-ca
+    let plain_url = sa.1.replacen("https://", "http://", 1);
+    let (code, err) = extract(&[&plain_url, &pb.1], "tcp", None, &out);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&plain_url) && err.contains("speaks TLS only"),
+        "{err}"
+    );
+    assert!(only_b(&out));
+    let (code, err) = extract(&[&sa.1, &pb.1], "tcp", None, &out);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&sa.1) && err.contains("https needs --tls-ca"),
+        "{err}"
+    );
+    // https to a plain port: the handshake is closed at once
+    let (code, err) = extract_tls(
+        &[&pa.1.replacen("http://", "https://", 1)],
+        client,
+        "good-ca.pem",
+        &out,
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("TLS with"), "{err}");
+
+    // curl, an independent client: /health and /ls; refused without a certificate
+    let curl = |path: &str, cert: bool| {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--fail", "--cacert", &p(t, "good-ca.pem")]);
+        if cert {
+            cmd.args(["--cert", &p(t, "client.pem"), "--key", &p(t, "client.key")]);
+        }
+        run(cmd.arg(format!("{}{path}", sa.1)))
+    };
+    let h = curl("/health", true);
+    assert!(h.status.success(), "{}", String::from_utf8_lossy(&h.stderr));
+    let h: serde_json::Value = serde_json::from_slice(&h.stdout).unwrap();
+    assert_eq!(
+        (h["status"].as_str(), h["segments"].as_u64()),
+        (Some("ok"), Some(segments(&a).len() as u64))
+    );
+    let ls = curl("/ls", true);
+    assert!(
+        ls.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ls.stderr)
+    );
+    let ls: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    let want: serde_json::Value =
+        serde_json::from_slice(&run(weir().args(["ls", "--json"]).arg(&a)).stdout).unwrap();
+    assert_eq!(ls, want, "/ls is `weir ls --json`");
+    assert!(!curl("/health", false).status.success());
+}
+
+#[test]
+fn tls_files_are_checked_before_listening() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    pki(t, "good", &[("server", "server"), ("client", "client")]);
+    let a = t.join("a");
+    build_store(&a, &STORE_A[..1]);
+    std::fs::write(t.join("garbage.pem"), b"not PEM at all\n\x00\xff").unwrap();
+    let serve_with = |listen: &str, cert: &str, key: &str, ca: Option<&str>| {
+        let mut cmd = weir();
+        cmd.args(["serve", "--listen", listen, "--store"]).arg(&a);
+        cmd.args(["--tls-cert", &p(t, cert), "--tls-key", &p(t, key)]);
+        if let Some(ca) = ca {
+            cmd.args(["--client-ca", &p(t, ca)]);
+        }
+        let o = run(&mut cmd);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let lo = "127.0.0.1:0";
+    for (cert, key, ca, want) in [
+        (
+            "missing.pem",
+            "server.key",
+            Some("good-ca.pem"),
+            "cannot read the certificate",
+        ),
+        (
+            "garbage.pem",
+            "server.key",
+            Some("good-ca.pem"),
+            "not a certificate",
+        ),
+        (
+            "server.key",
+            "server.key",
+            Some("good-ca.pem"),
+            "not a certificate",
+        ),
+        (
+            "server.pem",
+            "garbage.pem",
+            Some("good-ca.pem"),
+            "not a private key",
+        ),
+        (
+            "server.pem",
+            "server.pem",
+            Some("good-ca.pem"),
+            "not a private key",
+        ),
+        (
+            "server.pem",
+            "client.key",
+            Some("good-ca.pem"),
+            "server.pem with key",
+        ),
+        (
+            "server.pem",
+            "server.key",
+            Some("missing.pem"),
+            "cannot read the client CA",
+        ),
+        (
+            "server.pem",
+            "server.key",
+            Some("garbage.pem"),
+            "not a client CA certificate",
+        ),
+        // a directory: unreadable as a file
+        (
+            "server.pem",
+            "server.key",
+            Some("a"),
+            "cannot read the client CA",
+        ),
+    ] {
+        let (code, err) = serve_with(lo, cert, key, ca);
+        assert_eq!(code, Some(1), "{cert} {key} {ca:?}: {err}");
+        assert!(
+            err.contains(want) && !err.contains("panicked"),
+            "{cert} {key} {ca:?}: {err}"
+        );
+        assert!(!err.contains("weir serve:"), "listened: {err}");
+    }
+    // TLS alone does not open a network address: it needs a client CA (or a token)
+    let (code, err) = serve_with("0.0.0.0:0", "server.pem", "server.key", None);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("needs --token"), "{err}");
+    // an option without its partner is a usage error
+    let o = run(weir()
+        .args(["serve", "--store"])
+        .arg(&a)
+        .args(["--tls-cert", &p(t, "server.pem")]));
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(weir()
+        .args(["serve", "--store"])
+        .arg(&a)
+        .args(["--client-ca", &p(t, "good-ca.pem")]));
+    assert_eq!(o.status.code(), Some(2));
+    // the client's files are checked before any sensor is asked
+    let out = t.join("out.pcap");
+    for (ca, cert, want) in [
+        (
+            "missing.pem",
+            "client.pem",
+            "cannot read the CA certificate",
+        ),
+        ("garbage.pem", "client.pem", "not a CA certificate"),
+        ("good-ca.pem", "garbage.pem", "not a certificate"),
+    ] {
+        let o = run(weir()
+            .args([
+                "extract",
+                "--sensor",
+                "https://127.0.0.1:1",
+                "--tls-ca",
+                &p(t, ca),
+            ])
+            .args([
+                "--tls-cert",
+                &p(t, cert),
+                "--tls-key",
+                &p(t, "client.key"),
+                "-w",
+            ])
+            .arg(&out));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(want) && !err.contains("127.0.0.1:1: failed"),
+            "{err}"
+        );
+    }
 }

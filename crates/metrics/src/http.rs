@@ -4,18 +4,18 @@
 //! [`MAX_REQUEST`] with 431. Every answer closes the connection (`Connection: close`), so no
 //! connection outlives one request.
 //!
-//! One thread accepts and answers connections in turn; a client that sends nothing (or sends
-//! slowly) holds it at most [`TIMEOUT`] before it is dropped, and the render function is the
-//! only work done per request. Nothing a client sends can make the thread panic or grow its
-//! memory beyond [`MAX_REQUEST`]. Dropping the [`Server`] stops the thread (woken by a
-//! connection to itself) and closes the socket.
+//! The server is `weir_httpd`'s, answering connections in turn on one thread; a client that
+//! sends nothing (or sends slowly) holds it at most [`TIMEOUT`] before it is dropped, and the
+//! render function is the only work done per request. Nothing a client sends can make the
+//! thread panic or grow its memory beyond [`MAX_REQUEST`]. Dropping the [`Server`] stops the
+//! thread and closes the socket.
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::{self, Read};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+pub use weir_httpd::{Head, Response};
 
 use crate::text::CONTENT_TYPE;
 
@@ -79,243 +79,61 @@ pub fn parse_addr(addr: &str) -> Result<SocketAddr, ServeError> {
         .ok_or_else(|| bad("the host has no address".into()))
 }
 
-/// A running metrics server (see the module documentation).
-pub struct Server {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl std::fmt::Debug for Server {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("addr", &self.addr).finish()
-    }
-}
+/// A running metrics server (see the module documentation); stops when dropped.
+#[derive(Debug)]
+pub struct Server(weir_httpd::Server);
 
 impl Server {
     /// Listens on `addr` (see [`parse_addr`]; port 0 picks a free port, see
     /// [`local_addr`](Self::local_addr)) and answers scrapes with `render()`.
     pub fn start(addr: &str, render: Render) -> Result<Server, ServeError> {
         let want = parse_addr(addr)?;
-        let listener =
-            TcpListener::bind(want).map_err(|source| ServeError::Bind { addr: want, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| ServeError::Bind { addr: want, source })?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let st = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if st.load(Ordering::Acquire) {
-                        break;
-                    }
-                    match conn {
-                        Ok(s) => serve(s, &render),
-                        // Out of file descriptors, say: wait a little rather than spin.
-                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                    }
-                }
+        let mut opts = weir_httpd::Options::new("metrics");
+        opts.read_timeout = TIMEOUT;
+        opts.write_timeout = Some(TIMEOUT);
+        opts.max_head = MAX_REQUEST;
+        let handler: weir_httpd::Handler = Arc::new(move |req| route(req, &*render));
+        weir_httpd::Server::start(want, opts, handler)
+            .map(Server)
+            .map_err(|e| match e {
+                weir_httpd::StartError::Bind { addr, source } => ServeError::Bind { addr, source },
+                weir_httpd::StartError::Thread(e) => ServeError::Thread(e),
             })
-            .map_err(ServeError::Thread)?;
-        Ok(Server {
-            addr,
-            stop,
-            thread: Some(thread),
-        })
     }
 
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.0.local_addr()
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        // Wake the accept: a connection to ourselves (to loopback when bound to any address).
-        let mut wake = self.addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(match wake {
-                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        if TcpStream::connect_timeout(&wake, TIMEOUT).is_ok() {
-            if let Some(t) = self.thread.take() {
-                let _ = t.join();
-            }
-        }
-        // Else the thread is left to end with the process (it answers nothing after stop).
-    }
-}
-
-/// An answer: status line, extra headers, body.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Response {
-    /// Status code.
-    pub status: u16,
-    /// Its reason phrase.
-    pub reason: &'static str,
-    /// The body's media type.
-    pub content_type: &'static str,
-    /// Extra header lines (each without CRLF).
-    pub headers: Vec<String>,
-    /// The body.
-    pub body: String,
-    /// Send the headers only (HEAD).
-    pub head_only: bool,
-}
-
-impl Response {
-    fn plain(status: u16, reason: &'static str, body: &str) -> Response {
-        Response {
-            status,
-            reason,
-            content_type: "text/plain; charset=utf-8",
-            headers: Vec::new(),
-            body: format!("{body}\n"),
-            head_only: false,
-        }
-    }
-
-    /// The bytes sent.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut head = format!(
-            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
-            self.status,
-            self.reason,
-            self.content_type,
-            self.body.len()
-        );
-        for h in &self.headers {
-            head.push_str(h);
-            head.push_str("\r\n");
-        }
-        head.push_str("\r\n");
-        let mut out = head.into_bytes();
-        if !self.head_only {
-            out.extend_from_slice(self.body.as_bytes());
-        }
-        out
-    }
-}
-
-/// How reading a request head ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Head {
-    /// The head, up to and including its blank line.
-    Complete(Vec<u8>),
-    /// More than [`MAX_REQUEST`] bytes came without a blank line.
-    TooLong,
-    /// The client closed the connection, or timed out, before a whole head came.
-    Gone,
 }
 
 /// Reads a request head (up to the first blank line) from `r`, at most [`MAX_REQUEST`] bytes,
 /// giving up (as [`Head::Gone`]) once `deadline` has passed.
 pub fn read_head(r: &mut impl Read, deadline: Instant) -> Head {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    loop {
-        let n = match r.read(&mut chunk) {
-            Ok(0) | Err(_) => return Head::Gone,
-            Ok(n) => n,
-        };
-        buf.extend_from_slice(&chunk[..n]);
-        let find = |pat: &[u8]| buf.windows(pat.len()).position(|w| w == pat);
-        let end = [
-            find(b"\r\n\r\n").map(|p| p + 4),
-            find(b"\n\n").map(|p| p + 2),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        match end {
-            Some(end) if end <= MAX_REQUEST => {
-                buf.truncate(end);
-                return Head::Complete(buf);
-            }
-            Some(_) => return Head::TooLong,
-            None if buf.len() > MAX_REQUEST => return Head::TooLong,
-            None if Instant::now() >= deadline => return Head::Gone,
-            None => {}
-        }
+    weir_httpd::read_head(r, MAX_REQUEST, deadline)
+}
+
+/// `/metrics` rendered, 404 elsewhere.
+fn route(req: &weir_httpd::Request, render: &dyn Fn() -> String) -> Response {
+    if req.path == "/metrics" {
+        Response::new(200, CONTENT_TYPE, render())
+    } else {
+        Response::text(404, "not found: weir serves /metrics")
     }
 }
 
 /// The answer to the request head `head`, rendering the metrics with `render` when asked.
 pub fn respond(head: &[u8], render: &dyn Fn() -> String) -> Response {
-    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
-    let Ok(line) = std::str::from_utf8(line) else {
-        return Response::plain(400, "Bad Request", "bad request");
-    };
-    let mut parts = line.trim_end_matches('\r').split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Response::plain(400, "Bad Request", "bad request");
-    };
-    if !version.starts_with("HTTP/1.") || target.is_empty() {
-        return Response::plain(400, "Bad Request", "bad request");
-    }
-    let head_only = match method {
-        "GET" => false,
-        "HEAD" => true,
-        _ => {
-            let mut r = Response::plain(405, "Method Not Allowed", "only GET and HEAD");
-            r.headers.push("Allow: GET, HEAD".into());
-            return r;
-        }
-    };
-    let path = target.split('?').next().unwrap_or_default();
-    let mut r = if path == "/metrics" {
-        Response {
-            status: 200,
-            reason: "OK",
-            content_type: CONTENT_TYPE,
-            headers: Vec::new(),
-            body: render(),
-            head_only,
-        }
-    } else {
-        Response::plain(404, "Not Found", "not found: weir serves /metrics")
-    };
-    r.head_only = head_only;
-    r
-}
-
-/// Answers one connection (errors mean the client went away: nothing to do).
-fn serve(mut s: TcpStream, render: &Render) {
-    let _ = s.set_read_timeout(Some(TIMEOUT));
-    let _ = s.set_write_timeout(Some(TIMEOUT));
-    let response = match read_head(&mut s, Instant::now() + TIMEOUT) {
-        Head::Complete(head) => respond(&head, &**render),
-        Head::TooLong => Response::plain(431, "Request Header Fields Too Large", "too long"),
-        Head::Gone => return,
-    };
-    let _ = s.write_all(&response.to_bytes());
-    let _ = s.flush();
-    let _ = s.shutdown(std::net::Shutdown::Write);
-    // Read what the client still sends (a request body, the rest of a long head) before
-    // closing, so that closing does not reset the connection before it has our answer.
-    let mut sink = [0u8; 1024];
-    let mut left = MAX_REQUEST;
-    let deadline = Instant::now() + TIMEOUT;
-    while left > 0 && Instant::now() < deadline {
-        match s.read(&mut sink) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => left = left.saturating_sub(n),
-        }
-    }
+    weir_httpd::answer(head, weir_httpd::Methods::GetHead, &|req| {
+        route(req, render)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Cursor;
+    use std::io::{Cursor, Write};
+    use std::net::{TcpListener, TcpStream};
 
     fn body() -> String {
         "# HELP weir_up_total x\n# TYPE weir_up_total counter\nweir_up_total 1\n".into()
@@ -325,7 +143,7 @@ mod tests {
     fn answers() {
         let r = respond(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", &body);
         assert_eq!((r.status, r.content_type), (200, CONTENT_TYPE));
-        assert_eq!(r.body, body());
+        assert_eq!(r.body_bytes(), body().as_bytes());
         let bytes = String::from_utf8(r.to_bytes()).unwrap();
         assert_eq!(
             bytes,

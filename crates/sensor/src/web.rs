@@ -8,18 +8,17 @@
 //! | `/api/live` | `{"now": SNAPSHOT, "history": [...]}`: the snapshot is `status` + `counters` of the control socket in one object (`pid`, `config`, `uptime_s`, `jobs`: each with `name`, `interface`, `state`, `counters`); `history` holds one sample a second for the last 5 minutes: `{"t": seconds since start, "jobs": {NAME: {"pps", "bps", "disk_bps", "drops"}}}` |
 //!
 //! Only GET and HEAD are answered; nothing can be changed through it. The server is
-//! [`weir_metrics::http`]'s request reader on its own thread, plus a sampler thread.
+//! `weir_httpd`'s (one connection at a time), plus a sampler thread.
 
 use std::collections::VecDeque;
-use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use weir_metrics::http::{read_head, Head, Response};
+use weir_httpd::Response;
 
 /// Samples kept: 5 minutes at one a second.
 pub const HISTORY: usize = 300;
@@ -59,78 +58,65 @@ pub type Snapshot = Box<dyn Fn() -> Value + Send + Sync>;
 
 /// A running web page; stops when dropped.
 pub struct Server {
-    addr: SocketAddr,
+    http: Option<weir_httpd::Server>,
     stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    sampler: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("addr", &self.addr).finish()
+        f.debug_struct("Server")
+            .field("addr", &self.local_addr())
+            .finish()
     }
 }
 
 impl Server {
     /// Listens on `addr` and serves the page of `snapshot`.
     pub fn start(addr: SocketAddr, snapshot: Snapshot) -> Result<Server, WebError> {
-        let listener = TcpListener::bind(addr).map_err(|source| WebError::Bind { addr, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| WebError::Bind { addr, source })?;
         let stop = Arc::new(AtomicBool::new(false));
         let snapshot: Arc<Snapshot> = Arc::new(snapshot);
         let history: Arc<Mutex<VecDeque<Value>>> = Arc::default();
+        let handler: weir_httpd::Handler = {
+            let (snapshot, history) = (snapshot.clone(), history.clone());
+            Arc::new(move |req| route(req, &**snapshot, &history))
+        };
+        let mut opts = weir_httpd::Options::new("web");
+        opts.read_timeout = TIMEOUT;
+        opts.write_timeout = Some(TIMEOUT);
+        let http = weir_httpd::Server::start(addr, opts, handler).map_err(|e| match e {
+            weir_httpd::StartError::Bind { addr, source } => WebError::Bind { addr, source },
+            weir_httpd::StartError::Thread(e) => WebError::Thread(e),
+        })?;
         let sampler = {
-            let (stop, snapshot, history) = (stop.clone(), snapshot.clone(), history.clone());
+            let stop = stop.clone();
             std::thread::Builder::new()
                 .name("web-sampler".into())
                 .spawn(move || sample(&stop, &**snapshot, &history))
                 .map_err(WebError::Thread)?
         };
-        let server = {
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name("web".into())
-                .spawn(move || {
-                    for conn in listener.incoming() {
-                        if stop.load(Ordering::Acquire) {
-                            break;
-                        }
-                        match conn {
-                            Ok(s) => serve(s, &**snapshot, &history),
-                            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                        }
-                    }
-                })
-                .map_err(WebError::Thread)?
-        };
         Ok(Server {
-            addr,
+            http: Some(http),
             stop,
-            threads: vec![sampler, server],
+            sampler: Some(sampler),
         })
     }
 
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.http
+            .as_ref()
+            .map(weir_httpd::Server::local_addr)
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        let mut wake = self.addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(match wake {
-                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        if TcpStream::connect_timeout(&wake, TIMEOUT).is_ok() {
-            for t in self.threads.drain(..) {
-                let _ = t.join();
-            }
+        drop(self.http.take());
+        if let Some(t) = self.sampler.take() {
+            let _ = t.join();
         }
     }
 }
@@ -178,57 +164,19 @@ fn sample(stop: &AtomicBool, snapshot: &dyn Fn() -> Value, history: &Mutex<VecDe
     }
 }
 
-fn plain(status: u16, reason: &'static str, body: &str) -> Response {
-    Response {
-        status,
-        reason,
-        content_type: "text/plain; charset=utf-8",
-        headers: Vec::new(),
-        body: format!("{body}\n"),
-        head_only: false,
-    }
-}
-
-/// The answer to a request head.
-fn respond(
-    head: &[u8],
+/// The answer to a request (method already checked).
+fn route(
+    req: &weir_httpd::Request,
     snapshot: &dyn Fn() -> Value,
     history: &Mutex<VecDeque<Value>>,
 ) -> Response {
-    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.trim_end().split(' ');
-    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return plain(400, "Bad Request", "bad request");
-    };
-    if !version.starts_with("HTTP/1.") {
-        return plain(400, "Bad Request", "bad request");
-    }
-    let head_only = match method {
-        "GET" => false,
-        "HEAD" => true,
-        _ => {
-            let mut r = plain(405, "Method Not Allowed", "read-only: GET and HEAD");
-            r.headers.push("Allow: GET, HEAD".into());
-            return r;
-        }
-    };
-    let path = target.split('?').next().unwrap_or_default();
-    let mut r = match path {
-        "/" | "/index.html" => Response {
-            status: 200,
-            reason: "OK",
-            content_type: "text/html; charset=utf-8",
-            headers: vec![
-                "Cache-Control: no-store".into(),
+    match req.path.as_str() {
+        "/" | "/index.html" => Response::new(200, "text/html; charset=utf-8", PAGE)
+            .with_header("Cache-Control: no-store")
+            .with_header(
                 "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; \
-                 style-src 'unsafe-inline'; connect-src 'self'; img-src data:"
-                    .into(),
-            ],
-            body: PAGE.to_string(),
-            head_only,
-        },
+                 style-src 'unsafe-inline'; connect-src 'self'; img-src data:",
+            ),
         "/api/live" => {
             let h: Vec<Value> = history
                 .lock()
@@ -236,31 +184,27 @@ fn respond(
                 .iter()
                 .cloned()
                 .collect();
-            Response {
-                status: 200,
-                reason: "OK",
-                content_type: "application/json",
-                headers: vec!["Cache-Control: no-store".into()],
-                body: json!({"now": snapshot(), "history": h}).to_string(),
-                head_only,
-            }
+            Response::new(
+                200,
+                "application/json",
+                json!({"now": snapshot(), "history": h}).to_string(),
+            )
+            .with_header("Cache-Control: no-store")
         }
-        _ => plain(404, "Not Found", "not found: weir serves / and /api/live"),
-    };
-    r.head_only = head_only;
-    r
+        _ => Response::text(404, "not found: weir serves / and /api/live"),
+    }
 }
 
-fn serve(mut s: TcpStream, snapshot: &dyn Fn() -> Value, history: &Mutex<VecDeque<Value>>) {
-    let _ = s.set_read_timeout(Some(TIMEOUT));
-    let _ = s.set_write_timeout(Some(TIMEOUT));
-    let response = match read_head(&mut s, Instant::now() + TIMEOUT) {
-        Head::Complete(head) => respond(&head, snapshot, history),
-        Head::TooLong => plain(431, "Request Header Fields Too Large", "too long"),
-        Head::Gone => return,
-    };
-    let _ = s.write_all(&response.to_bytes());
-    let _ = s.flush();
+/// The answer to a request head.
+#[cfg(test)]
+fn respond(
+    head: &[u8],
+    snapshot: &dyn Fn() -> Value,
+    history: &Mutex<VecDeque<Value>>,
+) -> Response {
+    weir_httpd::answer(head, weir_httpd::Methods::GetHead, &|req| {
+        route(req, snapshot, history)
+    })
 }
 
 #[cfg(test)]
@@ -273,13 +217,14 @@ mod tests {
         let h = Mutex::new(VecDeque::new());
         let r = respond(b"GET / HTTP/1.1\r\n\r\n", &snap, &h);
         assert_eq!(r.status, 200);
-        assert!(r.body.contains("<svg"));
+        let body = String::from_utf8_lossy(r.body_bytes()).into_owned();
+        assert!(body.contains("<svg"));
         // everything inline: no external script, style, image or font
         for external in ["src=", "<link", "@import", "url("] {
-            assert!(!r.body.contains(external), "{external}");
+            assert!(!body.contains(external), "{external}");
         }
         let r = respond(b"GET /api/live HTTP/1.1\r\n\r\n", &snap, &h);
-        let v: Value = serde_json::from_str(&r.body).unwrap();
+        let v: Value = serde_json::from_slice(r.body_bytes()).unwrap();
         assert_eq!(v["now"]["jobs"], json!([]));
         assert_eq!(respond(b"POST / HTTP/1.1\r\n\r\n", &snap, &h).status, 405);
         assert_eq!(respond(b"GET /x HTTP/1.1\r\n\r\n", &snap, &h).status, 404);

@@ -22,14 +22,13 @@
 //! Reading: [`select()`] finds the packets of a time range matching a filter in stores and
 //! capture files, through their indexes, and gives them back in global time order; a segment
 //! being written is read as a stream, never mapped. [`serve`] serves a store's extract over
-//! HTTP ([`http`]: the little of it spoken) and [`remote`] merges the extracts of several
+//! HTTP (through `weir_httpd`) and [`remote`] merges the extracts of several
 //! served stores. The sizes of a store are checked once, by
 //! [`Sizes`]. [`inventory`] lists a store's segments and indexes, and builds missing indexes.
 #![deny(missing_docs)]
 
 pub mod disk;
 pub mod extract;
-pub mod http;
 pub mod inventory;
 pub mod manifest;
 pub mod recorder;

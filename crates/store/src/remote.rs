@@ -5,14 +5,15 @@
 //! the [`SensorReport`]s and the others' packets are still written.
 
 use std::io::{BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
 use std::time::Duration;
 
 use weir_packet::{Interface, PacketMeta};
 use weir_pcap::{FileFormat, FileReader, PacketWriter, WriteError};
 
-use crate::http::{encode, read_head, ChunkedReader};
+use weir_httpd::wire::{encode, read_head, ChunkedReader};
 
 /// What to ask every sensor.
 #[derive(Debug, Clone)]
@@ -25,6 +26,9 @@ pub struct RemoteQuery {
     pub filter: String,
     /// Bearer token sent to every sensor.
     pub token: Option<String>,
+    /// TLS for `https://` sensors: the CA that signed their certificates, and this client's
+    /// certificate ([`weir_httpd::tls::client_config`]).
+    pub tls: Option<Arc<weir_httpd::rustls::ClientConfig>>,
 }
 
 /// How one sensor did.
@@ -53,16 +57,21 @@ pub enum MergeError {
     MixedLinks,
 }
 
-/// A sensor URL: `http://HOST:PORT[/]` (no path).
-fn host_port(url: &str) -> Result<String, String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: give http://HOST:PORT (https is not supported)"))?;
+/// A sensor URL: `http://HOST:PORT[/]` or `https://HOST:PORT[/]` (no path): whether it is
+/// TLS, and `HOST:PORT`.
+fn host_port(url: &str) -> Result<(bool, String), String> {
+    let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else {
+        return Err(format!("{url}: give http://HOST:PORT or https://HOST:PORT"));
+    };
     let hp = rest.trim_end_matches('/');
     if hp.is_empty() || hp.contains('/') {
         return Err(format!("{url}: give http://HOST:PORT with no path"));
     }
-    Ok(hp.to_owned())
+    Ok((tls, hp.to_owned()))
 }
 
 /// What a sensor's thread sends: first its interfaces, then packets in batches, then the end.
@@ -79,17 +88,38 @@ fn open(
     q: &RemoteQuery,
     format: FileFormat,
 ) -> Result<(FileReader, Vec<String>, bool), String> {
-    let hp = host_port(url)?;
+    let (secure, hp) = host_port(url)?;
+    let tls = match (secure, &q.tls) {
+        (true, None) => {
+            return Err(format!(
+                "{url}: https needs --tls-ca (the CA that signed the sensor's certificate)"
+            ))
+        }
+        (true, Some(c)) => Some(c),
+        (false, _) => None,
+    };
     let addr = hp
         .to_socket_addrs()
         .map_err(|e| format!("{hp}: {e}"))?
         .next()
         .ok_or_else(|| format!("{hp}: no address"))?;
-    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let host = hp.rsplit_once(':').map_or(hp.as_str(), |(h, _)| h);
     // a sensor that stops sending for 5 minutes is taken as failed
-    conn.set_read_timeout(Some(Duration::from_secs(300)))
-        .map_err(|e| e.to_string())?;
+    let mut conn = weir_httpd::client::connect(
+        addr,
+        host,
+        tls,
+        Duration::from_secs(10),
+        Duration::from_secs(300),
+    )
+    .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let tls_err = |what: &str, e: std::io::Error| {
+        if secure {
+            format!("TLS with {addr} failed: {what}: {e}")
+        } else {
+            format!("{what}: {e}")
+        }
+    };
     let fmt = if format == FileFormat::Pcapng {
         "pcapng"
     } else {
@@ -107,9 +137,10 @@ fn open(
     }
     req.push_str("\r\n");
     conn.write_all(req.as_bytes())
-        .map_err(|e| format!("cannot send the request: {e}"))?;
+        .and_then(|()| conn.flush())
+        .map_err(|e| tls_err("cannot send the request", e))?;
     let mut r = BufReader::with_capacity(1 << 20, conn);
-    let (status, headers) = read_head(&mut r).map_err(|e| format!("bad response: {e}"))?;
+    let (status, headers) = read_head(&mut r).map_err(|e| tls_err("bad response", e))?;
     let code = status.split(' ').nth(1).unwrap_or("");
     if code != "200" {
         let mut body = String::new();
@@ -299,10 +330,14 @@ mod tests {
     fn sensor_urls() {
         assert_eq!(
             host_port("http://127.0.0.1:8080").unwrap(),
-            "127.0.0.1:8080"
+            (false, "127.0.0.1:8080".into())
         );
-        assert_eq!(host_port("http://[::1]:80/").unwrap(), "[::1]:80");
-        assert!(host_port("https://a:1").is_err());
+        assert_eq!(
+            host_port("http://[::1]:80/").unwrap(),
+            (false, "[::1]:80".into())
+        );
+        assert_eq!(host_port("https://a:1").unwrap(), (true, "a:1".into()));
+        assert!(host_port("ftp://a:1").is_err());
         assert!(host_port("http://a:1/extract").is_err());
         assert!(host_port("http://").is_err());
     }
@@ -320,6 +355,7 @@ mod tests {
             to: u64::MAX,
             filter: String::new(),
             token: None,
+            tls: None,
         };
         let urls = [format!("http://127.0.0.1:{port}"), "ftp://x".into()];
         let (out, reps) = merge(&urls, &q, FileFormat::Pcapng, Vec::new()).unwrap();

@@ -11,22 +11,23 @@
 //!   its last chunk was cut by a failure. Notices (a damaged segment, a missing index) come
 //!   first as `X-Weir-Notice` headers, and `X-Weir-Damaged: 1` when packets may be missing.
 //!
-//! The server listens on loopback unless given a token ([`check_listen`]); with a token every
-//! request must carry `Authorization: Bearer TOKEN` (401 otherwise). One thread per connection,
-//! at most [`MAX_CONNECTIONS`] at once (503 beyond).
+//! The server listens on loopback unless given a token or a client CA ([`check_listen`]); with
+//! a token every request must carry `Authorization: Bearer TOKEN` (401 otherwise); with TLS
+//! ([`TlsFiles`]) every connection is TLS, and with a client CA the client must present a
+//! certificate it signed (the handshake fails otherwise). The server is `weir_httpd`'s: one
+//! thread per connection, at most [`MAX_CONNECTIONS`] at once (503 beyond).
 
-use std::io::{BufReader, BufWriter, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use weir_httpd::{Methods, Options, Response};
 use weir_index::Query;
 use weir_pcap::{FileFormat, PacketWriter, Precision};
 
 use crate::extract::BpfMatcher;
-use crate::http::{query_pairs, read_head, ChunkedWriter};
 use crate::inventory::Listing;
 
 /// Connections served at once.
@@ -35,10 +36,11 @@ pub const MAX_CONNECTIONS: usize = 32;
 /// Why the server cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// A network address without a token.
+    /// A network address without a token or a client CA.
     #[error(
         "{0} is not a loopback address: serving a store to the network needs --token (clients \
-         then send it as a bearer token)"
+         then send it as a bearer token) or TLS client certificates (--tls-cert, --tls-key and \
+         --client-ca)"
     )]
     NeedsToken(SocketAddr),
     /// An empty token.
@@ -47,104 +49,106 @@ pub enum ServeError {
     /// The store cannot be listed.
     #[error("{0} is not a readable store")]
     Store(PathBuf, #[source] crate::inventory::InventoryError),
+    /// The TLS files cannot be used.
+    #[error("TLS")]
+    Tls(#[from] weir_httpd::TlsError),
     /// The address cannot be bound.
     #[error("cannot listen on {0}")]
     Bind(SocketAddr, #[source] std::io::Error),
 }
 
-/// Refuses a non-loopback address without a token, and an empty token.
-pub fn check_listen(addr: SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
+/// Refuses a non-loopback address without a token or a client CA, and an empty token.
+pub fn check_listen(
+    addr: SocketAddr,
+    token: Option<&str>,
+    client_ca: bool,
+) -> Result<(), ServeError> {
     match token {
         Some("") => Err(ServeError::EmptyToken),
-        None if !addr.ip().is_loopback() => Err(ServeError::NeedsToken(addr)),
+        None if !client_ca && !addr.ip().is_loopback() => Err(ServeError::NeedsToken(addr)),
         _ => Ok(()),
     }
 }
 
-/// A bound server (see the module documentation).
+/// The TLS files of a server.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// Its certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+    /// The CA (PEM) that must have signed every client's certificate; none: no client
+    /// certificate asked.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// What `weir serve` serves, where and to whom.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The store.
+    pub store: PathBuf,
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// The bearer token every request must carry.
+    pub token: Option<String>,
+    /// TLS, with client certificates when a client CA is given.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A listening server (see the module documentation).
 #[derive(Debug)]
 pub struct Server {
-    listener: TcpListener,
-    store: Arc<PathBuf>,
-    token: Option<Arc<String>>,
-    active: Arc<AtomicUsize>,
+    http: weir_httpd::Server,
+    tls: bool,
 }
 
 impl Server {
-    /// Checks the address and the store, and binds.
-    pub fn bind(store: &Path, addr: SocketAddr, token: Option<&str>) -> Result<Server, ServeError> {
-        check_listen(addr, token)?;
-        Listing::load(store).map_err(|e| ServeError::Store(store.to_owned(), e))?;
-        let listener = TcpListener::bind(addr).map_err(|e| ServeError::Bind(addr, e))?;
-        Ok(Server {
-            listener,
-            store: Arc::new(store.to_owned()),
-            token: token.map(|t| Arc::new(t.to_owned())),
-            active: Arc::new(AtomicUsize::new(0)),
-        })
+    /// Checks the address, the TLS files and the store, binds and starts answering.
+    pub fn bind(c: &ServeConfig) -> Result<Server, ServeError> {
+        let client_ca = c.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+        check_listen(c.listen, c.token.as_deref(), client_ca)?;
+        let tls = match &c.tls {
+            Some(t) => Some(weir_httpd::tls::server_config(
+                &t.cert,
+                &t.key,
+                t.client_ca.as_deref(),
+            )?),
+            None => None,
+        };
+        Listing::load(&c.store).map_err(|e| ServeError::Store(c.store.clone(), e))?;
+        let mut opts = Options::new("weir-serve");
+        opts.methods = Methods::Get;
+        opts.concurrent = MAX_CONNECTIONS;
+        opts.read_timeout = Duration::from_secs(30);
+        opts.write_timeout = None;
+        opts.max_head = 64 * 1024;
+        let secure = tls.is_some();
+        opts.tls = tls;
+        let (store, token) = (Arc::new(c.store.clone()), c.token.clone().map(Arc::new));
+        let handler: weir_httpd::Handler =
+            Arc::new(move |req| handle(req, &store, token.as_deref().map(String::as_str)));
+        let http = weir_httpd::Server::start(c.listen, opts, handler).map_err(|e| match e {
+            weir_httpd::StartError::Bind { addr, source } => ServeError::Bind(addr, source),
+            weir_httpd::StartError::Thread(e) => ServeError::Bind(c.listen, e),
+        })?;
+        Ok(Server { http, tls: secure })
     }
 
     /// The address bound (with the port the system chose for port 0).
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+    pub fn local_addr(&self) -> SocketAddr {
+        self.http.local_addr()
     }
 
-    /// Serves until the process ends (a failed accept is skipped).
-    pub fn run(&self) {
-        for conn in self.listener.incoming() {
-            let Ok(conn) = conn else { continue };
-            let (store, token, active) =
-                (self.store.clone(), self.token.clone(), self.active.clone());
-            if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-                active.fetch_sub(1, Ordering::SeqCst);
-                let _ = respond(&conn, 503, "text/plain", &[], b"too many connections\n");
-                continue;
-            }
-            let spawned = std::thread::Builder::new()
-                .name("weir-serve".into())
-                .spawn(move || {
-                    let _ = handle(conn, &store, token.as_deref().map(String::as_str));
-                    active.fetch_sub(1, Ordering::SeqCst);
-                });
-            if spawned.is_err() {
-                self.active.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
+    /// `http://ADDR` or `https://ADDR`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.local_addr())
     }
-}
 
-fn reason(code: u16) -> &'static str {
-    match code {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        500 => "Internal Server Error",
-        _ => "Service Unavailable",
+    /// Serves until the process ends.
+    pub fn run(self) {
+        self.http.wait();
     }
-}
-
-/// A whole (small) response.
-fn respond(
-    mut conn: &TcpStream,
-    code: u16,
-    ctype: &str,
-    headers: &[(String, String)],
-    body: &[u8],
-) -> std::io::Result<()> {
-    let mut head = format!(
-        "HTTP/1.1 {code} {}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        reason(code),
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    conn.write_all(head.as_bytes())?;
-    conn.write_all(body)?;
-    conn.flush()
 }
 
 /// Constant-time comparison of the token.
@@ -152,60 +156,39 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-fn handle(conn: TcpStream, store: &Path, token: Option<&str>) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let (line, headers) = read_head(&mut BufReader::new(&conn))?;
-    let text = |code, msg: String| respond(&conn, code, "text/plain", &[], msg.as_bytes());
-    let mut parts = line.split(' ');
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+fn handle(req: &weir_httpd::Request, store: &Path, token: Option<&str>) -> Response {
     if let Some(t) = token {
-        let given = headers
-            .iter()
-            .find(|(k, _)| k == "authorization")
-            .and_then(|(_, v)| v.strip_prefix("Bearer "));
+        let given = req
+            .header("authorization")
+            .and_then(|v| v.strip_prefix("Bearer "));
         if !given.is_some_and(|g| same(g.as_bytes(), t.as_bytes())) {
-            return text(401, "a bearer token is required\n".into());
+            return Response::text(401, "a bearer token is required");
         }
     }
-    if method != "GET" {
-        return text(405, format!("{method}: only GET is served\n"));
-    }
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let Some(params) = query_pairs(query) else {
-        return text(400, "malformed query string\n".into());
+    let Some(params) = req.query_pairs() else {
+        return Response::text(400, "malformed query string");
     };
-    match path {
+    let json = |v: String| Response::new(200, "application/json", format!("{v}\n"));
+    match req.path.as_str() {
         "/health" => match Listing::load(store) {
-            Ok(l) => {
-                let body = serde_json::json!({
+            Ok(l) => json(
+                serde_json::json!({
                     "status": "ok",
                     "store": store.display().to_string(),
                     "segments": l.rows.len(),
-                });
-                respond(
-                    &conn,
-                    200,
-                    "application/json",
-                    &[],
-                    format!("{body}\n").as_bytes(),
-                )
-            }
-            Err(e) => text(503, format!("{e}\n")),
+                })
+                .to_string(),
+            ),
+            Err(e) => Response::text(503, &e.to_string()),
         },
         "/ls" => match Listing::load(store) {
-            Ok(l) => respond(
-                &conn,
-                200,
-                "application/json",
-                &[],
-                format!("{:#}\n", l.to_json()).as_bytes(),
-            ),
-            Err(e) => text(503, format!("{e}\n")),
+            Ok(l) => json(format!("{:#}", l.to_json())),
+            Err(e) => Response::text(503, &e.to_string()),
         },
-        "/extract" => extract(&conn, store, &params),
-        _ => text(
+        "/extract" => extract(store, &params),
+        path => Response::text(
             404,
-            format!("{path}: no such resource (/health, /ls, /extract)\n"),
+            &format!("{path}: no such resource (/health, /ls, /extract)"),
         ),
     }
 }
@@ -250,15 +233,14 @@ fn parse_request(params: &[(String, String)]) -> Result<Request, String> {
     Ok(r)
 }
 
-fn extract(conn: &TcpStream, store: &Path, params: &[(String, String)]) -> std::io::Result<()> {
-    let text = |code, msg: String| respond(conn, code, "text/plain", &[], msg.as_bytes());
+fn extract(store: &Path, params: &[(String, String)]) -> Response {
     let req = match parse_request(params) {
         Ok(r) => r,
-        Err(e) => return text(400, format!("{e}\n")),
+        Err(e) => return Response::text(400, &e),
     };
     let mut bpf = match BpfMatcher::new(&req.filter) {
         Ok(b) => b,
-        Err(e) => return text(400, format!("filter: {e}\n")),
+        Err(e) => return Response::text(400, &format!("filter: {e}")),
     };
     let query = Query::from_expr(&req.filter);
     let mut notices = Vec::new();
@@ -274,35 +256,31 @@ fn extract(conn: &TcpStream, store: &Path, params: &[(String, String)]) -> std::
     let selection = crate::select(&inputs, &query, (req.from, req.to), &mut bpf, &mut notify);
     let mut sel = match selection {
         Ok(s) => s,
-        Err(e) => return text(500, format!("{e}\n")),
+        Err(e) => return Response::text(500, &e.to_string()),
     };
     let specs = match sel.output_interfaces(req.format) {
         Ok(s) => s,
-        Err(e) => return text(400, format!("{e}\n")),
+        Err(e) => return Response::text(400, &e.to_string()),
     };
-    let mut head = String::from(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.tcpdump.pcap\r\n\
-         Transfer-Encoding: chunked\r\nConnection: close\r\n",
+    let format = req.format;
+    // packets → 1 MiB buffer → one chunk per buffer-full → the socket
+    let mut r = Response::chunked(
+        200,
+        "application/vnd.tcpdump.pcap",
+        Box::new(move |body: &mut dyn Write| {
+            let mut w = PacketWriter::new(body, format, &specs).map_err(std::io::Error::other)?;
+            sel.write(&mut w, format).map_err(std::io::Error::other)?;
+            w.finish().map_err(std::io::Error::other)?;
+            Ok(())
+        }),
     );
-    for n in &notices {
-        head.push_str(&format!("X-Weir-Notice: {n}\r\n"));
+    for n in notices {
+        r.headers.push(format!("X-Weir-Notice: {n}"));
     }
     if damaged {
-        head.push_str("X-Weir-Damaged: 1\r\n");
+        r.headers.push("X-Weir-Damaged: 1".into());
     }
-    head.push_str("\r\n");
-    let mut out = BufWriter::with_capacity(1 << 16, conn);
-    out.write_all(head.as_bytes())?;
-    // packets → 1 MiB buffer → one chunk per buffer-full → the socket
-    let body = BufWriter::with_capacity(1 << 20, ChunkedWriter::new(out));
-    let mut w = PacketWriter::new(body, req.format, &specs).map_err(std::io::Error::other)?;
-    sel.write(&mut w, req.format)
-        .map_err(std::io::Error::other)?;
-    let body = w.finish().map_err(std::io::Error::other)?;
-    body.into_inner()
-        .map_err(|e| e.into_error())?
-        .finish()?
-        .flush()
+    r
 }
 
 #[cfg(test)]
@@ -314,21 +292,22 @@ mod tests {
         let lo: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let lo6: SocketAddr = "[::1]:0".parse().unwrap();
         let net: SocketAddr = "0.0.0.0:8080".parse().unwrap();
-        assert!(check_listen(lo, None).is_ok() && check_listen(lo6, None).is_ok());
+        assert!(check_listen(lo, None, false).is_ok() && check_listen(lo6, None, false).is_ok());
         assert!(matches!(
-            check_listen(net, None),
+            check_listen(net, None, false),
             Err(ServeError::NeedsToken(_))
         ));
-        assert!(check_listen(net, Some("s3cret")).is_ok());
+        assert!(check_listen(net, Some("s3cret"), false).is_ok());
+        assert!(check_listen(net, None, true).is_ok());
         assert!(matches!(
-            check_listen(lo, Some("")),
+            check_listen(lo, Some(""), false),
             Err(ServeError::EmptyToken)
         ));
     }
 
     #[test]
     fn requests_are_checked() {
-        let p = |q: &str| parse_request(&query_pairs(q).unwrap());
+        let p = |q: &str| parse_request(&weir_httpd::wire::query_pairs(q).unwrap());
         let r = p("from=5&to=9&filter=tcp%20port%2080&format=pcapng").unwrap();
         assert_eq!((r.from, r.to, r.filter.as_str()), (5, 9, "tcp port 80"));
         assert_eq!(r.format, FileFormat::Pcapng);

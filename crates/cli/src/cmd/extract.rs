@@ -46,6 +46,15 @@ pub(crate) struct Args {
     /// Bearer token sent to the sensors (`weir serve --token`).
     #[arg(long, value_name = "TOKEN", requires = "sensor")]
     token: Option<String>,
+    /// For https:// sensors: the CA (PEM) that signed their certificates.
+    #[arg(long, value_name = "FILE", requires = "sensor")]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) to present to https:// sensors (`weir serve --client-ca`).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_ca", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Earliest packet time: seconds since the epoch or a UTC date (`2026-11-22T10:00:00Z`).
     #[arg(long, value_name = "TIME", value_parser = args::time, allow_negative_numbers = true)]
     from: Option<u64>,
@@ -128,6 +137,13 @@ fn remote(args: &Args, from: u64, to: u64) -> Result<Status> {
         to,
         filter,
         token: args.token.clone(),
+        tls: match &args.tls_ca {
+            Some(ca) => Some(weir_httpd::tls::client_config(
+                ca,
+                args.tls_cert.as_deref().zip(args.tls_key.as_deref()),
+            )?),
+            None => None,
+        },
     };
     let format = args.out.format(Format::Pcap);
     let out = args.out.path.as_deref().context("-w is required")?;

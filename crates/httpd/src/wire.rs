@@ -1,8 +1,7 @@
-//! The little HTTP/1.1 that `weir serve` and `weir extract --sensor` speak to each other: one
-//! `GET` per connection (`Connection: close`), query strings percent-encoded, and response
-//! bodies in chunked transfer encoding so that a body cut short (the server failed while
-//! streaming) is told from a complete one by the missing last chunk. Plain std sockets, no
-//! async runtime.
+//! The wire pieces both ends use: percent-encoded query strings, a line-by-line message head
+//! reader (the client's, for status lines), and chunked transfer encoding, so that a body cut
+//! short (the server failed while streaming) is told from a complete one by the missing last
+//! chunk. Moved here from weir-store's `http` module (`weir serve` / `weir extract --sensor`).
 
 use std::io::{self, BufRead, Read, Write};
 
