@@ -335,11 +335,11 @@ impl StreamStats {
             self.max_delta_ms = self.max_delta_ms.max(delta);
             if clock != 0 {
                 self.max_jitter_ms = self.max_jitter_ms.max(self.jitter_ms);
-                // Wireshark's running mean (tap-rtp-analysis.c): each regular packet weighs
-                // in against all the packets before it, so the mean is over every packet
-                let before = (self.packets - 1) as f64;
+                // Wireshark's running mean (tap-rtp-analysis.c, 4.0): over the diffs, N − 1
+                // for N packets; irregular packets are not added but count
+                let diffs = (self.packets - 1) as f64;
                 self.mean_jitter_ms =
-                    (self.mean_jitter_ms * before + self.jitter_ms) / (before + 1.0);
+                    (self.mean_jitter_ms * (diffs - 1.0) + self.jitter_ms) / diffs;
             }
         } else {
             self.irregular += 1;
@@ -375,9 +375,9 @@ impl StreamStats {
     }
 
     /// Mean jitter, ms, as Wireshark's RTP analysis (tshark 4.0 `-z rtp,streams`) computes it:
-    /// at each regular packet `mean = (mean·n + J)/(n + 1)` with `n` the packets before it
-    /// (all of them, first and irregular ones included). On a stream whose only irregular
-    /// packet is the first this is the sum of the estimates divided by the packet count.
+    /// at each regular packet `mean = (mean·(n − 1) + J)/n` with `n` the packets after the first
+    /// so far (irregular ones included). On a stream whose only irregular packet is the first
+    /// this is the sum of the N − 1 estimates divided by N − 1.
     pub fn mean_jitter_ms(&self) -> f64 {
         self.mean_jitter_ms
     }
@@ -474,8 +474,7 @@ mod tests {
         }
         assert!((s.jitter_ms - 0.605_468_75).abs() < 1e-9);
         assert!((s.max_jitter_ms - 0.605_468_75).abs() < 1e-9);
-        // Wireshark's mean: the three estimates over the four packets
-        assert!((s.mean_jitter_ms() - (0.0 + 0.3125 + 0.605_468_75) / 4.0).abs() < 1e-9);
+        assert!((s.mean_jitter_ms() - (0.0 + 0.3125 + 0.605_468_75) / 3.0).abs() < 1e-9);
         assert!((s.max_delta_ms - 25.0).abs() < 1e-9);
         assert_eq!(s.lost(), 0);
     }
