@@ -817,6 +817,11 @@ fn hostile_paths_numbers_and_outputs() {
         ("--max-calls", "nan"),
         ("--max-streams", "0"),
         ("--max-streams", "99999999999"),
+        ("--call-linger", "-1"),
+        ("--call-linger", "nan"),
+        ("--call-timeout", "0"),
+        ("--call-timeout", "1e99"),
+        ("--call-timeout", "inf"),
     ] {
         let out = weir()
             .args(["voip", "-r"])

@@ -1,8 +1,10 @@
 //! The VoIP job of a live capture (`weir voip -i`) and the VoIP analyzer beside a recorder
 //! (`weir record --voip`): weir-voip's [`Analyzer`] as one reader of the capture pipeline's
-//! packet buffer, on its own thread. The analyzer gives its records at its end (a call's
-//! streams can outlive its BYE), so the call and stream lines are written when the job stops
-//! (SIGINT/SIGTERM, the duration, the end of the files): every call and stream pending then.
+//! packet buffer, on its own thread. A call's lines (its streams, then the call) are written
+//! and flushed as soon as the analyzer finishes it (over and lingered for late RTP, or idle:
+//! [`weir_voip::Config`]), so a killed run loses only the calls still open; when the job stops
+//! (SIGINT/SIGTERM, the duration) every call and stream still pending is written too. With no
+//! traffic the thread advances the analyzer's clock from the wall clock (the capture's).
 //! The outputs are opened (created, emptied) when the job starts, so a bad path fails first.
 
 use std::io::{self, BufWriter, Write};
@@ -85,6 +87,13 @@ pub struct VoipEnd {
     pub error: Option<io::Error>,
 }
 
+/// The wall clock in ns since the epoch (the clock software capture timestamps come from).
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 /// A VoIP [`Analyzer`] reading the packet buffer on its own thread.
 pub struct VoipLive {
     stop: Arc<AtomicBool>,
@@ -106,6 +115,7 @@ impl VoipLive {
             .name("voip".into())
             .spawn(move || {
                 let mut n = 0u64;
+                let mut error: Option<io::Error> = None;
                 loop {
                     // set before this read: an empty read after it means all is read
                     let stopping = st.load(Ordering::Acquire);
@@ -122,10 +132,22 @@ impl VoipLive {
                             batch.release();
                         }
                         None if stopping => break,
-                        None => std::thread::sleep(IDLE),
+                        None => {
+                            analyzer.tick(wall_ns());
+                            std::thread::sleep(IDLE);
+                        }
+                    }
+                    if analyzer.has_ready() && error.is_none() {
+                        analyzer.drain(&mut |e| {
+                            if error.is_none() {
+                                error = writer.write(&e).err();
+                            }
+                        });
+                        if error.is_none() {
+                            error = writer.flush().err();
+                        }
                     }
                 }
-                let mut error: Option<io::Error> = None;
                 let stats = analyzer.finish(&mut |e| {
                     if error.is_none() {
                         error = writer.write(&e).err();

@@ -14,9 +14,15 @@
 //! - reads RTCP sender and receiver reports and puts their loss/jitter beside the measured ones;
 //! - rates each stream with the E-model ([`emodel`]), a call by its worst stream.
 //!
-//! Records come out of [`Analyzer::finish`] (offline: a call's streams can outlive its BYE).
-//! Memory is bounded by [`Config`]: calls, streams, TCP connections and bytes per connection;
-//! what the bounds drop is counted in [`Stats`].
+//! Records come out as calls finish, not only at the end: a call is over at its BYE or CANCEL,
+//! or at a final error response to its INVITE (at a final response for other methods); it is
+//! written, with its streams, once [`Config::linger_ns`] more has passed with none of its
+//! packets (late RTP still counts), or once it has been idle for [`Config::call_timeout_ns`].
+//! Heuristic streams without a call are written after the same idle time. The clock is the
+//! packets' own time ([`Analyzer::packet`]), or the caller's ([`Analyzer::tick`], for a live
+//! capture with no traffic); what is ready is taken with [`Analyzer::drain`], the rest comes
+//! out of [`Analyzer::finish`]. Memory is bounded by [`Config`]: open calls, streams, TCP
+//! connections and bytes per connection; what the bounds drop is counted in [`Stats`].
 
 #![forbid(unsafe_code)]
 
@@ -47,7 +53,16 @@ pub struct Config {
     pub max_streams: usize,
     /// Most TCP connections carrying SIP tracked at once.
     pub max_tcp: usize,
+    /// A call that is over (BYE, CANCEL, final error) is written once this long has passed
+    /// without a packet of it (SIP or RTP), ns.
+    pub linger_ns: u64,
+    /// A call (or heuristic stream) with no packet for this long is written as it stands, ns.
+    pub call_timeout_ns: u64,
 }
+
+/// How often (in the packets' time) open calls are looked at for [`Config::linger_ns`] and
+/// [`Config::call_timeout_ns`], ns.
+const SWEEP_NS: u64 = 250_000_000;
 
 impl Default for Config {
     fn default() -> Config {
@@ -55,6 +70,8 @@ impl Default for Config {
             max_calls: 1_000_000,
             max_streams: 1_000_000,
             max_tcp: 100_000,
+            linger_ns: 2_000_000_000,
+            call_timeout_ns: 300_000_000_000,
         }
     }
 }
@@ -80,6 +97,8 @@ pub struct Stats {
     pub rtp_packets: u64,
     /// Streams written.
     pub streams: u64,
+    /// Calls written before the end (over and lingered, or idle).
+    pub calls_expired: u64,
     /// Streams found through SDP.
     pub sdp_streams: u64,
     /// Streams found by the heuristic and written (steady).
@@ -134,6 +153,8 @@ struct Call {
     invite_ns: Option<u64>,
     ringing_ns: Option<u64>,
     first_final_ns: Option<u64>,
+    /// First final response to the first request's method (non-INVITE transactions).
+    request_final_ns: Option<u64>,
     answer_ns: Option<u64>,
     end_ns: Option<u64>,
     end_method: Option<&'static str>,
@@ -395,14 +416,22 @@ pub struct Analyzer {
     cfg: Config,
     stats: Stats,
     call_ids: HashMap<String, usize, State>,
-    calls: Vec<Call>,
+    calls: HashMap<usize, Call, State>,
+    next_call: usize,
     media: HashMap<Ep, MediaRef, State>,
     stream_ids: HashMap<StreamKey, usize, State>,
-    streams: Vec<Stream>,
-    /// Last SSRC and SSRC changes per (src, dst).
-    tuples: HashMap<(Ep, Ep), (u32, u64), State>,
+    streams: HashMap<usize, Stream, State>,
+    next_stream: usize,
+    /// Last SSRC, SSRC changes and streams open per (src, dst).
+    tuples: HashMap<(Ep, Ep), (u32, u64, u32), State>,
     by_ssrc: HashMap<u32, Vec<usize>, State>,
     tcp: HashMap<(Ep, Ep), TcpBuf, State>,
+    /// Latest time seen (packets or [`Analyzer::tick`]), ns.
+    now_ns: u64,
+    /// When open calls are next looked at.
+    next_sweep_ns: u64,
+    /// Records of finished calls and idle streams, not yet taken.
+    ready: Vec<Event>,
 }
 
 fn secs(ns: u64) -> f64 {
@@ -423,14 +452,156 @@ impl Analyzer {
             cfg,
             stats: Stats::default(),
             call_ids: HashMap::default(),
-            calls: Vec::new(),
+            calls: HashMap::default(),
+            next_call: 0,
             media: HashMap::default(),
             stream_ids: HashMap::default(),
-            streams: Vec::new(),
+            streams: HashMap::default(),
+            next_stream: 0,
             tuples: HashMap::default(),
             by_ssrc: HashMap::default(),
             tcp: HashMap::default(),
+            now_ns: 0,
+            next_sweep_ns: 0,
+            ready: Vec::new(),
         }
+    }
+
+    /// Advances the analyzer's clock to `now_ns` (seconds since the epoch, in ns, the capture's
+    /// clock) without a packet: a live capture with no traffic calls it so that calls still
+    /// finish. Records that are due go to the ready list ([`Analyzer::drain`]).
+    pub fn tick(&mut self, now_ns: u64) {
+        self.now_ns = self.now_ns.max(now_ns);
+        if self.now_ns >= self.next_sweep_ns {
+            self.next_sweep_ns = self.now_ns.saturating_add(SWEEP_NS);
+            self.sweep();
+        }
+    }
+
+    /// Hands every record ready so far (finished calls with their streams, idle heuristic
+    /// streams) to `out`, in the order they finished.
+    pub fn drain(&mut self, out: &mut dyn FnMut(Event)) {
+        for e in self.ready.drain(..) {
+            out(e);
+        }
+    }
+
+    /// Whether records are waiting for [`Analyzer::drain`].
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Last packet time of a call: its SIP and its streams' RTP.
+    fn call_last_ns(&self, c: &Call) -> u64 {
+        c.streams
+            .iter()
+            .filter_map(|i| self.streams.get(i))
+            .map(|s| s.stats.last_ns)
+            .fold(c.last_ns, u64::max)
+    }
+
+    /// Writes calls that are over and have lingered, and calls and heuristic streams that have
+    /// been idle, to the ready list.
+    fn sweep(&mut self) {
+        let now = self.now_ns;
+        let (linger, timeout) = (self.cfg.linger_ns, self.cfg.call_timeout_ns);
+        let mut due: Vec<(u64, usize)> = Vec::new();
+        for (&ci, c) in &self.calls {
+            let last = self.call_last_ns(c);
+            let over = c.end_ns.is_some()
+                || (c.answer_ns.is_none() && c.final_status.is_some_and(|s| s >= 300))
+                || (c.kind.as_deref() != Some("INVITE") && c.request_final_ns.is_some());
+            let idle = now.saturating_sub(last);
+            if (over && idle >= linger) || idle >= timeout {
+                due.push((c.first_ns, ci));
+            }
+        }
+        due.sort_unstable();
+        for (_, ci) in due {
+            self.stats.calls_expired += 1;
+            self.emit_call(ci);
+        }
+        let mut idle: Vec<(u64, usize)> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.call.is_none() && now.saturating_sub(s.stats.last_ns) >= timeout)
+            .map(|(&i, s)| (s.stats.first_ns, i))
+            .collect();
+        idle.sort_unstable();
+        for (_, si) in idle {
+            if let Some(r) = self.take_stream(si) {
+                self.ready.push(Event::Stream(Box::new(r)));
+            }
+        }
+    }
+
+    /// Removes stream `si`; its record if it is to be written (SDP streams, steady heuristic
+    /// ones), counted.
+    fn take_stream(&mut self, si: usize) -> Option<StreamRecord> {
+        let s = self.streams.get(&si)?;
+        let keep = s.call.is_some() || s.stats.steady();
+        let r = keep.then(|| self.stream_record(s));
+        let s = self.streams.remove(&si)?;
+        self.stream_ids.remove(&s.key);
+        if let Some(list) = self.by_ssrc.get_mut(&s.key.ssrc) {
+            list.retain(|&i| i != si);
+            if list.is_empty() {
+                self.by_ssrc.remove(&s.key.ssrc);
+            }
+        }
+        let pair = (s.key.src, s.key.dst);
+        if let Some(t) = self.tuples.get_mut(&pair) {
+            t.2 = t.2.saturating_sub(1);
+            if t.2 == 0 {
+                self.tuples.remove(&pair);
+            }
+        }
+        match (&r, s.call) {
+            (None, _) => self.stats.candidates_discarded += 1,
+            (Some(_), Some(_)) => {
+                self.stats.sdp_streams += 1;
+                self.stats.streams += 1;
+            }
+            (Some(_), None) => {
+                self.stats.heuristic_streams += 1;
+                self.stats.streams += 1;
+            }
+        }
+        r
+    }
+
+    /// Removes call `ci`, its streams and its media endpoints; its streams' records, then its
+    /// own, go to the ready list.
+    fn emit_call(&mut self, ci: usize) {
+        let Some(c) = self.calls.remove(&ci) else {
+            return;
+        };
+        if self.call_ids.get(&c.call_id) == Some(&ci) {
+            self.call_ids.remove(&c.call_id);
+        }
+        self.media.retain(|_, m| m.call != ci);
+        let mut order: Vec<(u64, usize)> = c
+            .streams
+            .iter()
+            .filter_map(|&i| self.streams.get(&i).map(|s| (s.stats.first_ns, i)))
+            .collect();
+        order.sort_unstable();
+        let mut rs: Vec<StreamRecord> = Vec::with_capacity(order.len());
+        for (_, si) in order {
+            // the record names the call: look it up before the call is gone from the map
+            let r = self.streams.get(&si).map(|s| {
+                let mut r = self.stream_record_with(s, Some(&c.call_id));
+                r.found_by = FoundBy::Sdp;
+                r
+            });
+            let _ = self.take_stream(si);
+            if let Some(r) = r {
+                self.ready.push(Event::Stream(Box::new(r.clone())));
+                rs.push(r);
+            }
+        }
+        let rec = call_record(&c, &rs);
+        self.ready.push(Event::Call(Box::new(rec)));
     }
 
     /// Counters so far.
@@ -443,7 +614,10 @@ impl Analyzer {
         self.stats.packets += 1;
         let mut d = Decoded::new();
         decode_into(&mut d, link, frame);
-        let Some(ip) = d.ip() else { return };
+        let Some(ip) = d.ip() else {
+            self.tick(ts_ns);
+            return;
+        };
         match d.transport() {
             Some(Transport::Udp {
                 src, dst, payload, ..
@@ -458,6 +632,7 @@ impl Analyzer {
             }) => self.tcp(ts_ns, (ip.src, src), (ip.dst, dst), flags, seq, payload),
             _ => {}
         }
+        self.tick(ts_ns);
     }
 
     fn udp(&mut self, ts_ns: u64, src: Ep, dst: Ep, p: &[u8]) {
@@ -559,14 +734,18 @@ impl Analyzer {
             self.stats.calls_dropped += 1;
             return None;
         }
-        let i = self.calls.len();
-        self.calls.push(Call {
-            call_id: id.to_string(),
-            first_ns: ts_ns,
-            last_ns: ts_ns,
-            transport,
-            ..Call::default()
-        });
+        let i = self.next_call;
+        self.next_call += 1;
+        self.calls.insert(
+            i,
+            Call {
+                call_id: id.to_string(),
+                first_ns: ts_ns,
+                last_ns: ts_ns,
+                transport,
+                ..Call::default()
+            },
+        );
         self.call_ids.insert(id.to_string(), i);
         self.stats.calls += 1;
         Some(i)
@@ -581,7 +760,9 @@ impl Analyzer {
         let Some(ci) = self.call_index(id, ts_ns, transport) else {
             return;
         };
-        let c = &mut self.calls[ci];
+        let Some(c) = self.calls.get_mut(&ci) else {
+            return;
+        };
         c.messages += 1;
         c.first_ns = c.first_ns.min(ts_ns);
         c.last_ns = c.last_ns.max(ts_ns);
@@ -636,6 +817,12 @@ impl Analyzer {
                 if c.callee_user_agent.is_none() && code > 100 {
                     c.callee_user_agent = m.server.or(m.user_agent).map(str::to_string);
                 }
+                if code >= 200
+                    && c.request_final_ns.is_none()
+                    && m.cseq.map(|(_, meth)| meth) == c.kind.as_deref()
+                {
+                    c.request_final_ns = Some(ts_ns);
+                }
                 if m.cseq.is_some_and(|(_, meth)| meth == "INVITE") {
                     if (code == 180 || code == 183) && c.ringing_ns.is_none() {
                         c.ringing_ns = Some(ts_ns);
@@ -671,9 +858,10 @@ impl Analyzer {
                     port: md.port,
                     payload_types: md.pts,
                 };
-                let c = &mut self.calls[ci];
-                if !c.sdp.contains(&out) {
-                    c.sdp.push(out);
+                if let Some(c) = self.calls.get_mut(&ci) {
+                    if !c.sdp.contains(&out) {
+                        c.sdp.push(out);
+                    }
                 }
             }
         }
@@ -685,7 +873,7 @@ impl Analyzer {
             dst,
             ssrc: h.ssrc,
         };
-        let t = self.tuples.entry((src, dst)).or_insert((h.ssrc, 0));
+        let t = self.tuples.entry((src, dst)).or_insert((h.ssrc, 0, 0));
         if t.0 != h.ssrc {
             t.0 = h.ssrc;
             t.1 += 1;
@@ -705,27 +893,36 @@ impl Analyzer {
                     self.stats.streams_dropped_packets += 1;
                     return;
                 }
-                let i = self.streams.len();
+                let i = self.next_stream;
+                self.next_stream += 1;
                 let (call, rtpmap) = match media {
                     Some(m) => (Some(m.call), m.rtpmap),
                     None => (None, Vec::new()),
                 };
-                if let Some(c) = call {
-                    self.calls[c].streams.push(i);
+                if let Some(c) = call.and_then(|c| self.calls.get_mut(&c)) {
+                    c.streams.push(i);
                 }
-                self.streams.push(Stream {
-                    key,
-                    call,
-                    rtpmap,
-                    stats: StreamStats::default(),
-                    rtcp: None,
-                });
+                if let Some(t) = self.tuples.get_mut(&(src, dst)) {
+                    t.2 += 1;
+                }
+                self.streams.insert(
+                    i,
+                    Stream {
+                        key,
+                        call,
+                        rtpmap,
+                        stats: StreamStats::default(),
+                        rtcp: None,
+                    },
+                );
                 self.stream_ids.insert(key, i);
                 self.by_ssrc.entry(h.ssrc).or_default().push(i);
                 i
             }
         };
-        let s = &mut self.streams[si];
+        let Some(s) = self.streams.get_mut(&si) else {
+            return;
+        };
         let (_, clock) = s.codec(h.pt);
         s.stats.add(ts_ns, h, clock);
         self.stats.rtp_packets += 1;
@@ -738,10 +935,18 @@ impl Analyzer {
                 continue;
             };
             // the stream with most packets on that SSRC
-            let Some(&si) = list.iter().max_by_key(|&&i| self.streams[i].stats.packets) else {
+            let Some(si) = list
+                .iter()
+                .copied()
+                .filter(|i| self.streams.contains_key(i))
+                .max_by_key(|i| self.streams[i].stats.packets)
+            else {
                 continue;
             };
-            let r = self.streams[si].rtcp.get_or_insert_with(RtcpSeen::default);
+            let Some(s) = self.streams.get_mut(&si) else {
+                continue;
+            };
+            let r = s.rtcp.get_or_insert_with(RtcpSeen::default);
             r.reports += 1;
             r.fraction_lost = b.fraction_lost;
             r.cumulative_lost = b.cumulative_lost;
@@ -751,6 +956,14 @@ impl Analyzer {
     }
 
     fn stream_record(&self, s: &Stream) -> StreamRecord {
+        let call_id = s
+            .call
+            .and_then(|c| self.calls.get(&c))
+            .map(|c| c.call_id.as_str());
+        self.stream_record_with(s, call_id)
+    }
+
+    fn stream_record_with(&self, s: &Stream, call_id: Option<&str>) -> StreamRecord {
         let st = &s.stats;
         let (codec, clock) = s.codec(st.first_pt);
         let ptime_ms = st.ptime_ms(clock);
@@ -764,7 +977,7 @@ impl Analyzer {
             .map(|c| emodel::quality(c, ptime_ms.unwrap_or(20.0), st.mean_jitter_ms(), loss_pct));
         StreamRecord {
             kind: "stream",
-            call_id: s.call.map(|c| self.calls[c].call_id.clone()),
+            call_id: call_id.map(str::to_string),
             found_by: if s.call.is_some() {
                 FoundBy::Sdp
             } else {
@@ -807,87 +1020,247 @@ impl Analyzer {
         }
     }
 
-    /// Ends the run: every stream (SDP streams, and heuristic ones that are steady) and every
-    /// call, each in order of first packet, go to `out`.
+    /// Ends the run: what is ready, then every open call with its streams (calls in order of
+    /// first packet), then the heuristic streams without a call that are steady, go to `out`.
     pub fn finish(mut self, out: &mut dyn FnMut(Event)) -> Stats {
-        let mut order: Vec<usize> = (0..self.streams.len()).collect();
-        order.sort_by_key(|&i| self.streams[i].stats.first_ns);
-        let mut records: Vec<Option<StreamRecord>> = vec![None; self.streams.len()];
-        for &i in &order {
-            let s = &self.streams[i];
-            if s.call.is_none() && !s.stats.steady() {
-                self.stats.candidates_discarded += 1;
-                continue;
-            }
-            if s.call.is_some() {
-                self.stats.sdp_streams += 1;
-            } else {
-                self.stats.heuristic_streams += 1;
-            }
-            self.stats.streams += 1;
-            let r = self.stream_record(s);
-            records[i] = Some(r.clone());
-            out(Event::Stream(Box::new(r)));
+        let mut calls: Vec<(u64, usize)> =
+            self.calls.iter().map(|(&i, c)| (c.first_ns, i)).collect();
+        calls.sort_unstable();
+        for (_, ci) in calls {
+            self.emit_call(ci);
         }
-        let mut calls: Vec<&Call> = self.calls.iter().collect();
-        calls.sort_by_key(|c| c.first_ns);
-        for c in calls {
-            let mut codes = c.codes.clone();
-            codes.sort_unstable();
-            let rs: Vec<&StreamRecord> = c
-                .streams
-                .iter()
-                .filter_map(|&i| records[i].as_ref())
-                .collect();
-            let worst = rs.iter().filter(|r| r.mos.is_some()).min_by(|a, b| {
-                a.mos
-                    .partial_cmp(&b.mos)
-                    .unwrap_or(std::cmp::Ordering::Equal)
-            });
-            let pdd_end = match (c.ringing_ns, c.first_final_ns) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            out(Event::Call(Box::new(CallRecord {
-                kind: "call",
-                ts: secs(c.first_ns),
-                call_id: c.call_id.clone(),
-                method: c.kind.clone(),
-                methods: c.methods.clone(),
-                status_codes: codes,
-                from: c.from.clone(),
-                to: c.to.clone(),
-                user_agent: c.user_agent.clone(),
-                callee_user_agent: c.callee_user_agent.clone(),
-                caller: c.caller.map(ep_text),
-                callee: c.callee.map(ep_text),
-                transport: c.transport,
-                invite_ts: c.invite_ns.map(secs),
-                ringing_ts: c.ringing_ns.map(secs),
-                answer_ts: c.answer_ns.map(secs),
-                end_ts: c.end_ns.map(secs),
-                end_method: c.end_method,
-                ended_by: c.ended_by,
-                final_status: c.final_status,
-                post_dial_delay_ms: match (c.invite_ns, pdd_end) {
-                    (Some(i), Some(e)) if e >= i => Some((e - i) as f64 / 1e6),
-                    _ => None,
-                },
-                duration_s: match (c.answer_ns, c.end_ns) {
-                    (Some(a), Some(e)) if e >= a => Some((e - a) as f64 / 1e9),
-                    _ => None,
-                },
-                reinvites: c.reinvites,
-                messages: c.messages,
-                sdp: c.sdp.clone(),
-                streams: rs.len(),
-                rtp_packets: rs.iter().map(|r| r.packets).sum(),
-                rtp_lost: rs.iter().map(|r| r.lost).sum(),
-                max_jitter_ms: rs.iter().map(|r| r.max_jitter_ms).reduce(f64::max),
-                r_factor: worst.and_then(|r| r.r_factor),
-                mos: worst.and_then(|r| r.mos),
-            })));
+        let mut rest: Vec<(u64, usize)> = self
+            .streams
+            .iter()
+            .map(|(&i, s)| (s.stats.first_ns, i))
+            .collect();
+        rest.sort_unstable();
+        for (_, si) in rest {
+            if let Some(r) = self.take_stream(si) {
+                self.ready.push(Event::Stream(Box::new(r)));
+            }
         }
+        self.drain(out);
         self.stats
+    }
+}
+
+/// The record of call `c` whose streams' records are `rs`.
+fn call_record(c: &Call, rs: &[StreamRecord]) -> CallRecord {
+    let mut codes = c.codes.clone();
+    codes.sort_unstable();
+    let worst = rs.iter().filter(|r| r.mos.is_some()).min_by(|a, b| {
+        a.mos
+            .partial_cmp(&b.mos)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let pdd_end = match (c.ringing_ns, c.first_final_ns) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    CallRecord {
+        kind: "call",
+        ts: secs(c.first_ns),
+        call_id: c.call_id.clone(),
+        method: c.kind.clone(),
+        methods: c.methods.clone(),
+        status_codes: codes,
+        from: c.from.clone(),
+        to: c.to.clone(),
+        user_agent: c.user_agent.clone(),
+        callee_user_agent: c.callee_user_agent.clone(),
+        caller: c.caller.map(ep_text),
+        callee: c.callee.map(ep_text),
+        transport: c.transport,
+        invite_ts: c.invite_ns.map(secs),
+        ringing_ts: c.ringing_ns.map(secs),
+        answer_ts: c.answer_ns.map(secs),
+        end_ts: c.end_ns.map(secs),
+        end_method: c.end_method,
+        ended_by: c.ended_by,
+        final_status: c.final_status,
+        post_dial_delay_ms: match (c.invite_ns, pdd_end) {
+            (Some(i), Some(e)) if e >= i => Some((e - i) as f64 / 1e6),
+            _ => None,
+        },
+        duration_s: match (c.answer_ns, c.end_ns) {
+            (Some(a), Some(e)) if e >= a => Some((e - a) as f64 / 1e9),
+            _ => None,
+        },
+        reinvites: c.reinvites,
+        messages: c.messages,
+        sdp: c.sdp.clone(),
+        streams: rs.len(),
+        rtp_packets: rs.iter().map(|r| r.packets).sum(),
+        rtp_lost: rs.iter().map(|r| r.lost).sum(),
+        max_jitter_ms: rs.iter().map(|r| r.max_jitter_ms).reduce(f64::max),
+        r_factor: worst.and_then(|r| r.r_factor),
+        mos: worst.and_then(|r| r.mos),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! When calls come out: after a BYE and the linger (late RTP holding it back), after an
+    //! error final response, after the idle timeout; and what the end writes.
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    /// An IPv4/UDP datagram (checksums left zero) from `src` to `dst`.
+    fn udp(src: ([u8; 4], u16), dst: ([u8; 4], u16), payload: &[u8]) -> Vec<u8> {
+        let len = 28 + payload.len();
+        let mut p = vec![
+            0x45,
+            0,
+            (len >> 8) as u8,
+            len as u8,
+            0,
+            0,
+            0,
+            0,
+            64,
+            17,
+            0,
+            0,
+        ];
+        p.extend_from_slice(&src.0);
+        p.extend_from_slice(&dst.0);
+        p.extend_from_slice(&src.1.to_be_bytes());
+        p.extend_from_slice(&dst.1.to_be_bytes());
+        p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 0]);
+        p.extend_from_slice(payload);
+        p
+    }
+
+    const A: [u8; 4] = [10, 0, 0, 1];
+    const B: [u8; 4] = [10, 0, 0, 2];
+
+    fn sip(start: &str, id: &str, cseq: &str, sdp_port: Option<u16>, ip: &str) -> Vec<u8> {
+        let body = sdp_port.map_or(String::new(), |p| {
+            format!("v=0\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {p} RTP/AVP 0\r\n")
+        });
+        let ct = if body.is_empty() {
+            ""
+        } else {
+            "Content-Type: application/sdp\r\n"
+        };
+        format!(
+            "{start}\r\nFrom: <sip:a@x>;tag=1\r\nTo: <sip:b@x>;tag=2\r\nCall-ID: {id}\r\n\
+             CSeq: {cseq}\r\n{ct}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    fn rtp(seq: u16) -> Vec<u8> {
+        let mut p = vec![0x80, 0];
+        p.extend_from_slice(&seq.to_be_bytes());
+        p.extend_from_slice(&(u32::from(seq) * 160).to_be_bytes());
+        p.extend_from_slice(&7u32.to_be_bytes());
+        p.extend_from_slice(&[0xd5; 160]);
+        p
+    }
+
+    fn kinds(a: &mut Analyzer) -> Vec<String> {
+        let mut v = Vec::new();
+        a.drain(&mut |e| {
+            v.push(match e {
+                Event::Call(c) => format!("call {}", c.call_id),
+                Event::Stream(s) => format!("stream {}", s.packets),
+            })
+        });
+        v
+    }
+
+    fn cfg() -> Config {
+        Config {
+            linger_ns: 2 * S,
+            call_timeout_ns: 10 * S,
+            ..Config::default()
+        }
+    }
+
+    /// A call offered at `t0` (RTP to A:4000) and answered 1 µs later (RTP to B:5000).
+    fn answered(a: &mut Analyzer, id: &str, t0: u64) {
+        let l = LinkType::IPV4;
+        let inv = sip(
+            "INVITE sip:b@x SIP/2.0",
+            id,
+            "1 INVITE",
+            Some(4000),
+            "10.0.0.1",
+        );
+        a.packet(t0, l, &udp((A, 5060), (B, 5060), &inv));
+        let ok = sip("SIP/2.0 200 OK", id, "1 INVITE", Some(5000), "10.0.0.2");
+        a.packet(t0 + 1000, l, &udp((B, 5060), (A, 5060), &ok));
+    }
+
+    #[test]
+    fn bye_then_linger_with_late_rtp() {
+        let mut a = Analyzer::new(cfg());
+        let l = LinkType::IPV4;
+        answered(&mut a, "c1", 100 * S);
+        for i in 0..5u16 {
+            a.packet(
+                100 * S + u64::from(i) * S / 50,
+                l,
+                &udp((A, 4000), (B, 5000), &rtp(i)),
+            );
+        }
+        let bye = sip("BYE sip:b@x SIP/2.0", "c1", "2 BYE", None, "");
+        a.packet(101 * S, l, &udp((A, 5060), (B, 5060), &bye));
+        a.tick(102 * S + S / 2);
+        assert!(kinds(&mut a).is_empty(), "1.5 s after the BYE: lingering");
+        // late RTP at 102.5 s holds the call until 104.5 s
+        a.packet(102 * S + S / 2, l, &udp((A, 4000), (B, 5000), &rtp(5)));
+        a.tick(104 * S);
+        assert!(kinds(&mut a).is_empty(), "1.5 s after the late RTP");
+        a.tick(104 * S + S / 2);
+        assert_eq!(kinds(&mut a), ["stream 6", "call c1"]);
+        // gone: RTP now is a heuristic candidate, the end writes nothing for c1
+        let st = a.finish(&mut |e| panic!("nothing left: {e:?}"));
+        assert_eq!(st.calls_expired, 1);
+        assert_eq!(st.sdp_streams, 1);
+    }
+
+    #[test]
+    fn error_response_and_idle_timeout() {
+        let mut a = Analyzer::new(cfg());
+        let l = LinkType::IPV4;
+        let inv = sip("INVITE sip:b@x SIP/2.0", "busy", "1 INVITE", None, "");
+        a.packet(S, l, &udp((A, 5060), (B, 5060), &inv));
+        let busy = sip("SIP/2.0 486 Busy Here", "busy", "1 INVITE", None, "");
+        a.packet(S + 1000, l, &udp((B, 5060), (A, 5060), &busy));
+        // an answered call that never ends: written after 10 s without a packet
+        answered(&mut a, "open", 2 * S);
+        a.tick(3 * S);
+        assert!(kinds(&mut a).is_empty());
+        // (the analyzer looks at open calls every 250 ms of its clock)
+        a.tick(3 * S + S / 2);
+        assert_eq!(kinds(&mut a), ["call busy"]);
+        a.tick(12 * S);
+        assert!(kinds(&mut a).is_empty(), "idle for 10 s less 1 µs");
+        a.tick(12 * S + S / 2);
+        assert_eq!(kinds(&mut a), ["call open"]);
+        let mut rest = 0;
+        let st = a.finish(&mut |_| rest += 1);
+        assert_eq!((rest, st.calls_expired, st.calls), (0, 2, 2));
+    }
+
+    #[test]
+    fn open_calls_come_out_at_the_end() {
+        let mut a = Analyzer::new(cfg());
+        answered(&mut a, "c", S);
+        a.packet(S + 5, LinkType::IPV4, &udp((A, 4000), (B, 5000), &rtp(1)));
+        let mut v = Vec::new();
+        a.finish(&mut |e| {
+            v.push(match e {
+                Event::Call(c) => c.call_id,
+                Event::Stream(s) => format!("stream {}", s.packets),
+            })
+        });
+        assert_eq!(v, ["stream 1", "c"]);
     }
 }

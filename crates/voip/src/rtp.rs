@@ -197,8 +197,8 @@ pub struct StreamStats {
     pub jitter_ms: f64,
     /// Largest jitter estimate after a regular packet, ms.
     pub max_jitter_ms: f64,
-    jitter_sum_ms: f64,
-    jitter_n: u64,
+    /// Wireshark's running mean of the jitter estimate (see [`StreamStats::mean_jitter_ms`]).
+    mean_jitter_ms: f64,
     /// Largest gap between a regular packet and the one before it, ms.
     pub max_delta_ms: f64,
     /// Packets that were the first of a talkspurt (marker) or around comfort noise.
@@ -270,7 +270,8 @@ impl StreamStats {
             self.markers = u64::from(h.marker);
             self.payload_bytes = h.payload_len as u64;
             self.prev_arrival_ms = arrival_ms;
-            self.prev_marker_or_cn = h.marker || is_cn(h.pt);
+            // the packet after the first one is regular, as in Wireshark (the first is never)
+            self.prev_marker_or_cn = is_cn(h.pt);
             self.prev_ts_ext = (1i64 << 40) + i64::from(h.ts);
             self.first_ts_ext = self.prev_ts_ext;
             self.ts_at_max = self.prev_ts_ext;
@@ -334,8 +335,11 @@ impl StreamStats {
             self.max_delta_ms = self.max_delta_ms.max(delta);
             if clock != 0 {
                 self.max_jitter_ms = self.max_jitter_ms.max(self.jitter_ms);
-                self.jitter_sum_ms += self.jitter_ms;
-                self.jitter_n += 1;
+                // Wireshark's running mean (tap-rtp-analysis.c, 4.0): over the diffs, N − 1
+                // for N packets; irregular packets are not added but count
+                let diffs = (self.packets - 1) as f64;
+                self.mean_jitter_ms =
+                    (self.mean_jitter_ms * (diffs - 1.0) + self.jitter_ms) / diffs;
             }
         } else {
             self.irregular += 1;
@@ -370,13 +374,12 @@ impl StreamStats {
             .saturating_sub(self.packets - self.duplicates.min(self.packets))
     }
 
-    /// Mean of the jitter estimate after each regular packet, ms.
+    /// Mean jitter, ms, as Wireshark's RTP analysis (tshark 4.0 `-z rtp,streams`) computes it:
+    /// at each regular packet `mean = (mean·(n − 1) + J)/n` with `n` the packets after the first
+    /// so far (irregular ones included). On a stream whose only irregular packet is the first
+    /// this is the sum of the N − 1 estimates divided by N − 1.
     pub fn mean_jitter_ms(&self) -> f64 {
-        if self.jitter_n == 0 {
-            0.0
-        } else {
-            self.jitter_sum_ms / self.jitter_n as f64
-        }
+        self.mean_jitter_ms
     }
 
     /// Mean step of the sequence: 1.0 for a clean stream (used to tell RTP from noise).

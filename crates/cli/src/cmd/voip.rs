@@ -44,6 +44,14 @@ pub(crate) struct Args {
           value_parser = clap::value_parser!(u64).range(1..=100_000_000),
           allow_negative_numbers = true)]
     max_streams: u64,
+    /// A call that is over (BYE, CANCEL, final error) is written once this many seconds pass
+    /// with none of its packets (late RTP).
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = args::seconds)]
+    call_linger: f64,
+    /// A call (or heuristic RTP stream) with no packet for this many seconds is written as it
+    /// stands.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = args::seconds)]
+    call_timeout: f64,
     #[command(flatten)]
     expr: args::Expr,
 }
@@ -58,6 +66,8 @@ impl Args {
         Config {
             max_calls: self.max_calls as usize,
             max_streams: self.max_streams as usize,
+            linger_ns: (self.call_linger * 1e9) as u64,
+            call_timeout_ns: (self.call_timeout * 1e9) as u64,
             ..Config::default()
         }
     }
@@ -84,27 +94,24 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         output::check_inputs(&args.source.inputs.files, Some(s))?;
     }
     let cfg = args.analyzer();
-    let mut calls = BufWriter::with_capacity(1 << 16, output::create(&calls_path)?);
-    let mut streams = match &args.streams {
-        Some(p) => Some(BufWriter::with_capacity(1 << 16, output::create(p)?)),
-        None => None,
+    let mut feed = Feed {
+        analyzer: Analyzer::new(cfg),
+        calls: BufWriter::with_capacity(1 << 16, output::create(&calls_path)?),
+        streams: match &args.streams {
+            Some(p) => Some(BufWriter::with_capacity(1 << 16, output::create(p)?)),
+            None => None,
+        },
     };
-    let mut feed = Feed(Analyzer::new(cfg));
     let status = read_filtered(&args.source.inputs.files, args.expr.joined(), &mut feed)?;
+    let Feed {
+        analyzer,
+        mut calls,
+        mut streams,
+    } = feed;
     let mut error: Option<std::io::Error> = None;
-    let stats = feed.0.finish(&mut |e| {
-        if error.is_some() {
-            return;
-        }
-        let res = match &e {
-            Event::Stream(r) => {
-                let w = streams.as_mut().unwrap_or(&mut calls);
-                line(w, r)
-            }
-            Event::Call(r) => line(&mut calls, r),
-        };
-        if let Err(e) = res {
-            error = Some(e);
+    let stats = analyzer.finish(&mut |e| {
+        if error.is_none() {
+            error = write(&mut calls, streams.as_mut(), &e).err();
         }
     });
     if let Some(e) = error {
@@ -173,13 +180,41 @@ pub(crate) fn summary(s: &Stats) {
     }
 }
 
-struct Feed(Analyzer);
+type Out = BufWriter<output::Output>;
+
+/// Writes one record: streams to `streams` when given, else beside the calls.
+fn write(calls: &mut Out, streams: Option<&mut Out>, e: &Event) -> std::io::Result<()> {
+    match e {
+        Event::Stream(r) => line(streams.unwrap_or(calls), r),
+        Event::Call(r) => line(calls, r),
+    }
+}
+
+/// The analyzer and its outputs: finished calls are written as the file is read.
+struct Feed {
+    analyzer: Analyzer,
+    calls: Out,
+    streams: Option<Out>,
+}
 
 impl Visitor for Feed {
     type Error = anyhow::Error;
 
     fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
-        self.0.packet(packet.meta.ts_ns, packet.link, packet.data);
+        self.analyzer
+            .packet(packet.meta.ts_ns, packet.link, packet.data);
+        if self.analyzer.has_ready() {
+            let mut error: Option<std::io::Error> = None;
+            let (calls, mut streams) = (&mut self.calls, self.streams.as_mut());
+            self.analyzer.drain(&mut |e| {
+                if error.is_none() {
+                    error = write(calls, streams.as_deref_mut(), &e).err();
+                }
+            });
+            if let Some(e) = error {
+                return Err(e.into());
+            }
+        }
         Ok(())
     }
 
