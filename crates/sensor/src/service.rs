@@ -208,6 +208,10 @@ impl ServiceReport {
                         let _ = writeln!(out, "weir: error: {name}: capture: {e}");
                         s.failed.push(name.clone());
                     }
+                    if let Some(e) = r.analyzer_error() {
+                        let _ = writeln!(out, "weir: error: {name}: {e}");
+                        s.failed.push(name.clone());
+                    }
                     s.damaged |= r.damaged();
                 }
                 Err(e) => {
