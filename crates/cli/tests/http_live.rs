@@ -6,126 +6,12 @@
 
 mod common;
 
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::netns::VethBench;
+use common::web::{files, pending_request, servers, traffic, Tx};
 use common::Running;
-
-/// Processes started in the namespace (killed by pid when the test ends).
-struct Servers(Vec<Child>);
-
-impl Drop for Servers {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// http.server on PEER:8080 serving `dir`, and a server on PEER:8081 that reads and never
-/// answers; returns once both accept connections.
-fn servers(bench: &VethBench, dir: &Path) -> Servers {
-    let ns = |args: &[&str]| {
-        Command::new("ip")
-            .args(["netns", "exec", &bench.ns])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let dir = dir.to_str().unwrap();
-    let silent = "import socket,time\n\
-                  s=socket.socket()\n\
-                  s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n\
-                  s.bind(('0.0.0.0',8081))\n\
-                  s.listen(8)\n\
-                  cs=[]\n\
-                  while True:\n    c,_=s.accept()\n    cs.append(c)\n";
-    let s = Servers(vec![
-        ns(&[
-            "python3",
-            "-m",
-            "http.server",
-            "8080",
-            "--bind",
-            &bench.peer_ip,
-            "--directory",
-            dir,
-        ]),
-        ns(&["python3", "-c", silent]),
-    ]);
-    for port in [8080, 8081] {
-        let t = Instant::now();
-        let addr = format!("{}:{port}", bench.peer_ip);
-        while TcpStream::connect(&addr).is_err() {
-            assert!(t.elapsed() < Duration::from_secs(30), "no server on {addr}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    s
-}
-
-/// One curl request; returns (status, body bytes) as curl reports them.
-fn curl(bench: &VethBench, method: &str, path: &str, ua: &str, data: Option<&str>) -> (u64, u64) {
-    let mut c = Command::new("curl");
-    c.args([
-        "-s",
-        "-o",
-        "/dev/null",
-        "-A",
-        ua,
-        "-w",
-        "%{http_code} %{size_download}",
-    ]);
-    match method {
-        "HEAD" => {
-            c.arg("-I");
-        }
-        m => {
-            c.args(["-X", m]);
-        }
-    }
-    if let Some(d) = data {
-        c.args(["--data", d]);
-    }
-    c.arg(format!("http://{}:8080{path}", bench.peer_ip));
-    let out = c.output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut it = text.split(' ').map(|v| v.parse::<u64>().unwrap());
-    (it.next().unwrap(), it.next().unwrap())
-}
-
-/// Sends a whole request to the silent server and leaves the connection open (returned).
-fn pending_request(bench: &VethBench) -> TcpStream {
-    use std::io::Write;
-    let mut s = TcpStream::connect(format!("{}:8081", bench.peer_ip)).unwrap();
-    s.write_all(b"GET /pending HTTP/1.1\r\nHost: silent\r\nUser-Agent: ua-pending\r\n\r\n")
-        .unwrap();
-    s
-}
-
-type Tx = (String, String, u64, u64, String);
-
-/// The requests the test makes, with what curl reported: (method, uri, status, body, UA).
-fn traffic(bench: &VethBench) -> Vec<Tx> {
-    let mut v = Vec::new();
-    for (m, p, ua, data) in [
-        ("GET", "/a.txt", "ua-get-a", None),
-        ("GET", "/b.bin", "ua-get-b", None),
-        ("GET", "/missing", "ua-missing", None),
-        ("HEAD", "/a.txt", "ua-head", None),
-        ("POST", "/a.txt", "ua-post", Some("x=1")),
-    ] {
-        let (code, size) = curl(bench, m, p, ua, data);
-        v.push((m.to_string(), p.to_string(), code, size, ua.to_string()));
-    }
-    v
-}
 
 fn logged(path: &Path) -> Vec<(Tx, String)> {
     std::fs::read_to_string(path)
@@ -146,11 +32,6 @@ fn logged(path: &Path) -> Vec<(Tx, String)> {
             )
         })
         .collect()
-}
-
-fn files(dir: &Path) {
-    std::fs::write(dir.join("a.txt"), vec![b'a'; 1234]).unwrap();
-    std::fs::write(dir.join("b.bin"), vec![7u8; 70_000]).unwrap();
 }
 
 /// `weir http -i` on the veth: exactly curl's transactions, and the pending one written at
@@ -231,7 +112,7 @@ fn record_logs_http_beside_the_store() {
     std::thread::sleep(Duration::from_millis(500));
     let (status, text) = weir.signal("-INT");
     assert!(status.success(), "{status} {text}");
-    assert!(text.contains("weir: http: 5 transactions"), "{text}");
+    assert!(text.contains("  http: 5 transactions"), "{text}");
     let mut got: Vec<Tx> = logged(&log).into_iter().map(|g| g.0).collect();
     want.sort();
     got.sort();

@@ -167,7 +167,35 @@ pub fn counters_table(r: &Map<String, Value>) -> String {
                     .and_then(Value::as_u64)
                     .map_or("-".to_string(), |p| p.to_string()),
             );
+            s += &analyzer_lines(name, c);
         }
+    }
+    s
+}
+
+/// The `counters` lines of a job's HTTP and VoIP analyzers (none without them).
+fn analyzer_lines(name: &str, c: &Value) -> String {
+    let mut s = String::new();
+    if let Some(h) = c.get("http").filter(|h| !h.is_null()) {
+        s += &format!(
+            "{name} http: {} transactions, {} TLS handshakes; gaps {} ({} bytes); evictions {}\n",
+            num(h, &["http_records"]),
+            num(h, &["tls_records"]),
+            num(h, &["stream", "gaps"]),
+            num(h, &["stream", "gap_bytes"]),
+            num(h, &["flows_evicted"]) + num(h, &["pending_evictions"]),
+        );
+    }
+    if let Some(v) = c.get("voip").filter(|v| !v.is_null()) {
+        s += &format!(
+            "{name} voip: {} SIP messages, {} calls, {} RTP streams; beyond the limits {} calls, \
+             {} packets\n",
+            num(v, &["sip_messages"]),
+            num(v, &["calls"]),
+            num(v, &["streams"]),
+            num(v, &["calls_dropped"]),
+            num(v, &["streams_dropped_packets"]),
+        );
     }
     s
 }

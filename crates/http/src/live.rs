@@ -8,7 +8,7 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -52,10 +52,15 @@ pub struct LiveEnd {
     pub error: Option<std::io::Error>,
 }
 
+/// Which records of the buffer the analyzer reads (the others are passed over): given each
+/// record's interface index, its bytes and its length on the wire.
+pub type Keep = Box<dyn FnMut(u32, &[u8], u32) -> bool + Send>;
+
 /// An [`Analyzer`] reading the packet buffer on its own thread.
 pub struct LiveAnalyzer {
     stop: Arc<AtomicBool>,
     packets: Arc<AtomicU64>,
+    stats: Arc<Mutex<Stats>>,
     thread: JoinHandle<LiveEnd>,
 }
 
@@ -63,14 +68,26 @@ impl LiveAnalyzer {
     /// Starts analyzing the records of `reader` on a new thread; `links` gives the link type
     /// of each interface index (Ethernet beyond it).
     pub fn spawn<W: Write + Send + 'static>(
+        analyzer: Analyzer,
+        reader: weir_buffer::Reader,
+        links: Vec<LinkType>,
+        writer: LogWriter<W>,
+    ) -> std::io::Result<LiveAnalyzer> {
+        Self::spawn_filtered(analyzer, reader, links, writer, None)
+    }
+
+    /// [`LiveAnalyzer::spawn`] reading only the records `keep` accepts (all with `None`).
+    pub fn spawn_filtered<W: Write + Send + 'static>(
         mut analyzer: Analyzer,
         mut reader: weir_buffer::Reader,
         links: Vec<LinkType>,
         mut writer: LogWriter<W>,
+        mut keep: Option<Keep>,
     ) -> std::io::Result<LiveAnalyzer> {
         let stop = Arc::new(AtomicBool::new(false));
         let packets = Arc::new(AtomicU64::new(0));
-        let (st, pk) = (stop.clone(), packets.clone());
+        let stats = Arc::new(Mutex::new(Stats::default()));
+        let (st, pk, shared) = (stop.clone(), packets.clone(), stats.clone());
         let thread = std::thread::Builder::new()
             .name("http".into())
             .spawn(move || {
@@ -84,6 +101,11 @@ impl LiveAnalyzer {
                     let got = match reader.next_batch() {
                         Some(batch) => {
                             for r in batch.records() {
+                                if let Some(k) = keep.as_mut() {
+                                    if !k(r.iface(), r.data(), r.orig_len()) {
+                                        continue;
+                                    }
+                                }
                                 let link = links
                                     .get(r.iface() as usize)
                                     .copied()
@@ -104,6 +126,9 @@ impl LiveAnalyzer {
                     if last_tick.elapsed() >= TICK {
                         if error.is_none() {
                             error = writer.flush().err();
+                        }
+                        if let Ok(mut s) = shared.lock() {
+                            *s = analyzer.stats();
                         }
                         last_tick = Instant::now();
                     }
@@ -128,13 +153,19 @@ impl LiveAnalyzer {
         Ok(LiveAnalyzer {
             stop,
             packets,
+            stats,
             thread,
         })
     }
 
-    /// Records read so far.
+    /// Records read so far (those a filter passed over not counted).
     pub fn packets(&self) -> u64 {
         self.packets.load(Ordering::Relaxed)
+    }
+
+    /// The analyzer's counters as of its last tick (once a second).
+    pub fn stats(&self) -> Stats {
+        self.stats.lock().map_or_else(|_| Stats::default(), |s| *s)
     }
 
     /// Once capture has stopped: reads what is left, ends every connection, flushes.

@@ -1,5 +1,6 @@
 //! The configuration file of `weir run`: a TOML file naming the jobs one process runs (one
-//! `[[record]]` job per interface, each with its store, its flow meter and its rules) and the
+//! `[[record]]` job per interface, each with its store, its flow meter and its rules; the
+//! `[[stream]]`, `[[http]]` and `[[voip]]` jobs reading a record job's capture) and the
 //! control socket. See `packaging/weir.example.toml` for every key, documented.
 //!
 //! The file is checked whole before anything starts ([`load`]): unknown keys are refused, every
@@ -24,6 +25,7 @@ use weir_export::{
 };
 use weir_store::{Format, Sizes};
 
+mod analyzers;
 mod streams;
 mod web;
 
@@ -121,6 +123,10 @@ struct RawFile {
     record: Vec<Spanned<RawRecord>>,
     #[serde(default)]
     stream: Vec<Spanned<streams::RawStream>>,
+    #[serde(default)]
+    http: Vec<Spanned<analyzers::RawHttp>>,
+    #[serde(default)]
+    voip: Vec<Spanned<analyzers::RawVoip>>,
     web: Option<web::RawWeb>,
 }
 
@@ -392,6 +398,8 @@ impl Cx<'_> {
             jobs.push(job);
         }
         self.streams(&raw.stream, &mut jobs)?;
+        self.http_jobs(&raw.http, &mut jobs, &mut files_seen)?;
+        self.voip_jobs(&raw.voip, &mut jobs, &mut files_seen)?;
         let web = raw.web.as_ref().map(|w| self.web(w)).transpose()?;
         let user = raw
             .user
@@ -795,6 +803,15 @@ impl Cx<'_> {
     }
 }
 
+/// ` (EXPR)` for a filter, nothing for none.
+fn filtered(expr: &str) -> String {
+    if expr.is_empty() {
+        String::new()
+    } else {
+        format!(" ({expr})")
+    }
+}
+
 /// The store directory as comparable: its parent resolved (links, `..`), then its name.
 fn canonical_store(dir: &Path) -> PathBuf {
     if let Ok(c) = dir.canonicalize() {
@@ -893,6 +910,34 @@ impl ServiceConfig {
                     } else {
                         format!(" ({})", st.filter)
                     }
+                ));
+            }
+            if let Some(h) = &r.http {
+                s.push_str(&format!(
+                    "  http: {} log to {}{}{}\n",
+                    match h.logs.format {
+                        weir_http::log::Format::Json => "JSON",
+                        weir_http::log::Format::Apache => "Apache combined",
+                    },
+                    h.logs.http.display(),
+                    h.logs
+                        .tls
+                        .as_ref()
+                        .map(|t| format!(", TLS log to {}", t.display()))
+                        .unwrap_or_default(),
+                    filtered(&h.filter)
+                ));
+            }
+            if let Some(v) = &r.voip {
+                s.push_str(&format!(
+                    "  voip: calls to {}{}{}\n",
+                    v.outputs.calls.display(),
+                    v.outputs
+                        .streams
+                        .as_ref()
+                        .map(|t| format!(", streams to {}", t.display()))
+                        .unwrap_or_default(),
+                    filtered(&v.filter)
                 ));
             }
             if let Some(f) = &r.flows {

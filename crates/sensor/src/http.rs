@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use weir_capture::PipelineConfig;
-use weir_http::live::{LiveAnalyzer, LiveEnd};
+use weir_http::live::{Keep, LiveAnalyzer, LiveEnd};
 use weir_http::log::{Format, LogWriter};
 use weir_http::Analyzer;
 
@@ -72,11 +72,31 @@ impl HttpLogs {
     }
 }
 
-/// The HTTP analyzer beside a recorder (`weir record --http`): a best-effort reader of the
-/// recorder's buffer (when it falls behind it is skipped forward, never costing the recording a
-/// packet; the holes become gaps in its records).
+/// The packets of the buffer an analyzer beside a recorder reads: those `expr` (tcpdump
+/// syntax, compiled for each interface) matches; `None` for every packet.
+pub(crate) fn keep(
+    expr: &str,
+    interfaces: &[weir_pcap::Interface],
+) -> Result<Option<Keep>, SensorError> {
+    let mut set = weir_filter::FilterSet::new(expr)?;
+    if set.is_empty() {
+        return Ok(None);
+    }
+    let filters = set.for_interfaces(interfaces)?;
+    Ok(Some(Box::new(move |iface: u32, data: &[u8], len: u32| {
+        filters
+            .get(iface as usize)
+            .is_some_and(|f| f.matches(data, len))
+    })))
+}
+
+/// The HTTP analyzer beside a recorder (`weir record --http`, an `[[http]]` job of `weir
+/// run`): a best-effort reader of the recorder's buffer (when it falls behind it is skipped
+/// forward, never costing the recording a packet; the holes become gaps in its records).
 #[derive(Clone, Debug)]
 pub struct HttpBeside {
+    /// The packets it analyzes (tcpdump syntax; empty: all the recorder's).
+    pub filter: String,
     /// The analyzer's bounds.
     pub analyzer: weir_http::Config,
     /// Where records go.
@@ -93,7 +113,8 @@ impl HttpBeside {
         interfaces: &[weir_pcap::Interface],
     ) -> Result<LiveAnalyzer, SensorError> {
         let links = interfaces.iter().map(|i| i.link).collect();
-        LiveAnalyzer::spawn(Analyzer::new(self.analyzer), reader, links, writer)
+        let keep = keep(&self.filter, interfaces)?;
+        LiveAnalyzer::spawn_filtered(Analyzer::new(self.analyzer), reader, links, writer, keep)
             .map_err(SensorError::Thread)
     }
 }

@@ -169,6 +169,46 @@ impl RecordReport {
             .map(|r| (r.skipped_bytes, r.skips))
     }
 
+    /// The HTTP and VoIP analyzers' closing lines (transactions, calls, gaps, evictions),
+    /// each ending in a newline (a write error is [`RecordReport::analyzer_error`]).
+    pub fn analyzers_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        if let Some(h) = &self.http {
+            let s = &h.stats;
+            let _ = writeln!(
+                out,
+                "  http: {} transactions, {} TLS handshakes from {} packets; gaps {} ({} \
+                 bytes); evictions: {} connections, {} holdings",
+                s.http_records,
+                s.tls_records,
+                h.packets,
+                s.stream.gaps,
+                s.stream.gap_bytes,
+                s.flows_evicted,
+                s.pending_evictions
+            );
+        }
+        if let Some(v) = &self.voip {
+            let s = &v.stats;
+            let _ = writeln!(
+                out,
+                "  voip: {} calls, {} RTP streams from {} packets; {} calls and {} stream \
+                 packets beyond the limits",
+                s.calls, s.streams, v.packets, s.calls_dropped, s.streams_dropped_packets
+            );
+        }
+        out
+    }
+
+    /// The first write error of the HTTP or VoIP analyzer, if one had one.
+    pub fn analyzer_error(&self) -> Option<String> {
+        let http = self.http.as_ref().and_then(|h| h.error.as_ref());
+        let voip = self.voip.as_ref().and_then(|v| v.error.as_ref());
+        http.map(|e| format!("http: {e}"))
+            .or_else(|| voip.map(|e| format!("voip: {e}")))
+    }
+
     /// True when a packet was lost by the writer or the recorder stopped on an error.
     pub fn damaged(&self) -> bool {
         self.summary.error.is_some() || self.summary.dropped > 0
@@ -252,6 +292,7 @@ impl RecordReport {
         for st in &self.streams {
             let _ = writeln!(out, "  {}", st.line());
         }
+        out.push_str(&self.analyzers_text());
         if let Some(e) = &s.error {
             let name = job.map(|(n, _)| format!("{n}: ")).unwrap_or_default();
             let _ = writeln!(out, "weir: error: {name}{e}");
@@ -553,6 +594,8 @@ pub fn run(
                     .map(|m: &LiveMeter<Fanout>| serde_json::json!({ "packets": m.packets() }));
                 let mut json = stats_json(started, &t, &buffer, &rstats, flows, rules.as_ref());
                 json["streams"] = streams.json();
+                json["http"] = analyzer_json(http.as_ref().map(|h| (h.stats(), h.packets())));
+                json["voip"] = analyzer_json(voip.as_ref().map(|v| (v.stats(), 0)));
                 if let Some(p) = &cfg.stats_json {
                     write_stats(p, &json)?;
                 }
@@ -584,6 +627,8 @@ pub fn run(
     if cfg.stats_json.is_some() || controls.published.is_some() {
         let mut json = stats_json(started, &totals, &buffer, &rstats, None, rules.as_ref());
         json["streams"] = crate::stream::reports_json(&streams);
+        json["http"] = analyzer_json(http.as_ref().map(|h| (h.stats, h.packets)));
+        json["voip"] = analyzer_json(voip.as_ref().map(|v| (v.stats, v.packets)));
         if let Some(p) = &cfg.stats_json {
             write_stats(p, &json)?;
         }
@@ -684,6 +729,21 @@ pub fn stats_json(
         "flows": flows,
         "rules": rules.map(|r| r.json(&t.feed)),
     })
+}
+
+/// An analyzer's counters and the packets it read (`packets` 0: not counted live) as JSON
+/// (null without the analyzer).
+fn analyzer_json<S: serde::Serialize>(a: Option<(S, u64)>) -> serde_json::Value {
+    match a {
+        None => serde_json::Value::Null,
+        Some((stats, packets)) => {
+            let mut v = serde_json::json!(stats);
+            if packets > 0 {
+                v["read"] = packets.into();
+            }
+            v
+        }
+    }
 }
 
 /// Writes `json` (pretty, one trailing newline) to `path` through a temporary file renamed

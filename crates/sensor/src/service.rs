@@ -213,6 +213,10 @@ impl ServiceReport {
                         let _ = writeln!(out, "weir: error: {name}: capture: {e}");
                         s.failed.push(name.clone());
                     }
+                    if let Some(e) = r.analyzer_error() {
+                        let _ = writeln!(out, "weir: error: {name}: {e}");
+                        s.failed.push(name.clone());
+                    }
                     s.damaged |= r.damaged();
                     if end.interface_lost {
                         let _ = writeln!(

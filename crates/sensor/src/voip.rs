@@ -10,7 +10,7 @@
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -20,9 +20,13 @@ use weir_voip::{Analyzer, Event as VoipEvent, Stats};
 
 use crate::http::{open, Named};
 use crate::{Controls, Event, SensorError};
+use weir_http::live::Keep;
 
 /// How long the analyzer's thread sleeps when the buffer is empty.
 const IDLE: Duration = Duration::from_millis(2);
+
+/// How often the analyzer's thread publishes its counters.
+const TICK: Duration = Duration::from_secs(1);
 
 /// Where the analyzer's records go.
 #[derive(Clone, Debug)]
@@ -97,6 +101,7 @@ fn wall_ns() -> u64 {
 /// A VoIP [`Analyzer`] reading the packet buffer on its own thread.
 pub struct VoipLive {
     stop: Arc<AtomicBool>,
+    stats: Arc<Mutex<Stats>>,
     thread: JoinHandle<VoipEnd>,
 }
 
@@ -104,24 +109,48 @@ impl VoipLive {
     /// Starts analyzing the records of `reader` on a new thread; `links` gives the link type
     /// of each interface index (Ethernet beyond it).
     pub fn spawn(
+        analyzer: Analyzer,
+        reader: weir_buffer::Reader,
+        links: Vec<LinkType>,
+        writer: VoipWriter,
+    ) -> io::Result<VoipLive> {
+        Self::spawn_filtered(analyzer, reader, links, writer, None)
+    }
+
+    /// [`VoipLive::spawn`] reading only the records `keep` accepts (all with `None`).
+    pub fn spawn_filtered(
         mut analyzer: Analyzer,
         mut reader: weir_buffer::Reader,
         links: Vec<LinkType>,
         mut writer: VoipWriter,
+        mut keep: Option<Keep>,
     ) -> io::Result<VoipLive> {
         let stop = Arc::new(AtomicBool::new(false));
-        let st = stop.clone();
+        let stats = Arc::new(Mutex::new(Stats::default()));
+        let (st, shared) = (stop.clone(), stats.clone());
         let thread = std::thread::Builder::new()
             .name("voip".into())
             .spawn(move || {
                 let mut n = 0u64;
                 let mut error: Option<io::Error> = None;
+                let mut last_tick = std::time::Instant::now();
                 loop {
+                    if last_tick.elapsed() >= TICK {
+                        if let Ok(mut s) = shared.lock() {
+                            *s = analyzer.stats();
+                        }
+                        last_tick = std::time::Instant::now();
+                    }
                     // set before this read: an empty read after it means all is read
                     let stopping = st.load(Ordering::Acquire);
                     match reader.next_batch() {
                         Some(batch) => {
                             for r in batch.records() {
+                                if let Some(k) = keep.as_mut() {
+                                    if !k(r.iface(), r.data(), r.orig_len()) {
+                                        continue;
+                                    }
+                                }
                                 let link = links
                                     .get(r.iface() as usize)
                                     .copied()
@@ -162,7 +191,17 @@ impl VoipLive {
                     error,
                 }
             })?;
-        Ok(VoipLive { stop, thread })
+        Ok(VoipLive {
+            stop,
+            stats,
+            thread,
+        })
+    }
+
+    /// The analyzer's counters as of its last second (calls and streams are written at the
+    /// end: until then they count what is tracked).
+    pub fn stats(&self) -> Stats {
+        self.stats.lock().map_or_else(|_| Stats::default(), |s| *s)
     }
 
     /// Once capture has stopped: reads what is left, writes every call and stream, flushes.
@@ -174,11 +213,13 @@ impl VoipLive {
     }
 }
 
-/// The VoIP analyzer beside a recorder (`weir record --voip`): a best-effort reader of the
-/// recorder's buffer (when it falls behind it is skipped forward, never costing the recording a
-/// packet; the skipped packets are missing from its figures).
+/// The VoIP analyzer beside a recorder (`weir record --voip`, a `[[voip]]` job of `weir run`):
+/// a best-effort reader of the recorder's buffer (when it falls behind it is skipped forward,
+/// never costing the recording a packet; the skipped packets are missing from its figures).
 #[derive(Clone, Debug)]
 pub struct VoipBeside {
+    /// The packets it analyzes (tcpdump syntax; empty: all the recorder's).
+    pub filter: String,
     /// The analyzer's bounds.
     pub analyzer: weir_voip::Config,
     /// Where records go.
@@ -195,7 +236,8 @@ impl VoipBeside {
         interfaces: &[weir_pcap::Interface],
     ) -> Result<VoipLive, SensorError> {
         let links = interfaces.iter().map(|i| i.link).collect();
-        VoipLive::spawn(Analyzer::new(self.analyzer), reader, links, writer)
+        let keep = crate::http::keep(&self.filter, interfaces)?;
+        VoipLive::spawn_filtered(Analyzer::new(self.analyzer), reader, links, writer, keep)
             .map_err(SensorError::Thread)
     }
 }

@@ -231,6 +231,7 @@ impl Args {
             stats_json: self.stats_json.clone(),
             flows,
             http: self.http.clone().map(|http| weir_sensor::http::HttpBeside {
+                filter: String::new(),
                 analyzer: weir_http::Config::default(),
                 logs: weir_sensor::http::HttpLogs {
                     format: weir_http::log::Format::Json,
@@ -242,6 +243,7 @@ impl Args {
                 .voip
                 .clone()
                 .map(|calls| weir_sensor::voip::VoipBeside {
+                    filter: String::new(),
                     analyzer: weir_voip::Config::default(),
                     outputs: weir_sensor::voip::VoipOutputs {
                         calls,
@@ -274,25 +276,10 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             return Err(e.into());
         }
     }
-    if let Some(h) = report.http.take() {
-        eprintln!(
-            "weir: http: {} transactions from {} packets",
-            h.stats.http_records, h.packets
-        );
-        if let Some(e) = h.error {
-            return Err(e.into());
-        }
-    }
-    if let Some(v) = report.voip.take() {
-        eprintln!(
-            "weir: voip: {} calls, {} rtp streams from {} packets",
-            v.stats.calls, v.stats.streams, v.packets
-        );
-        if let Some(e) = v.error {
-            return Err(e.into());
-        }
-    }
     eprint!("{}", report.text(&args.dir, None));
+    if let Some(e) = report.analyzer_error() {
+        anyhow::bail!("{e}");
+    }
     if let Some(e) = report.capture_error {
         return Err(e.into());
     }

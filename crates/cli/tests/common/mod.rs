@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 pub(crate) mod netns;
+pub(crate) mod sip;
+pub(crate) mod web;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
