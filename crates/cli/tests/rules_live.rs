@@ -155,10 +155,15 @@ fn capinfos_count(file: &Path) -> u64 {
 /// every frame of the store, as tshark reads them, with their counts.
 type Key = (String, String, String, u64, u64, String);
 fn store_frames(dir: &Path) -> (BTreeMap<Key, u64>, u64) {
+    frames_of(&segments(dir))
+}
+
+/// [`store_frames`] of capture files.
+fn frames_of(files: &[std::path::PathBuf]) -> (BTreeMap<Key, u64>, u64) {
     let mut m = BTreeMap::new();
     let mut capinfos = 0;
-    for seg in segments(dir) {
-        capinfos += capinfos_count(&seg);
+    for seg in files {
+        capinfos += capinfos_count(seg);
         let fields = [
             "ip.src",
             "udp.srcport",
@@ -167,7 +172,7 @@ fn store_frames(dir: &Path) -> (BTreeMap<Key, u64>, u64) {
             "frame.cap_len",
             "frame.comment",
         ];
-        for f in tshark_fields(&seg, &fields) {
+        for f in tshark_fields(seg, &fields) {
             let k = (
                 f[0].clone(),
                 f[1].clone(),
@@ -303,6 +308,7 @@ fn record_stores_exactly_what_the_rules_pass() {
     }
     assert_eq!(frames, want, "{log}");
     assert_eq!(capinfos, 50 + 50 + 30 + 40);
+    extract_and_read_keep_the_tags(&dir, &frames);
     // The cutoff kept the first 10 packets of each flow: gen's stamp (payload bytes 6..10)
     // holds the sequence number within the flow.
     let mut seqs: BTreeMap<String, Vec<u32>> = BTreeMap::new();
@@ -379,6 +385,88 @@ fn record_stores_exactly_what_the_rules_pass() {
     assert!(
         log.contains("dropped in the kernel by 1 rules (socket filter of version 1: 0 exact, 1 wildcard; ids 2): 50"),
         "{log}"
+    );
+}
+
+/// `weir extract` of the store (`frames`: what tshark reads in its segments) to pcapng keeps the
+/// rules' tags, as tshark reads them, on exactly the packets the rule tagged; with a filter on
+/// the tagged source, on every packet; `weir read` of that extract to pcapng keeps them; to
+/// classic pcap both drop them and say how many.
+fn extract_and_read_keep_the_tags(dir: &Path, frames: &BTreeMap<Key, u64>) {
+    let tmp = dir.parent().unwrap();
+    let (all, lab, copy, pcap, pcap_read) = (
+        tmp.join("all.pcapng"),
+        tmp.join("lab.pcapng"),
+        tmp.join("copy.pcapng"),
+        tmp.join("all.pcap"),
+        tmp.join("lab.pcap"),
+    );
+    let ok = |c: &mut Command| {
+        let out = run(c);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{c:?}: {err}");
+        err
+    };
+    let extract = |out: &Path, format: &str, expr: &[&str]| {
+        ok(weir()
+            .arg("extract")
+            .arg(dir)
+            .args(["--format", format, "-w"])
+            .arg(out)
+            .args(expr))
+    };
+    let n = frames.values().sum::<u64>();
+    extract(&all, "pcapng", &[]);
+    assert_eq!(frames_of(&[all.clone()]), (frames.clone(), n));
+    extract(&lab, "pcapng", &["src", "192.168.50.5"]);
+    let tagged: BTreeMap<Key, u64> = frames
+        .iter()
+        .filter(|(k, _)| k.0 == "192.168.50.5")
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    assert_eq!(
+        tagged.keys().map(|k| k.5.as_str()).collect::<Vec<_>>(),
+        ["weir-tag=lab"]
+    );
+    assert_eq!(frames_of(&[lab.clone()]), (tagged.clone(), 50));
+    let err = ok(weir()
+        .args(["read", "--format", "pcapng", "-r"])
+        .arg(&lab)
+        .arg("-w")
+        .arg(&copy));
+    assert!(!err.contains("warning"), "{err}");
+    assert_eq!(frames_of(&[copy]), (tagged, 50));
+    // classic pcap: the same packets without comments, and a warning naming the 50
+    let untagged: BTreeMap<Key, u64> = frames
+        .iter()
+        .map(|(k, v)| {
+            (
+                (
+                    k.0.clone(),
+                    k.1.clone(),
+                    k.2.clone(),
+                    k.3,
+                    k.4,
+                    String::new(),
+                ),
+                *v,
+            )
+        })
+        .collect();
+    let err = extract(&pcap, "pcap", &[]);
+    assert!(
+        err.contains("weir: warning: 50 packets written without their comments (rule tags)"),
+        "{err}"
+    );
+    assert_eq!(frames_of(&[pcap]), (untagged, n));
+    let err = ok(weir()
+        .args(["read", "-r"])
+        .arg(&lab)
+        .arg("-w")
+        .arg(&pcap_read));
+    assert!(
+        err.contains("weir: warning: 50 tagged packets written without their tags or comments"),
+        "{err}"
     );
 }
 

@@ -410,7 +410,7 @@ fn tags_are_packet_comments_tshark_shows() {
         if labs + udp > 0 {
             assert!(
                 err.contains(&format!(
-                    "{} tagged packets written without their tags",
+                    "{} tagged packets written without their tags or comments",
                     labs + udp
                 )),
                 "{err}"

@@ -15,5 +15,5 @@ pub mod read;
 pub mod write;
 
 pub use format::{FileFormat, Precision};
-pub use read::{FileReader, Interface, Packet, ReadError};
+pub use read::{FileReader, Interface, Packet, PacketOptions, ReadError};
 pub use write::{PacketWriter, PcapWriter, PcapngWriter, WriteError};

@@ -522,3 +522,139 @@ fn split_ranges_read_large_records_and_a_cut_end_like_the_whole_file() {
         assert!(got == want, "{n} ranges");
     }
 }
+
+/// An EPB whose option list is `opts` (raw bytes, zero-padded to 4).
+fn epb_opts(v: &mut Vec<u8>, be: bool, units: u64, data: &[u8], opts: &[u8]) {
+    let mut b = Vec::new();
+    w32(&mut b, 0, be);
+    w32(&mut b, (units >> 32) as u32, be);
+    w32(&mut b, units as u32, be);
+    w32(&mut b, data.len() as u32, be);
+    w32(&mut b, data.len() as u32, be);
+    b.extend_from_slice(data);
+    b.resize((b.len() + 3) & !3, 0);
+    b.extend_from_slice(opts);
+    b.resize((b.len() + 3) & !3, 0);
+    block(v, 6, &b, be);
+}
+
+/// An option (code, value) padded to 4 bytes.
+fn opt(code: u16, value: &[u8], be: bool) -> Vec<u8> {
+    let mut b = Vec::new();
+    w16(&mut b, code, be);
+    w16(&mut b, value.len() as u16, be);
+    b.extend_from_slice(value);
+    b.resize((b.len() + 3) & !3, 0);
+    b
+}
+
+/// (data, comments) of every packet, and the reader's count of damaged option lists.
+fn comments_of(bytes: Vec<u8>) -> (Vec<(Vec<u8>, Vec<Vec<u8>>)>, u64) {
+    let mut r = FileReader::from_bytes("mem", bytes).expect("header");
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet().expect("no damage") {
+        let c = p.options.comments().map(<[u8]>::to_vec).collect();
+        out.push((p.data.to_vec(), c));
+    }
+    (out, r.damaged_options())
+}
+
+#[test]
+fn pcapng_packet_comments_in_both_byte_orders_as_tshark_reads_them() {
+    for be in [false, true] {
+        let mut v = Vec::new();
+        shb(&mut v, be);
+        idb(&mut v, be, 1, 65535, Some(9), "eth0");
+        let frame: Vec<u8> = (0..61u8).collect();
+        // epb_flags, a comment, epb_hash, a second comment, end
+        let mut o = opt(2, &[0, 0, 0, 1], be);
+        o.extend(opt(1, b"weir-tag=lab", be));
+        o.extend(opt(3, &[2, 1, 2, 3, 4], be));
+        o.extend(opt(1, b"second", be));
+        o.extend(opt(0, b"", be));
+        epb_opts(&mut v, be, 1, &frame, &o);
+        epb_opts(&mut v, be, 2, &frame[..7], &[]);
+        let two = v.clone();
+        // a comment with no opt_endofopt, then one whose length runs past the block
+        let mut o = opt(1, b"weir-tag=x", be);
+        o.extend(opt(1, b"", be)[..2].to_vec());
+        w16(&mut o, 200, be);
+        o.extend_from_slice(b"cut");
+        epb_opts(&mut v, be, 3, &frame[..3], &o);
+        let (got, damaged) = comments_of(v.clone());
+        let c = |v: &[&[u8]]| v.iter().map(|c| c.to_vec()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            vec![
+                (frame.clone(), c(&[b"weir-tag=lab", b"second"])),
+                (frame[..7].to_vec(), vec![]),
+                (frame[..3].to_vec(), c(&[b"weir-tag=x"])),
+            ]
+        );
+        assert_eq!(damaged, 1, "be {be}");
+        // tshark reads the same comments from the first two (the third's list is damaged: not
+        // compared)
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.pcapng");
+        std::fs::write(&f, &two).unwrap();
+        let out = std::process::Command::new("tshark")
+            .args([
+                "-r",
+                f.to_str().unwrap(),
+                "-T",
+                "fields",
+                "-e",
+                "frame.comment",
+            ])
+            .output()
+            .expect("tshark is installed (scripts/setup.sh)");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(text, "weir-tag=lab,second\n\n", "be {be}: {out:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A packet's option list cut anywhere, with any stray bytes after it, never panics and
+    /// never costs the packet: its data is whole and its comments are those of the options that
+    /// fit (a hand-written oracle), in order.
+    #[test]
+    fn truncated_options_keep_the_packet_and_the_comments_before_the_damage(
+        opts in proptest::collection::vec((0u16..5, proptest::collection::vec(any::<u8>(), 0..20)), 0..6),
+        cut in 0usize..200,
+        stray in proptest::collection::vec(any::<u8>(), 0..8),
+        be in any::<bool>(),
+    ) {
+        let mut list = Vec::new();
+        let mut ends = Vec::new();
+        for (code, value) in &opts {
+            // code 0 would end the list: comments and other options only
+            list.extend(opt(code + 1, value, be));
+            ends.push((list.len(), code + 1, value.clone()));
+        }
+        let cut = cut.min(list.len());
+        let mut raw = list[..cut].to_vec();
+        raw.extend_from_slice(&stray);
+        let mut v = Vec::new();
+        shb(&mut v, be);
+        idb(&mut v, be, 1, 65535, Some(9), "eth0");
+        epb_opts(&mut v, be, 1, b"abcde", &raw);
+        epb_opts(&mut v, be, 2, b"xyz", &opt(1, b"next", be));
+        let (got, damaged) = comments_of(v);
+        prop_assert_eq!(got.len(), 2);
+        prop_assert_eq!(&got[0].0, b"abcde");
+        // comments of the options wholly before the cut come first, in order; stray bytes may
+        // read as more options after them
+        let want: Vec<Vec<u8>> = ends
+            .iter()
+            .filter(|(end, code, _)| *end <= cut && *code == 1)
+            .map(|(_, _, v)| v.clone())
+            .collect();
+        prop_assert!(got[0].1.len() >= want.len());
+        prop_assert_eq!(&got[0].1[..want.len()], &want[..]);
+        prop_assert!(damaged <= 1);
+        prop_assert_eq!(&got[1], &(b"xyz".to_vec(), vec![b"next".to_vec()]));
+    }
+}

@@ -2,7 +2,8 @@
 //! it: packets of several inputs into one file, each input's interfaces declared as they are
 //! first used (with libpcap's snap length), a classic pcap header describing the first input's
 //! interface, classic pcap records' time fields copied as they are when the units agree, and a
-//! rule's tag as the pcapng packet comment (classic pcap cannot hold it: counted).
+//! rule's tag as the pcapng packet comment, after the comments the input packet had (classic pcap
+//! cannot hold them: counted).
 
 use std::io::Write;
 
@@ -29,7 +30,7 @@ pub struct Convert<W: Write> {
     /// The current input's timestamp unit when it is classic pcap: its records' time fields are
     /// copied as they are into a pcap output of the same unit (what tcpdump does).
     input_unit: Option<Precision>,
-    /// Tagged packets written to classic pcap, which cannot hold their tags.
+    /// Tagged or commented packets written to classic pcap, which cannot hold their tags.
     tags_lost: u64,
 }
 
@@ -84,8 +85,8 @@ impl<W: Write> Convert<W> {
     }
 
     /// Ends the file (an output no packet reached still gets a valid, empty file) and hands
-    /// back the output and how many tagged packets were written without their tags (classic
-    /// pcap has no packet comments).
+    /// back the output and how many tagged or commented packets were written without their tags
+    /// and comments (classic pcap has no packet comments).
     pub fn finish(mut self) -> Result<(W, u64), SensorError> {
         if self.writer.is_none() {
             // No packet matched: still write a valid, empty file.
@@ -129,6 +130,14 @@ impl<W: Write> Visitor for Convert<W> {
             .writer
             .as_mut()
             .expect("writer created with the first interface");
+        if !packet.options.is_empty() {
+            // pcapng input: its comments (rule tags of an earlier run) go on
+            if !w.write_comments(&meta, packet.data, packet.options.comments())? {
+                self.tags_lost += 1;
+            }
+            self.written += 1;
+            return Ok(());
+        }
         match (packet.pcap_ts, self.input_unit) {
             (Some(ts), Some(unit)) => w.write_pcap_ts(&meta, ts, unit, packet.data)?,
             _ => w.write(&meta, packet.data)?,
@@ -147,7 +156,10 @@ impl<W: Write> Visitor for Convert<W> {
             return self.packet(interfaces, packet);
         };
         if matches!(self.format, FileFormat::Pcap(_)) {
-            self.tags_lost += 1;
+            if !packet.options.has_comments() {
+                // else counted by `packet`
+                self.tags_lost += 1;
+            }
             return self.packet(interfaces, packet);
         }
         let iface = packet.meta.interface as usize;
@@ -161,7 +173,10 @@ impl<W: Write> Visitor for Convert<W> {
             .writer
             .as_mut()
             .expect("writer created with the first interface");
-        w.write_commented(&meta, packet.data, tag.to_string().as_bytes())?;
+        // the input's comments, then the tag
+        let tag = tag.to_string();
+        let comments = packet.options.comments().chain([tag.as_bytes()]);
+        w.write_comments(&meta, packet.data, comments)?;
         self.written += 1;
         Ok(())
     }

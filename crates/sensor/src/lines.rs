@@ -95,6 +95,7 @@ impl<W: Write> PacketSink for LinePrinter<W> {
             data: r.data(),
             record_offset: 0,
             pcap_ts: None,
+            options: weir_pcap::PacketOptions::NONE,
         };
         Visitor::packet(self, interfaces, &packet)
     }

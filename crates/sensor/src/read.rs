@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use weir_filter::{Filter, FilterSet};
 use weir_packet::LinkType;
 use weir_pcap::parallel::Plan;
-use weir_pcap::{FileReader, Interface, Packet, ReadError};
+use weir_pcap::{FileReader, Interface, Packet, PacketOptions, ReadError};
 use weir_rules::{Evaluator, Match, Outcome, RuleSet, RulesFile, Tag};
 
 use crate::{Event, SensorError};
@@ -225,6 +225,8 @@ fn one_file<V: Visitor>(
                 packet.data.to_vec(),
                 packet.record_offset,
                 packet.pcap_ts,
+                packet.options.raw().to_vec(),
+                packet.options.big_endian(),
             );
             interfaces = reader.interfaces().to_vec();
             if !match_all {
@@ -238,6 +240,7 @@ fn one_file<V: Visitor>(
                 data: &p.2,
                 record_offset: p.3,
                 pcap_ts: p.4,
+                options: PacketOptions::from_raw(&p.5, p.6),
             };
             if match_all || per_iface[iface].matches(packet.data, packet.meta.orig_len) {
                 visitor.packet(&interfaces, &packet)?;
@@ -254,6 +257,14 @@ fn one_file<V: Visitor>(
         }
     }
     obs.end_file();
+    if reader.damaged_options() > 0 {
+        obs.event(Event::Warning(format!(
+            "{}: {} packets have a damaged option list (an option runs past its block); \
+             they were read with the options before the damage",
+            path.display(),
+            reader.damaged_options()
+        )));
+    }
     if let Some(e) = &damage {
         obs.event(Event::Warning(e.to_string()));
     }
@@ -472,6 +483,7 @@ impl<V: Visitor> Visitor for Ruled<'_, V> {
                 data: &packet.data[..keep],
                 record_offset: packet.record_offset,
                 pcap_ts: packet.pcap_ts,
+                options: packet.options,
             };
             return self.inner.ruled(interfaces, &cut, tag.as_ref());
         }

@@ -1,7 +1,8 @@
 //! What `weir extract` adds to [`select()`](crate::select()): the [`Matcher`] of a tcpdump
 //! expression ([`BpfMatcher`], the BPF program compiled for each segment's interfaces exactly as
 //! `tcpdump -r` would compile it), and the writing of a [`Selection`] into one pcap or pcapng
-//! output ([`Selection::output_interfaces`], [`Selection::write`]).
+//! output ([`Selection::output_interfaces`], [`Selection::write`]; pcapng keeps the packets'
+//! comments, the rules' tags; classic pcap cannot).
 
 use std::io::Write;
 
@@ -79,18 +80,27 @@ impl Selection {
     }
 
     /// Writes every selected packet, in time order, into `w` (made in `format` with
-    /// [`output_interfaces`](Self::output_interfaces)).
+    /// [`output_interfaces`](Self::output_interfaces)), a pcapng output with the packets'
+    /// comments (the rules' tags, `weir-tag=TAG`). Returns how many packets with comments were
+    /// written without them: classic pcap has no place for them.
     pub fn write<W: Write>(
         &mut self,
         w: &mut PacketWriter<W>,
         format: FileFormat,
-    ) -> Result<(), ExtractError> {
+    ) -> Result<u64, ExtractError> {
         let pcap = matches!(format, FileFormat::Pcap(_));
-        self.replay(|meta, data| -> Result<(), ExtractError> {
+        let mut lost = 0;
+        self.replay(|meta, data, options| -> Result<(), ExtractError> {
             let interface = if pcap { 0 } else { meta.interface };
-            w.write(&PacketMeta { interface, ..*meta }, data)?;
+            let meta = PacketMeta { interface, ..*meta };
+            if options.is_empty() {
+                w.write(&meta, data)?;
+            } else if !w.write_comments(&meta, data, options.comments())? {
+                lost += 1;
+            }
             Ok(())
-        })
+        })?;
+        Ok(lost)
     }
 }
 

@@ -75,9 +75,12 @@ fn host_port(url: &str) -> Result<(bool, String), String> {
 }
 
 /// What a sensor's thread sends: first its interfaces, then packets in batches, then the end.
+/// A packet a sensor sent: its metadata, bytes and comments (pcapng: the rules' tags).
+type Fetched = (PacketMeta, Vec<u8>, Vec<Vec<u8>>);
+
 enum Msg {
     Start(Vec<Interface>, Vec<String>, bool),
-    Batch(Vec<(PacketMeta, Vec<u8>)>),
+    Batch(Vec<Fetched>),
     Failed(String),
     End,
 }
@@ -185,7 +188,8 @@ fn fetch(url: String, q: RemoteQuery, format: FileFormat, tx: std::sync::mpsc::S
     loop {
         match reader.next_packet() {
             Ok(Some(p)) => {
-                batch.push((p.meta, p.data.to_vec()));
+                let comments = p.options.comments().map(<[u8]>::to_vec).collect();
+                batch.push((p.meta, p.data.to_vec(), comments));
                 if batch.len() == 512 && tx.send(Msg::Batch(std::mem::take(&mut batch))).is_err() {
                     return;
                 }
@@ -205,7 +209,7 @@ fn fetch(url: String, q: RemoteQuery, format: FileFormat, tx: std::sync::mpsc::S
 /// A sensor's stream in the merge.
 struct Stream {
     rx: Receiver<Msg>,
-    batch: std::collections::VecDeque<(PacketMeta, Vec<u8>)>,
+    batch: std::collections::VecDeque<Fetched>,
     open: bool,
     /// Its first interface's index in the output.
     offset: u32,
@@ -303,7 +307,7 @@ pub fn merge<W: Write>(
         // the earliest front packet; ties to the first sensor
         let mut best: Option<(u64, usize)> = None;
         for (i, s) in streams.iter().enumerate() {
-            if let Some((m, _)) = s.batch.front() {
+            if let Some((m, ..)) = s.batch.front() {
                 if best.is_none_or(|(t, _)| m.ts_ns < t) {
                     best = Some((m.ts_ns, i));
                 }
@@ -311,11 +315,17 @@ pub fn merge<W: Write>(
         }
         let Some((_, i)) = best else { break };
         let s = &mut streams[i];
-        let Some((meta, data)) = s.batch.pop_front() else {
+        let Some((meta, data, comments)) = s.batch.pop_front() else {
             break;
         };
         let interface = if pcap { 0 } else { s.offset + meta.interface };
-        w.write(&PacketMeta { interface, ..meta }, &data)?;
+        let meta = PacketMeta { interface, ..meta };
+        if comments.is_empty() {
+            w.write(&meta, &data)?;
+        } else {
+            // classic pcap drops them (the sensors were asked for pcap: they sent none)
+            w.write_comments(&meta, &data, comments.iter().map(Vec::as_slice))?;
+        }
         reports[i].packets += 1;
         s.fill(&mut reports[i]);
     }

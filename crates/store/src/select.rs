@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use weir_index::{index_path, Index, IndexError, Query, ReadRange, HEAD_LEN};
 use weir_packet::PacketMeta;
-use weir_pcap::{FileReader, Interface, ReadError};
+use weir_pcap::{FileReader, Interface, PacketOptions, ReadError};
 
 use crate::manifest::{Manifest, SegmentState};
 use crate::store::recorder_running;
@@ -123,6 +123,14 @@ pub enum Notice {
         /// Why.
         error: IndexError,
     },
+    /// Packets of a segment have a damaged pcapng option list: they were read with the options
+    /// before the damage (a comment after it is lost).
+    DamagedOptions {
+        /// The segment.
+        path: PathBuf,
+        /// How many packets (of those read).
+        packets: u64,
+    },
     /// A segment is damaged at `offset`: the packets before it were searched.
     Damaged {
         /// The segment.
@@ -191,6 +199,12 @@ impl fmt::Display for Notice {
             Notice::BadIndex { path, error } => write!(
                 f,
                 "{}: {error}; scanning the segment (`weir index` rebuilds it)",
+                path.display()
+            ),
+            Notice::DamagedOptions { path, packets } => write!(
+                f,
+                "{}: {packets} packets have a damaged option list (an option runs past its \
+                 block); they were read with the options before the damage",
                 path.display()
             ),
             Notice::Damaged {
@@ -461,6 +475,14 @@ pub struct SelectStats {
     pub total_bytes: u64,
 }
 
+/// A selected packet copied out of a segment read as a stream.
+struct Kept {
+    meta: PacketMeta,
+    data: std::ops::Range<usize>,
+    options: std::ops::Range<usize>,
+    big_endian: bool,
+}
+
 /// How the second pass gets a segment's selected packets.
 enum Held {
     /// No packet selected.
@@ -487,8 +509,9 @@ pub struct Selection {
     hits: Vec<Hit>,
     /// Per segment: how to get its selected packets again.
     held: Vec<Held>,
-    /// The selected packets of segments read as streams, their data in `kept_bytes`.
-    kept: Vec<(PacketMeta, std::ops::Range<usize>)>,
+    /// The selected packets of segments read as streams, their data in `kept_bytes`, and
+    /// their pcapng option lists (comments: rule tags) there too, with their byte order.
+    kept: Vec<Kept>,
     kept_bytes: Vec<u8>,
     /// Per segment: its interface ids in the merged [`interfaces`](Selection::interfaces).
     maps: Vec<Option<Vec<u32>>>,
@@ -621,14 +644,17 @@ pub fn select<M: Matcher>(
                 };
                 let (meta, off) = (p.meta, p.record_offset);
                 let mut data = p.data;
-                let first_copy: Vec<u8>;
+                let mut options = p.options;
+                let be = options.big_endian();
+                let first_copy: (Vec<u8>, Vec<u8>);
                 if fresh {
                     fresh = false;
                     if !all {
                         // The packet borrows the reader: copy it out.
-                        first_copy = data.to_vec();
+                        first_copy = (data.to_vec(), options.raw().to_vec());
                         matcher.set_interfaces(reader.interfaces())?;
-                        data = &first_copy;
+                        data = &first_copy.0;
+                        options = PacketOptions::from_raw(&first_copy.1, be);
                     }
                 }
                 if stream {
@@ -654,15 +680,16 @@ pub fn select<M: Matcher>(
                     }
                 }
                 sel.stats.read_bytes += data.len() as u64;
-                let late_copy: Vec<u8>;
+                let late_copy: (Vec<u8>, Vec<u8>);
                 match verdict(matcher, all, (from, to), &meta, data) {
                     Some(true) => {}
                     Some(false) => continue,
                     None => {
                         // A new interface block: copy the packet out, as above.
-                        late_copy = data.to_vec();
+                        late_copy = (data.to_vec(), options.raw().to_vec());
                         matcher.set_interfaces(reader.interfaces())?;
-                        data = &late_copy;
+                        data = &late_copy.0;
+                        options = PacketOptions::from_raw(&late_copy.1, be);
                         if verdict(matcher, all, (from, to), &meta, data) != Some(true) {
                             continue;
                         }
@@ -671,7 +698,14 @@ pub fn select<M: Matcher>(
                 let offset = if stream {
                     let at = sel.kept_bytes.len();
                     sel.kept_bytes.extend_from_slice(data);
-                    sel.kept.push((meta, at..at + data.len()));
+                    let o = sel.kept_bytes.len();
+                    sel.kept_bytes.extend_from_slice(options.raw());
+                    sel.kept.push(Kept {
+                        meta,
+                        data: at..at + data.len(),
+                        options: o..sel.kept_bytes.len(),
+                        big_endian: options.big_endian(),
+                    });
                     (sel.kept.len() - 1) as u64
                 } else {
                     off
@@ -683,6 +717,12 @@ pub fn select<M: Matcher>(
                 });
                 any = true;
             }
+        }
+        if reader.damaged_options() > 0 {
+            notify(Notice::DamagedOptions {
+                path: path.clone(),
+                packets: reader.damaged_options(),
+            });
         }
         if any {
             sel.held[si] = if stream {
@@ -799,10 +839,11 @@ impl Selection {
     }
 
     /// Reads every selected packet again, in time order, and hands it to `f` with its
-    /// interface id in [`interfaces`](Self::interfaces).
+    /// interface id in [`interfaces`](Self::interfaces) and its pcapng options (comments: the
+    /// rules' tags; empty for classic pcap segments).
     pub fn replay<E: From<SelectError>>(
         &mut self,
-        mut f: impl FnMut(&PacketMeta, &[u8]) -> Result<(), E>,
+        mut f: impl FnMut(&PacketMeta, &[u8], PacketOptions<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         for h in &self.hits {
             let seg = h.segment as usize;
@@ -820,14 +861,16 @@ impl Selection {
                         .next_packet()
                         .map_err(SelectError::from)?
                         .ok_or(SelectError::Vanished)?;
-                    f(&remap(&p.meta)?, p.data)?;
+                    f(&remap(&p.meta)?, p.data, p.options)?;
                 }
                 Held::Kept(_) => {
-                    let (meta, at) = self
+                    let k = self
                         .kept
                         .get(h.offset as usize)
                         .ok_or(SelectError::Vanished)?;
-                    f(&remap(meta)?, &self.kept_bytes[at.clone()])?;
+                    let options =
+                        PacketOptions::from_raw(&self.kept_bytes[k.options.clone()], k.big_endian);
+                    f(&remap(&k.meta)?, &self.kept_bytes[k.data.clone()], options)?;
                 }
                 Held::Nothing => return Err(SelectError::Vanished.into()),
             }

@@ -105,8 +105,14 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let specs = selection.output_interfaces(format)?;
     let out = args.out.path.as_deref().context("-w is required")?;
     let mut w = PacketWriter::new(output::create(out)?, format, &specs)?;
-    selection.write(&mut w, format)?;
+    let untagged = selection.write(&mut w, format)?;
     w.finish()?.commit()?;
+    if untagged > 0 {
+        eprintln!(
+            "weir: warning: {untagged} packets written without their comments (rule tags): \
+             classic pcap has none; --format pcapng keeps them"
+        );
+    }
     if args.verbose {
         let s = selection.stats();
         eprintln!(

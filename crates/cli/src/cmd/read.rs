@@ -69,8 +69,8 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let (out, tags_lost) = sink.finish()?;
     if tags_lost > 0 {
         eprintln!(
-            "weir: warning: {tags_lost} tagged packets written without their tags (classic pcap \
-             has no packet comments; --format pcapng stores them)"
+            "weir: warning: {tags_lost} tagged packets written without their tags or comments \
+             (classic pcap has no packet comments; --format pcapng stores them)"
         );
     }
     out.commit()?;

@@ -1,4 +1,5 @@
-//! pcapng blocks: section header, interface description, enhanced/simple/obsolete packet blocks.
+//! pcapng blocks: section header, interface description, enhanced/simple/obsolete packet blocks
+//! (with where a packet block's options are, [`super::options`]).
 //! Every other block type (name resolution, statistics, decryption secrets, custom) is skipped.
 //!
 //! Byte order is per section; interface ids are per section, so the reader maps them to one
@@ -183,6 +184,10 @@ pub(crate) struct BlockPacket {
     pub data_at: usize,
     pub caplen: u32,
     pub orig_len: u32,
+    /// The well-formed part of the block's option list (start, length); (0, 0) for none.
+    pub opts: (usize, usize),
+    /// Something after that part was damaged.
+    pub opts_damaged: bool,
 }
 
 /// Parses an EPB or OPB (`block` is the whole block).
@@ -209,12 +214,24 @@ pub(crate) fn parse_epb_opb(kind: u32, block: &[u8], be: bool) -> Result<BlockPa
             "{name} claims {caplen} captured bytes but has room for {room}"
         ));
     }
+    // options between the padded data and the trailing length (caplen <= room, and the block
+    // length is a multiple of 4, so the padded data fits)
+    let start = (28 + ((caplen as usize + 3) & !3)).min(block.len() - 4);
+    let list = &block[start..block.len() - 4];
+    let (opts, opts_damaged) = if list.is_empty() {
+        ((0, 0), false)
+    } else {
+        let (len, damaged) = super::options::valid_prefix(list, be);
+        ((start, len), damaged)
+    };
     Ok(BlockPacket {
         iface,
         ts_units: Some(ts),
         data_at: 28,
         caplen,
         orig_len,
+        opts,
+        opts_damaged,
     })
 }
 
@@ -239,6 +256,8 @@ pub(crate) fn parse_spb(block: &[u8], be: bool, snaplen: u32) -> Result<BlockPac
         data_at: 12,
         caplen,
         orig_len,
+        opts: (0, 0),
+        opts_damaged: false,
     })
 }
 

@@ -8,6 +8,7 @@ use weir_packet::{Interface, LinkType, PacketMeta};
 
 use super::backing::Backing;
 use super::error::ReadError;
+use super::options::PacketOptions;
 use super::{pcap, pcapng};
 use crate::format::{FileFormat, Precision};
 
@@ -27,6 +28,9 @@ pub struct Packet<'a> {
     /// fraction in the file's unit, µs or ns), out-of-range fractions included; `None` for
     /// pcapng. A pcap writer of the same unit copies them, as libpcap does.
     pub pcap_ts: Option<(u32, u32)>,
+    /// pcapng: the packet block's options (comments, flags...), the well-formed part of them;
+    /// empty for classic pcap.
+    pub options: PacketOptions<'a>,
 }
 
 /// Where the packet found by the block loop sits in the block just consumed.
@@ -35,6 +39,8 @@ struct Found {
     block_len: usize,
     data_at: usize,
     caplen: usize,
+    /// The block's option list (start, length), (0, 0) for none.
+    opts: (usize, usize),
     meta: PacketMeta,
     link: LinkType,
 }
@@ -63,6 +69,8 @@ pub struct FileReader {
     sections: u32,
     packets: u64,
     skipped_blocks: u64,
+    /// Packets whose option list was damaged (cut at the damage).
+    damaged_options: u64,
     done: bool,
 }
 
@@ -125,6 +133,7 @@ impl FileReader {
             sections: 0,
             packets: 0,
             skipped_blocks: 0,
+            damaged_options: 0,
             done: false,
         };
         if pcap::is_pcap(head) {
@@ -227,6 +236,12 @@ impl FileReader {
         self.skipped_blocks
     }
 
+    /// Packets delivered whose pcapng option list was damaged (an option running past its block,
+    /// stray bytes): each was delivered with the options before the damage.
+    pub fn damaged_options(&self) -> u64 {
+        self.damaged_options
+    }
+
     /// Byte offset of the next unread record or block.
     pub fn offset(&self) -> u64 {
         self.backing.offset()
@@ -252,6 +267,10 @@ impl FileReader {
             data: &block[found.data_at..found.data_at + found.caplen],
             record_offset: found.record_offset,
             pcap_ts,
+            options: PacketOptions::from_raw(
+                &block[found.opts.0..found.opts.0 + found.opts.1],
+                self.be,
+            ),
         }))
     }
 
@@ -370,6 +389,7 @@ impl FileReader {
                 sections: self.sections,
                 packets: 0,
                 skipped_blocks: 0,
+                damaged_options: 0,
                 done: false,
             });
         }
@@ -440,6 +460,7 @@ impl FileReader {
             block_len: total,
             data_at: hl,
             caplen,
+            opts: (0, 0),
             meta: PacketMeta {
                 ts_ns: rec.ts_ns,
                 orig_len: rec.orig_len,
@@ -610,11 +631,13 @@ impl FileReader {
                 None => 0,
             };
             self.packets += 1;
+            self.damaged_options += p.opts_damaged as u64;
             return Ok(Some(Found {
                 record_offset: block_start,
                 block_len: len,
                 data_at: p.data_at,
                 caplen: (p.caplen.min(clock.snaplen)) as usize,
+                opts: p.opts,
                 meta: PacketMeta {
                     ts_ns,
                     orig_len: p.orig_len,

@@ -118,6 +118,29 @@ impl<W: io::Write> PacketWriter<W> {
         }
     }
 
+    /// Writes one packet with its comments (pcapng: one `opt_comment` each, in order). Returns
+    /// false when there were comments and they could not be stored: classic pcap has no place for
+    /// them (the packet is written without them).
+    #[inline]
+    pub fn write_comments<'c, I>(
+        &mut self,
+        meta: &PacketMeta,
+        data: &[u8],
+        comments: I,
+    ) -> Result<bool, WriteError>
+    where
+        I: IntoIterator<Item = &'c [u8]>,
+        I::IntoIter: Clone,
+    {
+        match self {
+            PacketWriter::Pcap(w) => {
+                let none = comments.into_iter().next().is_none();
+                w.write(meta, data).map(|()| none)
+            }
+            PacketWriter::Pcapng(w) => w.write_comments(meta, data, comments).map(|()| true),
+        }
+    }
+
     /// Writes one packet; a classic pcap of precision `unit` takes the timestamp fields `ts`
     /// (seconds, fraction in `unit`) as they are, instead of `meta.ts_ns`. For copying records
     /// between pcap files the way libpcap does (an out-of-range fraction stays as it was).

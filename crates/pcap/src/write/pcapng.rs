@@ -8,6 +8,9 @@ use weir_packet::PacketMeta;
 use super::pcap::BUFFER;
 use super::{Interface, WriteError};
 
+/// Largest block written: what weir's reader accepts (libpcap takes up to 16 MiB).
+const MAX_BLOCK: u32 = 64 << 20;
+
 /// Streams packets into a pcapng file.
 pub struct PcapngWriter<W: Write> {
     out: BufWriter<W>,
@@ -85,16 +88,37 @@ impl<W: Write> PcapngWriter<W> {
         data: &[u8],
         comment: Option<&[u8]>,
     ) -> Result<(), WriteError> {
+        self.write_comments(meta, data, comment)
+    }
+
+    /// Appends one packet as an enhanced packet block on interface `meta.interface`, with one
+    /// `opt_comment` option per comment, in order (tshark shows them all in `frame.comment`);
+    /// each is cut at 65 535 bytes, what an option holds.
+    #[inline]
+    pub fn write_comments<'c, I>(
+        &mut self,
+        meta: &PacketMeta,
+        data: &[u8],
+        comments: I,
+    ) -> Result<(), WriteError>
+    where
+        I: IntoIterator<Item = &'c [u8]>,
+        I::IntoIter: Clone,
+    {
         if meta.interface >= self.interfaces {
             return Err(WriteError::UnknownInterface(meta.interface));
         }
         let caplen = u32::try_from(data.len()).map_err(|_| WriteError::TooLarge(data.len()))?;
         let padded = (data.len() + 3) & !3;
-        let comment = comment.map(|c| &c[..c.len().min(usize::from(u16::MAX))]);
-        // opt_comment, then opt_endofopt
-        let options = comment.map_or(0, |c| 4 + ((c.len() + 3) & !3) + 4);
-        let total =
-            u32::try_from(32 + padded + options).map_err(|_| WriteError::TooLarge(data.len()))?;
+        let cut = |c: &'c [u8]| &c[..c.len().min(usize::from(u16::MAX))];
+        let comments = comments.into_iter().map(cut);
+        // each opt_comment, then opt_endofopt
+        let listed: usize = comments.clone().map(|c| 4 + ((c.len() + 3) & !3)).sum();
+        let options = if listed == 0 { 0 } else { listed + 4 };
+        let total = u32::try_from(32 + padded + options)
+            .ok()
+            .filter(|&t| t <= MAX_BLOCK)
+            .ok_or(WriteError::TooLarge(data.len()))?;
         let mut h = [0u8; 28];
         h[0..4].copy_from_slice(&6u32.to_ne_bytes());
         h[4..8].copy_from_slice(&total.to_ne_bytes());
@@ -106,10 +130,12 @@ impl<W: Write> PcapngWriter<W> {
         self.out.write_all(&h)?;
         self.out.write_all(data)?;
         let pad = padded - data.len();
-        if let Some(c) = comment {
+        if options > 0 {
             self.out.write_all(&[0u8; 3][..pad])?;
             let mut opts = Vec::with_capacity(options);
-            option(&mut opts, 1, c); // opt_comment
+            for c in comments {
+                option(&mut opts, 1, c); // opt_comment
+            }
             option(&mut opts, 0, &[]); // opt_endofopt
             self.out.write_all(&opts)?;
             self.out.write_all(&total.to_ne_bytes())?;
@@ -178,5 +204,38 @@ mod test {
         let p = r.next_packet().unwrap().unwrap();
         assert_eq!(p.data, b"xyz");
         assert!(r.next_packet().unwrap().is_none());
+    }
+
+    #[test]
+    fn comments_are_written_in_order_and_read_back() {
+        let mut w = PcapngWriter::new(Vec::new()).unwrap();
+        w.add_interface(&Interface::new(LinkType::ETHERNET, 65535))
+            .unwrap();
+        let meta = PacketMeta {
+            ts_ns: 5,
+            orig_len: 9,
+            interface: 0,
+        };
+        let long = vec![b'x'; 70_000];
+        let comments: [&[u8]; 3] = [b"weir-tag=a", b"", &long];
+        w.write_comments(&meta, b"abcdefghi", comments).unwrap();
+        w.write_comments(&meta, b"j", []).unwrap();
+        let mut r = FileReader::from_bytes("t.pcapng", w.finish().unwrap()).unwrap();
+        let p = r.next_packet().unwrap().unwrap();
+        assert_eq!(p.data, b"abcdefghi");
+        let got: Vec<&[u8]> = p.options.comments().collect();
+        assert_eq!(got, [&b"weir-tag=a"[..], b"", &long[..65_535]]);
+        let p = r.next_packet().unwrap().unwrap();
+        assert!(p.options.is_empty() && p.data == b"j");
+        assert_eq!(r.damaged_options(), 0);
+        // classic pcap cannot hold them: said
+        let mut w = crate::PacketWriter::new(
+            Vec::new(),
+            crate::FileFormat::Pcap(crate::Precision::Nano),
+            &[Interface::new(LinkType::ETHERNET, 65535)],
+        )
+        .unwrap();
+        assert!(!w.write_comments(&meta, b"a", comments).unwrap());
+        assert!(w.write_comments(&meta, b"a", []).unwrap());
     }
 }
