@@ -10,7 +10,7 @@ zstd, each run to a topic of its own) and end only when every message is acknowl
 broker runs on the same machine and its CPU is not in weir's CPU time, but it competes for the
 same cores during the wall time. Target: the sink costs at most 10 % of `weir flows -r`.
 
-usage: bench/flows_kafka.py [--runs N] [--packets N]
+usage: bench/flows_kafka.py [--runs N] [--packets N] [--weir BINARY]
 """
 
 import argparse
@@ -28,13 +28,15 @@ import runner  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=5)
 ap.add_argument("--packets", type=int, default=3_000_000)
+ap.add_argument("--weir", help="a weir binary to measure instead of target/release/weir (no build)")
 args = ap.parse_args()
 
 root = runner.repo_root()
 out = os.path.join(root, "bench", "out")
 os.makedirs(out, exist_ok=True)
-subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
-weir = os.path.join(root, "target", "release", "weir")
+if args.weir is None:
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
+weir = args.weir or os.path.join(root, "target", "release", "weir")
 trace = os.path.join(out, f"trace-{args.packets}.pcap")
 if not os.path.exists(trace):
     subprocess.run([os.path.join(root, "target", "release", "mktrace"), "--packets", str(args.packets), "-w", trace], check=True)

@@ -7,7 +7,7 @@
    `weir extract --sensor A,B` merged against the sum of `weir extract A` + `weir extract B`
    (for a port filter and for everything), medians of --runs, wall, CPU, peak RSS.
 
-usage: bench/pipelines.py [--runs 5] [--port 53]
+usage: bench/pipelines.py [--runs 5] [--port 53] [--weir BINARY] [--skip-extract]
 """
 
 import argparse
@@ -25,11 +25,13 @@ import runner  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=5)
 ap.add_argument("--port", default="53")
+ap.add_argument("--weir", help="a weir binary to measure instead of target/release/weir")
+ap.add_argument("--skip-extract", action="store_true", help="only the Parquet part")
 args = ap.parse_args()
 
 root = runner.repo_root()
 out = os.path.join(root, "bench", "out")
-weir = os.path.join(root, "target", "release", "weir")
+weir = args.weir or os.path.join(root, "target", "release", "weir")
 trace = os.path.join(out, "trace-3000000.pcap")
 if not os.path.exists(weir):
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir"], cwd=root, check=True)
@@ -58,6 +60,8 @@ try:
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(pq) for f in fs)
     print(f"parquet files: {size / 1e6:.1f} MB")
 
+    if args.skip_extract:
+        sys.exit(0)
     stores = []
     for name in ("a", "b"):
         s = os.path.join(tmp, name)

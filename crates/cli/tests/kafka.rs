@@ -580,6 +580,76 @@ fn broker_killed_mid_run_and_restarted_loses_nothing_uncounted() {
     assert_eq!((failed, overflow), (0, 0), "{err}");
 }
 
+/// The broker paused (SIGSTOP: connected, answering nothing) mid-run with a producer queue of
+/// 10 messages: the records that find the queue full are counted as lost to it, those queued
+/// and never acknowledged as failed, the run fails, and what the broker holds once it resumes
+/// is weir's, at least the delivered count and at most delivered + failed (a message that timed
+/// out in flight may still have been written).
+#[test]
+fn a_full_queue_while_the_broker_is_paused_is_counted() {
+    let Some(b) = Broker::start() else { return };
+    let dir = TempDir::new("kafka-overflow");
+    let f = dir.join("g.pcap");
+    let out = run(weir()
+        .args(["gen", "-w"])
+        .arg(&f)
+        .args(["--pps", "2000", "-c", "20000", "--flows", "400"])
+        .args(["--start", "1700000000000000000"]));
+    assert!(out.status.success(), "{out:?}");
+    let flags = ["--idle-timeout", "0.5", "--active-timeout", "1"];
+    let want = json_lines(&f, &flags);
+    let data = std::fs::read(&f).unwrap();
+    let mut child = weir()
+        .args(["flows", "--workers", "1", "-r", "-"])
+        .args(flags)
+        .args(["--kafka", &b.brokers(), "--kafka-topic", "overflow"])
+        .args(["--kafka-sensor", "s1", "--kafka-queue", "10"])
+        .args(["--kafka-timeout", "2", "--kafka-linger-ms", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&data[..data.len() / 4]).unwrap();
+    stdin.flush().unwrap();
+    let t = Instant::now();
+    while b.consume("overflow").is_empty() && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // the broker process this test started and still owns
+    let pid = b.child.as_ref().unwrap().id().to_string();
+    assert!(run(Command::new("kill").args(["-STOP", &pid]))
+        .status
+        .success());
+    stdin.write_all(&data[data.len() / 4..]).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(run(Command::new("kill").args(["-CONT", &pid]))
+        .status
+        .success());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (records, messages, delivered, failed, overflow) = kafka_counts(&err);
+    eprintln!("{err}");
+    assert_eq!(records, want.len() as u64, "{err}");
+    assert_eq!(messages, records, "JSON: one message per record");
+    assert_eq!(messages, delivered + failed + overflow, "{err}");
+    assert!(overflow > 0, "the 10-message queue overflowed: {err}");
+    assert!(!out.status.success(), "a loss fails the run: {err}");
+    assert!(err.contains("lost to a full queue (of 10)"), "{err}");
+    let got = b.consume("overflow");
+    assert!(
+        got.len() as u64 >= delivered && got.len() as u64 <= delivered + failed,
+        "{} consumed: {err}",
+        got.len()
+    );
+    let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
+    for m in &got {
+        let g = std::str::from_utf8(&m.3).unwrap();
+        assert!(want.contains(g), "not weir's: {g}");
+    }
+}
+
 #[test]
 fn hostile_kafka_options_are_clear_errors() {
     let f = weir_testkit::corpus_dir().join("bug-2158__public-ex1_section8_Sofacy.pcap");

@@ -26,6 +26,14 @@ pub enum ExportError {
         /// The cause.
         source: std::io::Error,
     },
+    /// A stale temporary file could not be removed.
+    #[error("cannot remove {path}")]
+    Remove {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// The UDP socket could not be opened.
     #[error("cannot open a UDP socket")]
     Socket(#[source] std::io::Error),
@@ -43,6 +51,10 @@ pub enum ExportError {
     /// The Parquet writer failed (an I/O error is its source).
     #[error("Parquet write failed")]
     Parquet(#[source] parquet::errors::ParquetError),
+    /// The thread a sink runs on stopped (module `threaded`): panicked, or had stopped on an
+    /// error returned before.
+    #[error("the sink's thread: {0}")]
+    Thread(String),
     /// Writing to a file or stdout failed.
     #[error("write failed")]
     Write(#[from] std::io::Error),

@@ -55,6 +55,7 @@ mod sink;
 mod target;
 mod template;
 mod text;
+mod threaded;
 mod time;
 mod transport;
 mod v5;

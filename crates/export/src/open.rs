@@ -4,6 +4,7 @@ use crate::kafka::{KafkaOutput, KafkaSink};
 use crate::netflow::{ExportOptions, NetflowFormat, NetflowSink};
 use crate::sink::FlowSink;
 use crate::text::{TextFormat, TextSink};
+use crate::threaded::Threaded;
 use crate::transport::open_writer;
 use crate::{ExportError, Target};
 
@@ -51,7 +52,11 @@ pub fn open_sink_with(
             TextFormat::Csv,
             opts.tags,
         )?)),
-        SinkSpec::Kafka(k) => Ok(Box::new(KafkaSink::open(k)?)),
+        // serialised and produced on a thread of its own, off the meter's
+        SinkSpec::Kafka(k) => Ok(Box::new(Threaded::spawn(
+            "weir-kafka",
+            KafkaSink::open(k)?,
+        )?)),
         SinkSpec::Netflow {
             target,
             format,
@@ -135,6 +140,7 @@ mod tests {
                 times_clamped: 0,
                 tags_not_exported: 0,
                 kafka: None,
+                ..ExportStats::default()
             }
         );
     }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::open::{open_sink_with, SinkSpec};
 use crate::parquet_sink::ParquetSink;
+use crate::threaded::Threaded;
 use crate::{
     ExportError, ExportOptions, Fanout, KafkaOutput, NetflowFormat, ParquetOutput, Target,
 };
@@ -97,10 +98,13 @@ impl Outputs {
             sinks.push(k.name(), s);
         }
         if let Some(p) = &self.parquet {
-            let s = ParquetSink::open(p).map_err(|error| OpenError {
-                what: "the Parquet output",
-                error,
-            })?;
+            // files written on a thread of their own, off the meter's
+            let s = ParquetSink::open(p)
+                .and_then(|s| Threaded::spawn("weir-parquet", s))
+                .map_err(|error| OpenError {
+                    what: "the Parquet output",
+                    error,
+                })?;
             sinks.push(format!("parquet {}", p.dir.display()), Box::new(s));
         }
         if self.json.is_some() || sinks.is_empty() {

@@ -22,8 +22,8 @@
 //! its interval's end (or a record goes back more than an interval and an hour: captures
 //! concatenated out of time order start again). Intervals without records leave no file.
 //!
-//! Columns (IPFIX names, as the JSON lines; typed, zstd-compressed, dictionary-encoded where it
-//! pays): `flowStartNanoseconds`, `flowEndNanoseconds` (timestamp ns UTC, null for a direction
+//! Columns (IPFIX names, as the JSON lines; typed, zstd-compressed, dictionary-encoded for the
+//! repeated strings `flowEndReason`, `tag`, `sensor`; min/max statistics per column chunk): `flowStartNanoseconds`, `flowEndNanoseconds` (timestamp ns UTC, null for a direction
 //! without packets), `vlanId` (uint16), `ipVersion` (uint8, 4 or 6), `sourceIPAddress`,
 //! `destinationIPAddress` (16-byte fixed: IPv6, or IPv4 mapped as `::ffff:a.b.c.d`),
 //! `protocolIdentifier`, `sourceTransportPort`, `destinationTransportPort`, `ipClassOfService`,
@@ -39,9 +39,10 @@ use std::sync::Arc;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::data_type::{ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType};
 use parquet::data_type::{Int32Type, Int64Type};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::{SerializedColumnWriter, SerializedFileWriter};
 use parquet::schema::parser::parse_message_type;
+use parquet::schema::types::ColumnPath;
 use parquet::schema::types::Type;
 use weir_flows::{Direction, EndReason, FlowRecord};
 
@@ -152,10 +153,20 @@ impl ParquetSink {
             path: out.dir.clone(),
             source,
         })?;
+        let temp_removed = remove_stale_temps(&out.dir, &out.sensor)?;
         let schema = Arc::new(parse_message_type(SCHEMA).map_err(ExportError::Parquet)?);
         let props = Arc::new(
             WriterProperties::builder()
                 .set_compression(Compression::ZSTD(ZstdLevel::default()))
+                // a file holds few records (≈ 400 in 5 minutes of a small sensor): per column
+                // chunk, a dictionary page costs more than it saves on addresses, times and
+                // counters (zstd compresses their plain pages), so only the repeated strings
+                // keep one; statistics per column chunk (row group pruning), not per page
+                .set_dictionary_enabled(false)
+                .set_column_dictionary_enabled(ColumnPath::from("flowEndReason"), true)
+                .set_column_dictionary_enabled(ColumnPath::from("tag"), true)
+                .set_column_dictionary_enabled(ColumnPath::from("sensor"), true)
+                .set_statistics_enabled(EnabledStatistics::Chunk)
                 .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
                 .set_created_by(format!("weir {}", env!("CARGO_PKG_VERSION")))
                 .build(),
@@ -168,7 +179,10 @@ impl ParquetSink {
             cols: Columns::default(),
             open: None,
             now_ns: 0,
-            stats: ExportStats::default(),
+            stats: ExportStats {
+                temp_removed,
+                ..ExportStats::default()
+            },
         })
     }
 
@@ -272,7 +286,7 @@ impl ParquetSink {
         if self.out.sync {
             File::open(&open.dir)?.sync_all()?;
         }
-        self.stats.datagrams += 1;
+        self.stats.files += 1;
         self.stats.bytes += size;
         Ok(())
     }
@@ -308,6 +322,48 @@ impl FlowSink for ParquetSink {
         self.complete()?;
         Ok(self.stats)
     }
+
+    fn stats(&self) -> ExportStats {
+        self.stats
+    }
+}
+
+/// Removes the hidden temporary files (`DIR/date=*/hour=*/.SENSOR-*.parquet.tmp`) of this
+/// sensor that a killed earlier run left, and returns how many. Another sensor's are left
+/// alone (another process may be writing them); one sensor written by two processes at once
+/// is not supported (their files of one interval would share a temporary name).
+fn remove_stale_temps(dir: &std::path::Path, sensor: &str) -> Result<u64, ExportError> {
+    let prefix = format!(".{sensor}-");
+    let subdirs = |d: &std::path::Path, part: &str| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(part))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect()
+    };
+    let mut removed = 0;
+    for date in subdirs(dir, "date=") {
+        for hour in subdirs(&date, "hour=") {
+            for e in std::fs::read_dir(&hour).into_iter().flatten().flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with(&prefix)
+                    && name.ends_with(".parquet.tmp")
+                    && e.file_type().is_ok_and(|t| t.is_file())
+                {
+                    std::fs::remove_file(e.path()).map_err(|source| ExportError::Remove {
+                        path: e.path(),
+                        source,
+                    })?;
+                    removed += 1;
+                }
+            }
+        }
+    }
+    Ok(removed)
 }
 
 /// An address as 16 bytes (IPv4 mapped) and its IP version.
@@ -634,7 +690,7 @@ mod tests {
         );
         s.export(&rec(T0 + 3_600_000_000_000)).unwrap();
         let st = s.finish().unwrap();
-        assert_eq!((st.records, st.datagrams), (3, 2));
+        assert_eq!((st.records, st.files), (3, 2));
         assert_eq!(
             files(&dir),
             [
@@ -650,6 +706,39 @@ mod tests {
             files(&dir).contains(&"date=2026-11-21/hour=10/s1-20261121T102000Z-1.parquet".into())
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A run killed mid-interval leaves its temporary file; the next run of that sensor
+    /// removes it (and counts it), another sensor's is left alone.
+    #[test]
+    fn a_killed_runs_temporary_file_is_removed_at_the_next_start() {
+        let dir = std::env::temp_dir().join(format!("weir-parquet-stale-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = |sensor: &str| ParquetOutput {
+            dir: dir.clone(),
+            interval_ns: DEFAULT_INTERVAL_NS,
+            sensor: sensor.into(),
+            sync: false,
+        };
+        let mut s1 = ParquetSink::open(&out("s1")).unwrap();
+        s1.export(&rec(T0)).unwrap();
+        let mut s2 = ParquetSink::open(&out("s2")).unwrap();
+        s2.export(&rec(T0 + 3_600_000_000_000)).unwrap();
+        drop((s1, s2)); // killed: no finish
+        let left = [
+            "date=2026-11-21/hour=10/.s1-20261121T102000Z.parquet.tmp",
+            "date=2026-11-21/hour=11/.s2-20261121T112000Z.parquet.tmp",
+        ];
+        assert_eq!(files(&dir), left);
+        let mut again = ParquetSink::open(&out("s1")).unwrap();
+        assert_eq!(files(&dir), &left[1..]);
+        let st = again.finish().unwrap();
+        assert_eq!((st.temp_removed, st.files, st.records), (1, 0, 0));
+        assert_eq!(
+            ParquetSink::open(&out("s1")).unwrap().stats().temp_removed,
+            0
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

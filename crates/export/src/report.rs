@@ -108,6 +108,20 @@ impl RunReport {
                 }
                 continue;
             }
+            if e.temp_removed > 0 {
+                outputs += &format!(
+                    "weir: warning: {name}: removed {} hidden temporary files a killed earlier run \
+                     left\n",
+                    e.temp_removed
+                );
+            }
+            if e.files > 0 || name.starts_with("parquet ") {
+                outputs += &format!(
+                    "  {name}: {} records in {} files, {} bytes, {} dropped\n",
+                    e.records, e.files, e.bytes, e.dropped
+                );
+                continue;
+            }
             outputs += &format!(
                 "  {name}: {} records, {} datagrams, {} bytes, {} dropped, {} IPv6 flows not \
                  exportable as v5\n",
@@ -152,6 +166,10 @@ impl RunReport {
             });
             if e.tags_not_exported > 0 {
                 o["tags_not_exported"] = e.tags_not_exported.into();
+            }
+            if e.files > 0 || n.starts_with("parquet ") {
+                o["files"] = e.files.into();
+                o["temp_removed"] = e.temp_removed.into();
             }
             if let Some(k) = &e.kafka {
                 o["kafka"] = json!({

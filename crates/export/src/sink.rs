@@ -46,6 +46,10 @@ pub struct ExportStats {
     /// Tagged flow records exported without their tag: NetFlow v5 has no field for it (and
     /// v9 / IPFIX / CSV without [`ExportOptions::tags`](crate::ExportOptions::tags)).
     pub tags_not_exported: u64,
+    /// Files completed (a Parquet output; its `datagrams` stay 0).
+    pub files: u64,
+    /// Hidden temporary files a killed earlier run left, removed when the output opened.
+    pub temp_removed: u64,
     /// A Kafka output's counters (its messages delivered, failed, lost to a full queue).
     pub kafka: Option<crate::KafkaStats>,
 }

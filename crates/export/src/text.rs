@@ -149,6 +149,14 @@ pub(crate) fn format_line(format: TextFormat, rec: &FlowRecord) -> String {
 /// tag needs escaping: the other strings are addresses, timestamps and fixed names.
 pub(crate) fn format_line_tags(format: TextFormat, rec: &FlowRecord, tags: bool) -> String {
     let mut s = String::with_capacity(400);
+    push_line(format, rec, tags, &mut s);
+    s
+}
+
+/// Appends one record as a line (with its newline) to `s`, as [`format_line_tags`] makes it
+/// (a sink that keeps `s` allocates no line per record).
+pub(crate) fn push_line(format: TextFormat, rec: &FlowRecord, tags: bool, s: &mut String) {
+    use std::fmt::Write as _;
     if format == TextFormat::Json {
         s.push('{');
     }
@@ -167,13 +175,17 @@ pub(crate) fn format_line_tags(format: TextFormat, rec: &FlowRecord, tags: bool)
                         s.push_str(&v);
                         s.push('"');
                     }
-                    Cell::Num(v) => s.push_str(&v.to_string()),
+                    Cell::Num(v) => {
+                        let _ = write!(s, "{v}");
+                    }
                     Cell::Null => s.push_str("null"),
                 }
             }
             TextFormat::Csv => match cell {
                 Cell::Str(v) => s.push_str(&v),
-                Cell::Num(v) => s.push_str(&v.to_string()),
+                Cell::Num(v) => {
+                    let _ = write!(s, "{v}");
+                }
                 Cell::Null => {}
             },
         }
@@ -195,7 +207,6 @@ pub(crate) fn format_line_tags(format: TextFormat, rec: &FlowRecord, tags: bool)
         s.push('}');
     }
     s.push('\n');
-    s
 }
 
 /// A JSON-lines or CSV sink.

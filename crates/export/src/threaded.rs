@@ -1,0 +1,327 @@
+//! A sink run on a thread of its own ([`Threaded`]): the meter hands records over in batches
+//! through a bounded channel and goes on metering while the sink's thread serialises, compresses
+//! and writes (Kafka's producer, Parquet's files). On a machine with a spare core this hides
+//! the sink's wall time; its CPU time stays what it was (plus the hand-over, ≈ one copy of each
+//! record).
+//!
+//! * **Order**: records and ticks reach the sink in the order the meter gave them.
+//! * **Back-pressure**: at most [`QUEUED_BATCHES`] batches wait; a meter faster than the sink
+//!   waits for room (nothing is dropped here: a sink that drops, like Kafka's bounded producer
+//!   queue, still counts what it drops).
+//! * **Errors**: the first error of the sink stops its thread; the next `export`/`tick` (or
+//!   `finish`) returns it, and the records handed over after it are counted as dropped.
+//! * **Ticks**: a tick is handed over with the next batch, or on its own when packet time moved
+//!   by [`TICK_NS`] since the last one handed over; the thread also repeats the last tick when
+//!   nothing came for 100 ms (Kafka serves its delivery reports then).
+
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use weir_flows::FlowRecord;
+
+use crate::sink::{ExportStats, FlowSink};
+use crate::ExportError;
+
+/// Records per batch handed to the sink's thread.
+pub(crate) const BATCH: usize = 1024;
+
+/// Batches that may wait for the sink's thread.
+pub(crate) const QUEUED_BATCHES: usize = 16;
+
+/// Packet time between two ticks handed over without records, ns.
+const TICK_NS: u64 = 100_000_000;
+
+/// What the meter's side sends.
+enum Msg {
+    /// Records, then the latest tick (0: none yet).
+    Records(Vec<FlowRecord>, u64),
+    /// A tick.
+    Tick(u64),
+}
+
+/// A [`FlowSink`] whose work runs on its own thread (see the module documentation).
+pub(crate) struct Threaded {
+    tx: Option<SyncSender<Msg>>,
+    /// Emptied batch vectors coming back for reuse.
+    spare: Receiver<Vec<FlowRecord>>,
+    thread: Option<JoinHandle<Result<ExportStats, ExportError>>>,
+    batch: Vec<FlowRecord>,
+    /// The latest tick given, and the one last handed over.
+    tick: u64,
+    sent_tick: u64,
+    /// The sink's totals, as of its last batch.
+    live: Arc<Mutex<ExportStats>>,
+    /// Records handed over after the sink failed, or not handed over because it had.
+    lost: u64,
+}
+
+impl Threaded {
+    /// Starts `sink` on a thread named `name`.
+    pub(crate) fn spawn<S: FlowSink + 'static>(
+        name: &str,
+        mut sink: S,
+    ) -> Result<Threaded, ExportError> {
+        let (tx, rx) = sync_channel::<Msg>(QUEUED_BATCHES);
+        let (back, spare) = sync_channel::<Vec<FlowRecord>>(QUEUED_BATCHES + 2);
+        let live = Arc::new(Mutex::new(ExportStats::default()));
+        let shared = live.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.chars().take(15).collect())
+            .spawn(move || run(&mut sink, &rx, &back, &shared))?;
+        Ok(Threaded {
+            tx: Some(tx),
+            spare,
+            thread: Some(thread),
+            batch: Vec::with_capacity(BATCH),
+            tick: 0,
+            sent_tick: 0,
+            live,
+            lost: 0,
+        })
+    }
+
+    /// Hands `msg` over; when the sink's thread has stopped (an error), joins it and returns
+    /// its error.
+    fn send(&mut self, msg: Msg) -> Result<(), ExportError> {
+        let Some(tx) = &self.tx else {
+            return Err(self.stopped());
+        };
+        match tx.send(msg) {
+            Ok(()) => Ok(()),
+            Err(std::sync::mpsc::SendError(msg)) => {
+                if let Msg::Records(r, _) = msg {
+                    self.lost += r.len() as u64;
+                }
+                self.tx = None;
+                Err(self.stopped())
+            }
+        }
+    }
+
+    /// The error that stopped the sink's thread (the first time; afterwards a generic one).
+    fn stopped(&mut self) -> ExportError {
+        let result = self.thread.take().map(|t| t.join());
+        match result {
+            Some(Ok(Err(e))) => e,
+            Some(Ok(Ok(_))) | None => ExportError::Thread("it had stopped on an error".into()),
+            Some(Err(_)) => ExportError::Thread("it panicked".into()),
+        }
+    }
+
+    /// Hands the gathered records over with the latest tick.
+    fn flush(&mut self) -> Result<(), ExportError> {
+        let next = self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        let batch = std::mem::replace(&mut self.batch, next);
+        self.sent_tick = self.tick;
+        self.send(Msg::Records(batch, self.tick))
+    }
+}
+
+/// The sink's thread: serves batches and ticks until the meter's side closes the channel, then
+/// finishes the sink.
+fn run<S: FlowSink>(
+    sink: &mut S,
+    rx: &Receiver<Msg>,
+    back: &SyncSender<Vec<FlowRecord>>,
+    live: &Mutex<ExportStats>,
+) -> Result<ExportStats, ExportError> {
+    let mut tick = 0;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Msg::Records(mut recs, t)) => {
+                for r in &recs {
+                    sink.export(r)?;
+                }
+                if t > 0 {
+                    tick = t;
+                    sink.tick(t)?;
+                }
+                recs.clear();
+                let _ = back.try_send(recs);
+                *live.lock().unwrap_or_else(|e| e.into_inner()) = sink.stats();
+            }
+            Ok(Msg::Tick(t)) => {
+                tick = t;
+                sink.tick(t)?;
+                *live.lock().unwrap_or_else(|e| e.into_inner()) = sink.stats();
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if tick > 0 {
+                    sink.tick(tick)?;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return sink.finish(),
+        }
+    }
+}
+
+impl FlowSink for Threaded {
+    fn export(&mut self, rec: &FlowRecord) -> Result<(), ExportError> {
+        if self.tx.is_none() {
+            self.lost += 1;
+            return Err(ExportError::Thread("it had stopped on an error".into()));
+        }
+        self.batch.push(*rec);
+        if self.batch.len() >= BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, now_ns: u64) -> Result<(), ExportError> {
+        self.tick = self.tick.max(now_ns);
+        if self.tick.saturating_sub(self.sent_tick) >= TICK_NS {
+            if self.batch.is_empty() {
+                self.sent_tick = self.tick;
+                self.send(Msg::Tick(self.tick))?;
+            } else {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<ExportStats, ExportError> {
+        if !self.batch.is_empty() && self.tx.is_some() {
+            let _ = self.flush();
+        }
+        self.tx = None; // the thread finishes the sink and returns
+        let mut stats = match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r?,
+            Some(Err(_)) => return Err(ExportError::Thread("it panicked".into())),
+            None => {
+                return Err(ExportError::Thread(format!(
+                    "it had stopped on an error; {} records were not exported",
+                    self.lost
+                )))
+            }
+        };
+        stats.dropped += self.lost;
+        Ok(stats)
+    }
+
+    fn stats(&self) -> ExportStats {
+        *self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_flows::{Direction, EndReason, FlowKey};
+
+    /// Keeps the records' packet counts and the ticks it saw, in order; fails its `fail_at`th
+    /// record.
+    struct Keeping {
+        seen: Arc<Mutex<Vec<(char, u64)>>>,
+        fail_at: u64,
+        records: u64,
+    }
+
+    impl FlowSink for Keeping {
+        fn export(&mut self, rec: &FlowRecord) -> Result<(), ExportError> {
+            self.records += 1;
+            if self.records == self.fail_at {
+                return Err(ExportError::Unsupported("record refused".into()));
+            }
+            self.seen.lock().unwrap().push(('r', rec.forward.packets));
+            Ok(())
+        }
+        fn tick(&mut self, now_ns: u64) -> Result<(), ExportError> {
+            self.seen.lock().unwrap().push(('t', now_ns));
+            Ok(())
+        }
+        fn finish(&mut self) -> Result<ExportStats, ExportError> {
+            Ok(ExportStats {
+                records: self.records,
+                ..ExportStats::default()
+            })
+        }
+    }
+
+    fn rec(n: u64) -> FlowRecord {
+        FlowRecord {
+            key: FlowKey {
+                vlan: 0,
+                src: "10.0.0.1".parse().unwrap(),
+                dst: "10.0.0.2".parse().unwrap(),
+                proto: 17,
+                src_port: 1,
+                dst_port: 2,
+                tos: 0,
+            },
+            forward: Direction {
+                packets: n,
+                ..Direction::default()
+            },
+            reverse: Direction::default(),
+            end_reason: EndReason::IdleTimeout,
+            tag: None,
+        }
+    }
+
+    /// Every record reaches the sink once, in order, and a tick after the records given
+    /// before it; the totals are the sink's.
+    #[test]
+    fn records_and_ticks_arrive_in_order() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Keeping {
+            seen: seen.clone(),
+            fail_at: 0,
+            records: 0,
+        };
+        let mut t = Threaded::spawn("test", sink).unwrap();
+        let n = 3 * BATCH as u64 + 7;
+        for i in 1..=n {
+            t.export(&rec(i)).unwrap();
+            if i == 10 {
+                t.tick(TICK_NS).unwrap();
+            }
+        }
+        let st = t.finish().unwrap();
+        assert_eq!((st.records, st.dropped), (n, 0));
+        let seen = seen.lock().unwrap();
+        let recs: Vec<u64> = seen.iter().filter(|e| e.0 == 'r').map(|e| e.1).collect();
+        assert_eq!(recs, (1..=n).collect::<Vec<_>>());
+        let first_tick = seen.iter().position(|e| *e == ('t', TICK_NS)).unwrap();
+        assert_eq!(
+            first_tick, 10,
+            "the tick comes right after the 10 records before it"
+        );
+    }
+
+    /// The sink's error comes back from a later export (or finish), and finish counts the
+    /// records that could not be handed over.
+    #[test]
+    fn the_sinks_error_comes_back_and_nothing_is_silently_lost() {
+        let sink = Keeping {
+            seen: Arc::default(),
+            fail_at: 5,
+            records: 0,
+        };
+        let mut t = Threaded::spawn("test", sink).unwrap();
+        let mut err = None;
+        let mut given = 0u64;
+        for i in 1..=(40 * BATCH as u64) {
+            given += 1;
+            if let Err(e) = t.export(&rec(i)) {
+                err = Some(e);
+                break;
+            }
+        }
+        let e = err.expect("the error came back");
+        assert_eq!(e.to_string(), "unsupported export: record refused");
+        assert!(
+            given > BATCH as u64,
+            "the error shows once a batch is handed over"
+        );
+        assert!(t.export(&rec(0)).is_err(), "a stopped sink takes no more");
+        let e = t.finish().unwrap_err().to_string();
+        assert!(e.contains("records were not exported"), "{e}");
+    }
+}
