@@ -417,7 +417,7 @@ fn extract_and_read_keep_the_tags(dir: &Path, frames: &BTreeMap<Key, u64>) {
     };
     let n = frames.values().sum::<u64>();
     extract(&all, "pcapng", &[]);
-    assert_eq!(frames_of(&[all.clone()]), (frames.clone(), n));
+    assert_eq!(frames_of(std::slice::from_ref(&all)), (frames.clone(), n));
     extract(&lab, "pcapng", &["src", "192.168.50.5"]);
     let tagged: BTreeMap<Key, u64> = frames
         .iter()
@@ -428,7 +428,7 @@ fn extract_and_read_keep_the_tags(dir: &Path, frames: &BTreeMap<Key, u64>) {
         tagged.keys().map(|k| k.5.as_str()).collect::<Vec<_>>(),
         ["weir-tag=lab"]
     );
-    assert_eq!(frames_of(&[lab.clone()]), (tagged.clone(), 50));
+    assert_eq!(frames_of(std::slice::from_ref(&lab)), (tagged.clone(), 50));
     let err = ok(weir()
         .args(["read", "--format", "pcapng", "-r"])
         .arg(&lab)

@@ -156,7 +156,7 @@ fn audio_packets() -> u64 {
 
 /// The callee: sipp's `uas` on our side, echoing RTP, logging in `dir`.
 fn uas(bench: &VethBench, dir: &Path) -> Child {
-    let c = Command::new("sipp")
+    let mut c = Command::new("sipp")
         .args([
             "-sn",
             "uas",
@@ -184,6 +184,8 @@ fn uas(bench: &VethBench, dir: &Path) -> Child {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = c.kill();
+    let _ = c.wait();
     panic!("sipp uas never listened on {want}");
 }
 
@@ -352,11 +354,14 @@ fn wait_calls(path: &Path, n: usize) {
     panic!("{} never held {n} calls", path.display());
 }
 
+/// A stream's key in tshark's list: (src, sport, dst, dport, ssrc).
+type StreamKey = (String, u16, String, u16, u32);
+
 /// tshark's view of a capture: `-z rtp,streams` lines and the SIP (Call-ID → methods, codes).
 #[derive(Debug, Default)]
 struct TView {
     /// (src, sport, dst, dport, ssrc) → (packets, lost, max delta, mean jitter, max jitter).
-    streams: BTreeMap<(String, u16, String, u16, u32), (u64, i64, f64, f64, f64)>,
+    streams: BTreeMap<StreamKey, (u64, i64, f64, f64, f64)>,
     calls: BTreeMap<String, (BTreeSet<String>, BTreeSet<u16>)>,
 }
 

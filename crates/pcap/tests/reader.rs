@@ -548,8 +548,11 @@ fn opt(code: u16, value: &[u8], be: bool) -> Vec<u8> {
     b
 }
 
+/// One packet's data and its comments.
+type DataAndComments = (Vec<u8>, Vec<Vec<u8>>);
+
 /// (data, comments) of every packet, and the reader's count of damaged option lists.
-fn comments_of(bytes: Vec<u8>) -> (Vec<(Vec<u8>, Vec<Vec<u8>>)>, u64) {
+fn comments_of(bytes: Vec<u8>) -> (Vec<DataAndComments>, u64) {
     let mut r = FileReader::from_bytes("mem", bytes).expect("header");
     let mut out = Vec::new();
     while let Some(p) = r.next_packet().expect("no damage") {

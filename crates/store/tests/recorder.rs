@@ -257,7 +257,7 @@ fn select(dir: &Path, from: u64, to: u64) -> Vec<(u32, u64, u32, Vec<u8>)> {
     .unwrap();
     assert!(notices.is_empty(), "{notices:?}");
     let mut out = Vec::new();
-    sel.replay(|m, d| -> Result<(), weir_store::SelectError> {
+    sel.replay(|m, d, _| -> Result<(), weir_store::SelectError> {
         out.push((m.interface, m.ts_ns, m.orig_len, d.to_vec()));
         Ok(())
     })
