@@ -17,6 +17,7 @@ PACKAGES=(
   kcat protobuf-compiler                   # peers: consume weir's Kafka records, protoc --decode them
   maven default-jre-headless               # the real Kafka broker of the tests (jars from Maven Central)
   sip-tester                               # peers: sipp calls (with RTP from a pcap) for weir voip
+  openssl curl                             # TLS certificates for weir serve's tests; an independent HTTP(S) client
 )
 
 missing=()
