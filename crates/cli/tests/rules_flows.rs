@@ -325,10 +325,11 @@ fn flows_meter_what_the_rules_pass_and_export_their_tags() {
 fn sighup_reloads_the_rules_of_a_running_meter() {
     let b = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
-    let (rules, json, log) = (
+    let (rules, json, log, sock) = (
         tmp.path().join("rules.txt"),
         tmp.path().join("flows.json"),
         tmp.path().join("log"),
+        tmp.path().join("ctl.sock"),
     );
     std::fs::write(&rules, "dport 9000 -> tag before\n").unwrap();
     let r = Running::start(
@@ -342,12 +343,30 @@ fn sighup_reloads_the_rules_of_a_running_meter() {
             json.to_str().unwrap(),
             "--buffer-mib",
             "64",
+            "--control",
+            sock.to_str().unwrap(),
             "ip and udp",
         ],
         &log,
         "metering flows on",
     );
     send(&b, "10.50.0.1", "9000", 1, 10, 100);
+    // the first ten packets must have reached the rules before the reload, or some of them are
+    // tagged by the new version (the race CI saw): the engine's own count says when
+    let t = Instant::now();
+    loop {
+        let out = weir()
+            .args(["rules", "stats", "--json", "--socket"])
+            .arg(&sock)
+            .output()
+            .unwrap();
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if s["totals"]["packets_in"] == 10 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{s} {}", r.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::fs::write(&rules, "dport 9000 -> tag after\n").unwrap();
     r.kill("-HUP");
     let t = Instant::now();

@@ -46,11 +46,13 @@ pub(crate) struct Args {
     max_streams: u64,
     /// A call that is over (BYE, CANCEL, final error) is written once this many seconds pass
     /// with none of its packets (late RTP).
-    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = args::seconds)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = args::seconds,
+          allow_negative_numbers = true)]
     call_linger: f64,
     /// A call (or heuristic RTP stream) with no packet for this many seconds is written as it
     /// stands.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = args::seconds)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = args::seconds,
+          allow_negative_numbers = true)]
     call_timeout: f64,
     #[command(flatten)]
     expr: args::Expr,
