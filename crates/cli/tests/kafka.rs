@@ -586,7 +586,6 @@ fn broker_killed_mid_run_and_restarted_loses_nothing_uncounted() {
 /// is weir's, at least the delivered count and at most delivered + failed (a message that timed
 /// out in flight may still have been written).
 #[test]
-#[ignore = "written in session 13, never run yet: run it with --ignored and drop this"]
 fn a_full_queue_while_the_broker_is_paused_is_counted() {
     let Some(b) = Broker::start() else { return };
     let dir = TempDir::new("kafka-overflow");

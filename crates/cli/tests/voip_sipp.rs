@@ -441,7 +441,6 @@ fn f(v: &serde_json::Value, k: &str) -> f64 {
 /// Two sipp calls through the bottleneck; `weir voip -i` on the callee's side against sipp,
 /// tc, tshark and `weir voip -r`.
 #[test]
-#[ignore = "not yet run green after the mean-jitter fix (602f563): run it with --ignored and drop this"]
 fn sipp_calls_through_a_bottleneck() {
     const CALLS: u32 = 2;
     let bench = VethBench::new();
