@@ -622,3 +622,96 @@ fn tls_files_are_checked_before_listening() {
         );
     }
 }
+
+/// `GET path` over a plain socket: the body of the answer.
+fn get(url: &str, path: &str) -> String {
+    let hp = url.trim_start_matches("http://");
+    let mut c = std::net::TcpStream::connect(hp).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: {hp}\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    r.split_once("\r\n\r\n").unwrap().1.to_owned()
+}
+
+/// `weir serve --write-timeout 1`: a client that asks for a 60 MB extract and reads nothing
+/// (the socket buffers hold a few MB) is dropped once a write to it has blocked 1 s: it then
+/// reads a body cut before its last chunk, and `/health` counts it. Other clients are served
+/// while it is stuck and after (a whole extract equal to the store's tcpdump output). Bad
+/// timeouts are refused by name.
+#[test]
+fn a_client_that_stops_reading_is_dropped_and_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    for bad in ["0", "-1", "nan", "99999999999", ""] {
+        let o = run(weir()
+            .args(["serve", "--store"])
+            .arg(tmp.path())
+            .args(["--write-timeout", bad]));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("--write-timeout"), "{bad}: {err}");
+    }
+    let big = tmp.path().join("big.pcap");
+    let o = run(weir()
+        .args(["gen", "-w"])
+        .arg(&big)
+        .args(["--count", "40000", "--size", "1500", "--pps", "1000000"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let store = tmp.path().join("s");
+    let o = run(weir()
+        .args(["record", "--segment-mib", "16", "-o"])
+        .arg(&store)
+        .arg("-r")
+        .arg(&big));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = serve(&store, &["--write-timeout", "1"]);
+    let health = || -> serde_json::Value { serde_json::from_str(&get(&s.1, "/health")).unwrap() };
+    assert_eq!(health()["clients_dropped"], 0);
+
+    let hp = s.1.trim_start_matches("http://").to_owned();
+    let mut stuck = std::net::TcpStream::connect(&hp).unwrap();
+    write!(stuck, "GET /extract HTTP/1.1\r\nHost: {hp}\r\n\r\n").unwrap();
+    // served meanwhile: the whole store, as tcpdump reads it
+    let want = oracle(&[&store], "", (0, u64::MAX), tmp.path());
+    assert_eq!(want.len(), 40_000);
+    let out = tmp.path().join("other.pcap");
+    let (code, err) = extract(&[&s.1], "", None, &out);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(packets(&out), want);
+    // the stuck one is dropped and counted (the server's count is the signal; 120 s at most)
+    let t = std::time::Instant::now();
+    while health()["clients_dropped"] != 1 {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(120),
+            "never dropped: {}",
+            health()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // what it can still read is what the socket buffers held: a body without its last chunk
+    stuck
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match stuck.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the dropped connection did not end: {e}"),
+        }
+    }
+    let whole = std::fs::metadata(&out).unwrap().len() as usize;
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        &got[..got.len().min(64)]
+    );
+    assert!(got.len() < whole, "{} of {whole} bytes", got.len());
+    assert!(!got.ends_with(b"\r\n0\r\n\r\n"), "the body is cut");
+    // and the server still answers
+    let (code, err) = extract(&[&s.1], "udp", None, &out);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(packets(&out), want);
+    assert_eq!(health()["clients_dropped"], 1);
+}

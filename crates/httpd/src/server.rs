@@ -268,7 +268,11 @@ impl Response {
             Body::Full(b) => w.write_all(&b)?,
             Body::Chunked(stream) => {
                 let mut body = BufWriter::with_capacity(1 << 20, ChunkedWriter::new(&mut *w));
-                stream(&mut body)?;
+                if let Err(e) = stream(&mut body) {
+                    // not flushed again on drop: a stuck client would cost one more timeout
+                    let _ = body.into_parts();
+                    return Err(e);
+                }
                 body.into_inner().map_err(|e| e.into_error())?.finish()?;
             }
         }
@@ -537,8 +541,13 @@ fn exchange<S: Read + Write>(s: &mut S, opts: &Options, handler: &Handler) {
         Head::Gone => return,
     };
     let mut w = BufWriter::with_capacity(1 << 16, &mut *s);
-    let _ = response.write_to(&mut w);
-    let _ = w.flush();
+    if response.write_to(&mut w).is_ok() {
+        let _ = w.flush();
+    } else {
+        // the client is gone, or stopped reading past the write timeout: do not wait for it
+        // once more (a flush, then the drop's flush) on what is still buffered
+        let _ = w.into_parts();
+    }
 }
 
 /// Ends the answer: reads what the client still sends (a request body, the rest of a long

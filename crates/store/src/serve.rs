@@ -16,10 +16,16 @@
 //! ([`TlsFiles`]) every connection is TLS, and with a client CA the client must present a
 //! certificate it signed (the handshake fails otherwise). The server is `weir_httpd`'s: one
 //! thread per connection, at most [`MAX_CONNECTIONS`] at once (503 beyond).
+//!
+//! A client that stops reading does not hold its thread for ever: a write to it that blocks
+//! longer than [`ServeConfig::write_timeout`] (default [`DEFAULT_WRITE_TIMEOUT`]) ends its
+//! answer (an extract's body then lacks its last chunk: the client sees it cut) and the
+//! connection; `/health` counts these as `clients_dropped`.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +38,9 @@ use crate::inventory::Listing;
 
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 32;
+
+/// How long a write to a client may block before the client is dropped, by default.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why the server cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +102,9 @@ pub struct ServeConfig {
     pub token: Option<String>,
     /// TLS, with client certificates when a client CA is given.
     pub tls: Option<TlsFiles>,
+    /// How long one write to a client may block (the client reads nothing) before the answer
+    /// and the connection are dropped.
+    pub write_timeout: Duration,
 }
 
 /// A listening server (see the module documentation).
@@ -120,13 +132,15 @@ impl Server {
         opts.methods = Methods::Get;
         opts.concurrent = MAX_CONNECTIONS;
         opts.read_timeout = Duration::from_secs(30);
-        opts.write_timeout = None;
+        opts.write_timeout = Some(c.write_timeout);
         opts.max_head = 64 * 1024;
         let secure = tls.is_some();
         opts.tls = tls;
         let (store, token) = (Arc::new(c.store.clone()), c.token.clone().map(Arc::new));
-        let handler: weir_httpd::Handler =
-            Arc::new(move |req| handle(req, &store, token.as_deref().map(String::as_str)));
+        let dropped = Arc::new(AtomicU64::new(0));
+        let handler: weir_httpd::Handler = Arc::new(move |req| {
+            handle(req, &store, token.as_deref().map(String::as_str), &dropped)
+        });
         let http = weir_httpd::Server::start(c.listen, opts, handler).map_err(|e| match e {
             weir_httpd::StartError::Bind { addr, source } => ServeError::Bind(addr, source),
             weir_httpd::StartError::Thread(e) => ServeError::Bind(c.listen, e),
@@ -156,7 +170,12 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-fn handle(req: &weir_httpd::Request, store: &Path, token: Option<&str>) -> Response {
+fn handle(
+    req: &weir_httpd::Request,
+    store: &Path,
+    token: Option<&str>,
+    dropped: &Arc<AtomicU64>,
+) -> Response {
     if let Some(t) = token {
         let given = req
             .header("authorization")
@@ -176,6 +195,7 @@ fn handle(req: &weir_httpd::Request, store: &Path, token: Option<&str>) -> Respo
                     "status": "ok",
                     "store": store.display().to_string(),
                     "segments": l.rows.len(),
+                    "clients_dropped": dropped.load(Ordering::Relaxed),
                 })
                 .to_string(),
             ),
@@ -185,7 +205,7 @@ fn handle(req: &weir_httpd::Request, store: &Path, token: Option<&str>) -> Respo
             Ok(l) => json(format!("{:#}", l.to_json())),
             Err(e) => Response::text(503, &e.to_string()),
         },
-        "/extract" => extract(store, &params),
+        "/extract" => extract(store, &params, dropped.clone()),
         path => Response::text(
             404,
             &format!("{path}: no such resource (/health, /ls, /extract)"),
@@ -233,7 +253,37 @@ fn parse_request(params: &[(String, String)]) -> Result<Request, String> {
     Ok(r)
 }
 
-fn extract(store: &Path, params: &[(String, String)]) -> Response {
+/// A writer that notes a write that timed out (`SO_SNDTIMEO`: the client stopped reading).
+struct Watch<'a> {
+    inner: &'a mut dyn Write,
+    timed_out: bool,
+}
+
+impl Watch<'_> {
+    fn note<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            self.timed_out |= matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            );
+        }
+        r
+    }
+}
+
+impl Write for Watch<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.note(r)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.note(r)
+    }
+}
+
+fn extract(store: &Path, params: &[(String, String)], dropped: Arc<AtomicU64>) -> Response {
     let req = match parse_request(params) {
         Ok(r) => r,
         Err(e) => return Response::text(400, &e),
@@ -268,10 +318,21 @@ fn extract(store: &Path, params: &[(String, String)]) -> Response {
         200,
         "application/vnd.tcpdump.pcap",
         Box::new(move |body: &mut dyn Write| {
-            let mut w = PacketWriter::new(body, format, &specs).map_err(std::io::Error::other)?;
-            sel.write(&mut w, format).map_err(std::io::Error::other)?;
-            w.finish().map_err(std::io::Error::other)?;
-            Ok(())
+            let mut watch = Watch {
+                inner: body,
+                timed_out: false,
+            };
+            let r = (|| {
+                let mut w =
+                    PacketWriter::new(&mut watch, format, &specs).map_err(std::io::Error::other)?;
+                sel.write(&mut w, format).map_err(std::io::Error::other)?;
+                w.finish().map_err(std::io::Error::other)?;
+                Ok(())
+            })();
+            if watch.timed_out {
+                dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            r
         }),
     );
     for n in notices {

@@ -31,6 +31,12 @@ pub(crate) struct Args {
     /// Require of every client a certificate signed by this CA (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     client_ca: Option<PathBuf>,
+    /// Seconds a write to a client may block (it reads nothing) before its answer and
+    /// connection are dropped and counted (`clients_dropped` in /health), 1 to 86400.
+    #[arg(long, value_name = "S", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86_400),
+          allow_negative_numbers = true)]
+    write_timeout: u64,
 }
 
 /// Runs `weir serve` until killed; says where it listens on stderr.
@@ -48,6 +54,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         listen: args.listen,
         token: args.token,
         tls,
+        write_timeout: std::time::Duration::from_secs(args.write_timeout),
     })?;
     eprintln!("weir serve: {} on {}", args.store.display(), server.url());
     server.run();
