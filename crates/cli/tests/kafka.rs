@@ -9,6 +9,8 @@
 //!   and its fields equal the JSON record's.
 //! * broker killed mid-run and restarted: every record is delivered or counted as failed, and
 //!   what was delivered is consumed exactly once (idempotent producer).
+//! * `weir run` with `[record.flows.kafka]`: the records in the topic are `weir flows -r` of
+//!   the job's store, record by record (UDP flows sent over a veth pair the test makes).
 //! * hostile input: bad numbers and names, a missing broker: clear errors, no panic, no hang.
 //!
 //! java, kcat, protoc and the jars are peers: missing, the test is skipped, or fails under
@@ -20,10 +22,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{run, weir};
+use common::netns::VethBench;
+use common::{run, segments, weir, Running};
 use serde_json::Value;
 use weir_testkit::{have, missing, TempDir};
 
@@ -504,34 +507,74 @@ fn protobuf_records_decode_with_goflow2_flow_proto_and_equal_the_json() {
     }
 }
 
-#[test]
-fn broker_killed_mid_run_and_restarted_loses_nothing_uncounted() {
-    let Some(mut b) = Broker::start() else { return };
-    // 200 flows over 20 s of packet time: with a 1 s active timeout, records all along the file
-    let dir = TempDir::new("kafka-restart");
+/// A `weir flows -r -` sending to Kafka, fed part of a generated capture through its stdin.
+struct Feeding {
+    child: Child,
+    stdin: ChildStdin,
+    /// The capture's bytes not fed yet.
+    rest: Vec<u8>,
+    /// `weir flows --json` of the whole capture, same timeouts.
+    want: Vec<String>,
+    _dir: TempDir,
+}
+
+/// Generates `count` packets at 2 000/s over `flows` flows, starts `weir flows --workers 1
+/// -r -` (0.5 s idle and 1 s active timeouts) to `topic` as sensor `s1` with `extra`
+/// options, and feeds it the first 1/`part` of the capture.
+fn spawn_flows_to_kafka(
+    b: &Broker,
+    topic: &str,
+    (count, flows): (u32, u32),
+    part: usize,
+    extra: &[&str],
+) -> Feeding {
+    let dir = TempDir::new(&format!("kafka-{topic}"));
     let f = dir.join("g.pcap");
     let out = run(weir()
         .args(["gen", "-w"])
         .arg(&f)
-        .args(["--pps", "2000", "-c", "40000", "--flows", "200"])
+        .args(["--pps", "2000", "-c", &count.to_string()])
+        .args(["--flows", &flows.to_string()])
         .args(["--start", "1700000000000000000"]));
     assert!(out.status.success(), "{out:?}");
     let flags = ["--idle-timeout", "0.5", "--active-timeout", "1"];
     let want = json_lines(&f, &flags);
-    let data = std::fs::read(&f).unwrap();
+    let mut data = std::fs::read(&f).unwrap();
     let mut child = weir()
         .args(["flows", "--workers", "1", "-r", "-"])
         .args(flags)
-        .args(["--kafka", &b.brokers(), "--kafka-topic", "restart"])
-        .args(["--kafka-sensor", "s1", "--kafka-timeout", "300"])
+        .args(["--kafka", &b.brokers(), "--kafka-topic", topic])
+        .args(["--kafka-sensor", "s1"])
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&data[..data.len() / 2]).unwrap();
+    let rest = data.split_off(data.len() / part);
+    stdin.write_all(&data).unwrap();
     stdin.flush().unwrap();
+    Feeding {
+        child,
+        stdin,
+        rest,
+        want,
+        _dir: dir,
+    }
+}
+
+#[test]
+fn broker_killed_mid_run_and_restarted_loses_nothing_uncounted() {
+    let Some(mut b) = Broker::start() else { return };
+    // 200 flows over 20 s of packet time: with a 1 s active timeout, records all along the file
+    let Feeding {
+        child,
+        mut stdin,
+        rest,
+        want,
+        _dir,
+    } = spawn_flows_to_kafka(&b, "restart", (40_000, 200), 2, &["--kafka-timeout", "300"]);
     // let some records through before the broker goes (at most 30 s; fewer is fine)
     let t = Instant::now();
     let before = loop {
@@ -542,7 +585,7 @@ fn broker_killed_mid_run_and_restarted_loses_nothing_uncounted() {
         std::thread::sleep(Duration::from_millis(500));
     };
     b.kill();
-    stdin.write_all(&data[data.len() / 2..]).unwrap();
+    stdin.write_all(&rest).unwrap();
     drop(stdin);
     // the rest is metered and produced while the broker is away; it comes back
     std::thread::sleep(Duration::from_secs(2));
@@ -588,31 +631,26 @@ fn broker_killed_mid_run_and_restarted_loses_nothing_uncounted() {
 #[test]
 fn a_full_queue_while_the_broker_is_paused_is_counted() {
     let Some(b) = Broker::start() else { return };
-    let dir = TempDir::new("kafka-overflow");
-    let f = dir.join("g.pcap");
-    let out = run(weir()
-        .args(["gen", "-w"])
-        .arg(&f)
-        .args(["--pps", "2000", "-c", "20000", "--flows", "400"])
-        .args(["--start", "1700000000000000000"]));
-    assert!(out.status.success(), "{out:?}");
-    let flags = ["--idle-timeout", "0.5", "--active-timeout", "1"];
-    let want = json_lines(&f, &flags);
-    let data = std::fs::read(&f).unwrap();
-    let mut child = weir()
-        .args(["flows", "--workers", "1", "-r", "-"])
-        .args(flags)
-        .args(["--kafka", &b.brokers(), "--kafka-topic", "overflow"])
-        .args(["--kafka-sensor", "s1", "--kafka-queue", "10"])
-        .args(["--kafka-timeout", "2", "--kafka-linger-ms", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&data[..data.len() / 4]).unwrap();
-    stdin.flush().unwrap();
+    let Feeding {
+        child,
+        mut stdin,
+        rest,
+        want,
+        _dir,
+    } = spawn_flows_to_kafka(
+        &b,
+        "overflow",
+        (20_000, 400),
+        4,
+        &[
+            "--kafka-queue",
+            "10",
+            "--kafka-timeout",
+            "2",
+            "--kafka-linger-ms",
+            "0",
+        ],
+    );
     let t = Instant::now();
     while b.consume("overflow").is_empty() && t.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(300));
@@ -622,7 +660,7 @@ fn a_full_queue_while_the_broker_is_paused_is_counted() {
     assert!(run(Command::new("kill").args(["-STOP", &pid]))
         .status
         .success());
-    stdin.write_all(&data[data.len() / 4..]).unwrap();
+    stdin.write_all(&rest).unwrap();
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(run(Command::new("kill").args(["-CONT", &pid]))
@@ -730,4 +768,96 @@ fn hostile_kafka_options_are_clear_errors() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+}
+
+/// `weir run` with a record job whose flows go to Kafka (`[record.flows.kafka]`): three UDP
+/// flows sent over a veth pair; after SIGTERM the topic holds, record by record, what
+/// `weir flows -r` prints for the job's store (the same packets, the same timeouts), each under
+/// its documented key, and the job's summary counts them all delivered.
+#[test]
+fn weir_run_sends_a_record_jobs_flows_to_kafka() {
+    let Some(b) = Broker::start() else { return };
+    let bench = VethBench::new();
+    let dir = TempDir::new("kafka-run");
+    let config = dir.join("weir.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[control]\nsocket = \"control.sock\"\n\
+             [[record]]\nname = \"k\"\ninterface = \"{}\"\nstore = \"s\"\nsegment_mib = 4\n\
+             write_mib = 1\nbuffer_mib = 16\nfilter = \"udp\"\n\
+             [record.flows]\nidle_timeout_s = 600\n\
+             [record.flows.kafka]\nbrokers = \"{}\"\ntopic = \"run\"\nsensor = \"s1\"\n",
+            bench.host_if,
+            b.brokers()
+        ),
+    )
+    .unwrap();
+    let svc = Running::start(
+        &["run", config.to_str().unwrap()],
+        &dir.join("log"),
+        ": recording on ",
+    );
+    bench.send_udp_flows(9000, 3, 300, 40);
+    // the recorder has every packet (its counter, through the control socket)
+    let sock = dir.join("control.sock");
+    let t = Instant::now();
+    loop {
+        let out = run(weir()
+            .arg("ctl")
+            .arg("--socket")
+            .arg(&sock)
+            .args(["--json", "counters"]));
+        let c: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if c["jobs"]["k"]["writer"]["packets"].as_u64() == Some(300) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "counters never got there: {c} {}",
+            svc.text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (st, log) = svc.signal("-TERM");
+    assert!(st.success(), "{st}: {log}");
+    let (records, messages, delivered, failed, overflow) = kafka_counts(&log);
+    assert_eq!(
+        (records, messages, delivered, failed, overflow),
+        (3, 3, 3, 0, 0),
+        "{log}"
+    );
+    // the oracle: weir flows -r over the store's segments, the job's timeouts
+    let mut cmd = weir();
+    cmd.args([
+        "flows",
+        "--workers",
+        "1",
+        "--json",
+        "-",
+        "--idle-timeout",
+        "600",
+    ]);
+    for seg in segments(&dir.join("s")) {
+        cmd.arg("-r").arg(seg);
+    }
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{out:?}");
+    let mut want: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(want.len(), 3, "three flows in the store");
+    let msgs = b.consume("run");
+    let mut got = Vec::new();
+    for (_, _, key, payload) in &msgs {
+        let line = String::from_utf8(payload.clone()).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(key, &expected_key(&v), "{line}");
+        got.push(line);
+    }
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{log}");
 }
