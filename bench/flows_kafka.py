@@ -5,10 +5,12 @@ Apache Kafka 3.9.1 broker (KRaft, one node, from scripts/kafka's jars) this scri
 loopback and stops.
 
 The reference writes the same records as JSON lines to /dev/null (the record formatting weir
-does anyway); the Kafka runs send them instead to the broker (`--kafka`, JSON and protobuf,
-zstd, each run to a topic of its own) and end only when every message is acknowledged. The
-broker runs on the same machine and its CPU is not in weir's CPU time, but it competes for the
-same cores during the wall time. Target: the sink costs at most 10 % of `weir flows -r`.
+does anyway); the Kafka runs send them instead to the broker (`--kafka`, JSON with zstd and
+with lz4, protobuf with zstd; one topic per format, created by the warm-up run as a sensor's
+topic exists before it sends) and end only when every message is acknowledged. The broker runs
+on the same machine and its CPU is not in weir's CPU time, but it competes for the same cores
+during the wall time: one more run of each measures the broker's CPU (from /proc) beside
+weir's. Target: the sink costs at most 10 % of `weir flows -r`.
 
 usage: bench/flows_kafka.py [--runs N] [--packets N] [--weir BINARY]
 """
@@ -85,36 +87,34 @@ try:
             sys.exit(f"the broker did not start; see {kdir}/broker.log")
         time.sleep(0.5)
 
-    topic_n = [0]
+    def kafka(fmt, compression):
+        return [weir, "flows", "-r", trace, "--kafka", brokers, "--kafka-format", fmt,
+                "--kafka-compression", compression, "--kafka-topic", f"bench-{fmt}-{compression}"]
 
-    def kafka(fmt):
-        # each measured run gets a fresh topic (runner calls the command list each time: the
-        # topic name is made per call through a small wrapper script)
-        return [sys.executable, "-c",
-                "import os,sys,itertools;"
-                "n=open(sys.argv[1]).read().strip() if os.path.exists(sys.argv[1]) else '0';"
-                "open(sys.argv[1],'w').write(str(int(n)+1));"
-                "os.execv(sys.argv[2], sys.argv[2:] + ['--kafka-topic', 'bench' + n])",
-                os.path.join(kdir, f"topic-{fmt}"), weir, "flows", "-r", trace,
-                "--kafka", brokers, "--kafka-format", fmt]
-
-    cmds = [
-        ("json to /dev/null", [weir, "flows", "-r", trace, "--json", "/dev/null"]),
-        ("--kafka json", kafka("json")),
-        ("--kafka protobuf", kafka("protobuf")),
-    ]
+    kafkas = [("json", "zstd"), ("json", "lz4"), ("protobuf", "zstd")]
+    cmds = [("json to /dev/null", [weir, "flows", "-r", trace, "--json", "/dev/null"])]
+    cmds += [(f"--kafka {f} {c}", kafka(f, c)) for f, c in kafkas]
     med = runner.compare(cmds, runs=args.runs)
 
-    # one more run of each for the counters (records, messages delivered)
+    def broker_cpu():
+        with open(f"/proc/{broker.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    # one more run of each for the counters (records, messages delivered) and the CPU time of
+    # weir and of the broker
     stats = os.path.join(out, "flows-kafka-stats.json")
-    counts = {}
-    for fmt in ("json", "protobuf"):
-        subprocess.run([weir, "flows", "-r", trace, "--kafka", brokers, "--kafka-format", fmt,
-                        "--kafka-topic", f"count-{fmt}", "--stats", stats],
+    counts, cpus = {}, {}
+    for fmt, c in kafkas:
+        b0, t0 = broker_cpu(), os.times()
+        subprocess.run(kafka(fmt, c) + ["--stats", stats],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t1, b1 = os.times(), broker_cpu()
+        cpus[(fmt, c)] = (t1.children_user + t1.children_system - t0.children_user
+                          - t0.children_system, b1 - b0)
         with open(stats) as f:
             st = json.load(f)
-        counts[fmt] = st
+        counts[(fmt, c)] = st
 finally:
     broker.terminate()
     try:
@@ -123,14 +123,15 @@ finally:
         broker.kill()
     subprocess.run(["rm", "-rf", kdir])
 
-st = counts["json"]
+st = counts[("json", "zstd")]
 packets, records = st["packets_read"], st["records"]
 runner.report(f"flows to Kafka: {os.path.basename(trace)}, {packets} packets, {records} records, "
               f"median of {args.runs}", med, "json to /dev/null", packets)
-for fmt, s in counts.items():
+for (fmt, c), s in counts.items():
     k = s["exports"][0]["kafka"]
-    print(f"--kafka {fmt}: {k['messages']} messages, {k['delivered']} delivered, {k['failed']} failed, "
-          f"{k['overflow']} overflow, {s['exports'][0]['bytes']} bytes")
+    print(f"--kafka {fmt} {c}: {k['messages']} messages, {k['delivered']} delivered, {k['failed']} failed, "
+          f"{k['overflow']} overflow, {s['exports'][0]['bytes']} bytes; one run: weir CPU "
+          f"{cpus[(fmt, c)][0]:.2f} s, broker CPU {cpus[(fmt, c)][1]:.2f} s")
 ref_wall, ref_cpu = med["json to /dev/null"][0], med["json to /dev/null"][1]
 for name, (wall, cpu, rss) in med.items():
     print(f"{name}: {records / wall / 1e3:.0f} k records/s, wall {100 * (wall / ref_wall - 1):+.1f} %, "
