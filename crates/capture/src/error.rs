@@ -104,6 +104,16 @@ pub enum CaptureError {
     /// A capture file being imported could not be read.
     #[error(transparent)]
     Read(#[from] weir_pcap::ReadError),
+    /// The AF_XDP backend could not be set up on an interface (`what` says what and why).
+    #[error("{iface}: AF_XDP: {what}{}", os.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
+    Xdp {
+        /// The interface.
+        iface: String,
+        /// What failed, in words.
+        what: String,
+        /// The OS error, if a system call failed.
+        os: Option<io::Error>,
+    },
     /// The rule set could not be compiled.
     #[error("rules: {0}")]
     Rules(#[from] weir_rules::BuildError),
@@ -144,6 +154,11 @@ impl CaptureError {
 fn needs_capability(what: &str) -> Option<(&'static str, &'static str)> {
     match what {
         "socket(AF_PACKET)" => Some(("opening a packet socket", "CAP_NET_RAW")),
+        "socket(AF_XDP)" => Some(("opening an AF_XDP socket", "CAP_NET_RAW")),
+        "BPF_MAP_CREATE(XSKMAP)" | "BPF_PROG_LOAD(XDP)" => {
+            Some(("loading weir's XDP program", "CAP_BPF and CAP_NET_ADMIN"))
+        }
+        "BPF_LINK_CREATE(XDP)" => Some(("attaching weir's XDP program", "CAP_NET_ADMIN")),
         _ => None,
     }
 }

@@ -271,13 +271,35 @@ fn take_block(
     tagged: &mut Vec<u8>,
     rules: &mut Option<Evaluator>,
 ) {
+    take_packets(
+        block.packets(),
+        block.len(),
+        writer,
+        feed,
+        counters,
+        tagged,
+        rules,
+    );
+    drop(block);
+}
+
+/// Copies packets (of one ring block or one AF_XDP batch) into the buffer and counts them.
+pub(crate) fn take_packets<'a>(
+    packets: impl Iterator<Item = crate::LivePacket<'a>>,
+    len: usize,
+    writer: &mut weir_buffer::Writer,
+    feed: &Feed,
+    counters: &FeedCounters,
+    tagged: &mut Vec<u8>,
+    rules: &mut Option<Evaluator>,
+) {
     let (mut received, mut filtered, mut wire) = (0, 0, 0);
     // Packets go to the buffer in groups (one reservation per group, see
     // `Writer::push_batch`); a packet that needs a copy (a VLAN tag to put back) flushes
     // the group first, so the order is kept.
-    let mut pending: Vec<Pending<'_>> = Vec::with_capacity(block.len());
+    let mut pending: Vec<Pending<'_>> = Vec::with_capacity(len);
     let mut t = Tally::default();
-    for p in block.packets() {
+    for p in packets {
         received += 1;
         match p.vlan {
             // Put back the tag the NIC stripped, after the two MAC addresses.
@@ -362,7 +384,6 @@ fn take_block(
     }
     flush(&mut pending, writer, feed.max_caplen, &mut t);
     drop(pending);
-    drop(block);
     add(&counters.received, received);
     add(&counters.filtered, filtered);
     add(&counters.pushed, t.pushed);
@@ -375,6 +396,74 @@ fn take_block(
         add(&counters.rules_sliced, t.rules_sliced);
         add(&counters.tagged, t.tagged);
     }
+}
+
+/// Runs one AF_XDP capture thread until `stop` is set: RX batches → buffer records, the
+/// socket's `XDP_STATISTICS` folded into `counters` (kernel drops = `rx_dropped +
+/// rx_ring_full`; kernel packets = read + kernel drops) and `xdp` every
+/// [`KERNEL_STATS_PERIOD`]. Then drains what the RX ring holds (until it stays empty for one
+/// poll) and reads the counters for the last time.
+pub(crate) fn run_xdp(
+    sock: &mut crate::xdp::XskSocket,
+    writer: &mut weir_buffer::Writer,
+    feed: &Feed,
+    counters: &FeedCounters,
+    xdp: &crate::xdp::XdpCounters,
+    stop: &AtomicBool,
+    rules: &mut Option<Evaluator>,
+) -> Result<(), crate::CaptureError> {
+    let mut last_stats = Instant::now();
+    let mut tagged = Vec::with_capacity(256);
+    while !stop.load(Ordering::Relaxed) {
+        if last_stats.elapsed() >= KERNEL_STATS_PERIOD {
+            fold_xdp_stats(sock, counters, xdp)?;
+            last_stats = Instant::now();
+        }
+        if let Some(batch) = sock.next_batch(50)? {
+            let n = batch.len();
+            take_packets(
+                batch.packets(),
+                n,
+                writer,
+                feed,
+                counters,
+                &mut tagged,
+                rules,
+            );
+        }
+    }
+    let started = Instant::now();
+    while started.elapsed() < DRAIN_LIMIT {
+        let Some(batch) = sock.next_batch(10)? else {
+            break;
+        };
+        let n = batch.len();
+        take_packets(
+            batch.packets(),
+            n,
+            writer,
+            feed,
+            counters,
+            &mut tagged,
+            rules,
+        );
+    }
+    fold_xdp_stats(sock, counters, xdp)
+}
+
+fn fold_xdp_stats(
+    sock: &crate::xdp::XskSocket,
+    counters: &FeedCounters,
+    xdp: &crate::xdp::XdpCounters,
+) -> Result<(), crate::CaptureError> {
+    let s = sock.stats()?;
+    xdp.store(&s);
+    let received = counters.received.load(Ordering::Relaxed);
+    counters
+        .kernel_packets
+        .store(received + s.drops(), Ordering::Relaxed);
+    counters.kernel_drops.store(s.drops(), Ordering::Relaxed);
+    Ok(())
 }
 
 /// Pushes one packet on its own, with its tag as the record's comment, and counts the outcome.

@@ -13,7 +13,10 @@
 //! ([`Totals`]). [`Import`] fills such a buffer from capture files instead. With rules, the
 //! drop rules a socket filter can run are rejected in the kernel as well ([`kernel_rules`]).
 //!
-//! Every `unsafe` block of weir's capture path lives in `socket.rs`, `ring.rs` and `privilege.rs` (the switch of `weir run --user`), each with a
+//! [`xdp`] is the second backend (`Backend::Xdp`): AF_XDP sockets fed by weir's own XDP
+//! program, into the same capture threads and buffer.
+//!
+//! Every `unsafe` block of weir's capture path lives in `socket.rs`, `ring.rs`, `xdp.rs` and `privilege.rs` (the switch of `weir run --user`), each with a
 //! `// SAFETY:` comment.
 #![deny(missing_docs)]
 
@@ -26,12 +29,13 @@ mod pipeline;
 pub mod privilege;
 mod ring;
 mod socket;
+pub mod xdp;
 
 pub use error::CaptureError;
 pub use feed::{tag_comment, FeedTotals, TAG_PREFIX};
 pub use import::Import;
 pub use kernel_rules::KernelRules;
-pub use pipeline::{Counters, Pipeline, PipelineConfig, Rules, Totals};
+pub use pipeline::{Backend, Counters, Pipeline, PipelineConfig, Rules, Totals};
 pub use ring::{Block, LivePacket, RingConfig, RxRing, TimestampSource};
 pub use socket::{
     check_up, interface_index, link_type, FanoutMode, KernelStats, PacketSocket, RingMap,

@@ -21,6 +21,7 @@ use weir_pcap::Interface;
 use crate::feed::{self, Feed, FeedCounters, FeedTotals};
 use crate::kernel_rules::{self, Base, KernelRules, Watcher};
 use crate::netstats::PreRing;
+use crate::xdp::XdpStats;
 use crate::{link_type, CaptureError, FanoutMode, RingConfig, RxRing, TimestampSource};
 
 /// What to capture and how.
@@ -56,6 +57,20 @@ pub struct PipelineConfig {
     /// With rules: also reject the drop rules that fit a socket filter in the kernel (see
     /// [`kernel_rules`](crate::kernel_rules)), kept up to date as the rules change.
     pub kernel_rules: bool,
+    /// How packets come from the kernel: AF_PACKET rings (default) or AF_XDP sockets.
+    pub backend: Backend,
+}
+
+/// The receive backend of a live pipeline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_PACKET TPACKET_V3 rings ([`RxRing`]), with the kernel filter and fanout.
+    #[default]
+    Packet,
+    /// AF_XDP sockets, one per RX queue, fed by weir's XDP program ([`xdp`](crate::xdp)): the
+    /// filter runs in user space, timestamps are taken at receive, `threads` and `fanout` do
+    /// not apply (one thread per RX queue).
+    Xdp,
 }
 
 /// The rule engine of a pipeline, and what to do with tags.
@@ -97,6 +112,7 @@ impl PipelineConfig {
             best_effort_readers: 0,
             rules: None,
             kernel_rules: true,
+            backend: Backend::Packet,
         }
     }
 }
@@ -114,6 +130,24 @@ pub struct Pipeline {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<Result<(), CaptureError>>>,
     watcher: Option<Watcher>,
+    xdp: Box<XdpHeld>,
+}
+
+/// What an AF_XDP pipeline holds while it runs (empty for AF_PACKET).
+#[derive(Default)]
+struct XdpHeld {
+    /// The programs attached (detached when dropped).
+    attached: Vec<crate::xdp::Attachment>,
+    /// The sockets that keep the interfaces promiscuous.
+    promisc: Vec<crate::PacketSocket>,
+    /// The start-up lines ([`Pipeline::backend_notes`]).
+    notes: Vec<String>,
+}
+
+/// One capture thread's source of packets.
+enum Source {
+    Ring(RxRing),
+    Xdp(crate::xdp::XskSocket, Arc<crate::xdp::XdpCounters>),
 }
 
 impl Pipeline {
@@ -137,7 +171,26 @@ impl Pipeline {
         for iface in &cfg.interfaces {
             crate::check_up(iface)?;
         }
-        let rings_total = cfg.interfaces.len() * cfg.threads;
+        let xdp = cfg.backend == Backend::Xdp;
+        let queues: Vec<usize> = if xdp {
+            if cfg.threads > 1 {
+                return Err(CaptureError::BadRing(
+                    "--threads does not apply to the AF_XDP backend: it runs one thread per RX \
+                     queue of each interface"
+                        .into(),
+                ));
+            }
+            for iface in &cfg.interfaces {
+                crate::xdp::check_interface(iface)?;
+            }
+            cfg.interfaces
+                .iter()
+                .map(|i| crate::xdp::rx_queues(i) as usize)
+                .collect()
+        } else {
+            vec![cfg.threads; cfg.interfaces.len()]
+        };
+        let rings_total: usize = queues.iter().sum();
         let buffer = weir_buffer::Config::new(cfg.buffer_bytes)
             .readers(cfg.readers)
             .best_effort_readers(cfg.best_effort_readers)
@@ -156,6 +209,9 @@ impl Pipeline {
         let mut rings = Vec::with_capacity(rings_total);
         let mut timestamps = Vec::with_capacity(cfg.interfaces.len());
         let mut kernel = None;
+        let mut attached = Vec::new();
+        let mut promisc = Vec::new();
+        let mut notes = Vec::new();
         for (n, (iface, link)) in cfg.interfaces.iter().zip(&links).enumerate() {
             let filter = Filter::compile(&cfg.filter, *link, cfg.snaplen).map_err(|source| {
                 CaptureError::Expression {
@@ -163,6 +219,57 @@ impl Pipeline {
                     source,
                 }
             })?;
+            if xdp {
+                // AF_XDP has no socket filter: the whole filter runs in user space.
+                let user_filter = (!filter.is_match_all()).then(|| filter.clone());
+                let feed = Feed {
+                    iface: n as u32,
+                    link: *link,
+                    user_filter: user_filter.clone(),
+                    slice: cfg.slice,
+                    max_caplen: buffer.max_caplen(),
+                    store_tags: cfg.rules.as_ref().is_some_and(|r| r.store_tags),
+                };
+                let ifindex = crate::interface_index(iface)?;
+                let nq = queues[n] as u32;
+                // Attached before the sockets: until a queue's socket is in the map, its packets
+                // pass on up the stack as before; a program someone else attached is refused
+                // here, by name.
+                let mut att = crate::xdp::Attachment::load(iface, ifindex, nq)?;
+                let mode = att.attach()?;
+                let frames = (u64::from(cfg.ring.block_size) * u64::from(cfg.ring.block_count)
+                    / crate::xdp::FRAME_SIZE as u64)
+                    .clamp(1024, 1 << 18)
+                    .next_power_of_two() as u32;
+                let first = rings.len();
+                for q in 0..nq {
+                    let sock = crate::xdp::XskSocket::open(iface, ifindex, q, frames, cfg.snaplen)?;
+                    att.insert(q, &sock)?;
+                    let evaluator = cfg.rules.as_ref().map(|r| r.engine.evaluator());
+                    rings.push((Source::Xdp(sock, Arc::default()), feed.clone(), evaluator));
+                }
+                if cfg.promiscuous {
+                    let p = crate::PacketSocket::open(iface)?;
+                    p.promiscuous()?;
+                    promisc.push(p);
+                }
+                let socks: Vec<&crate::xdp::XskSocket> = rings[first..]
+                    .iter()
+                    .filter_map(|r| match &r.0 {
+                        Source::Xdp(s, _) => Some(s),
+                        Source::Ring(_) => None,
+                    })
+                    .collect();
+                notes.push(crate::xdp::describe(
+                    iface,
+                    &socks,
+                    mode,
+                    user_filter.is_some(),
+                ));
+                attached.push(att);
+                timestamps.push(TimestampSource::Receive);
+                continue;
+            }
             // Programs that jump backwards (protochain) are refused by the kernel: run them here.
             let user_filter = filter.has_backward_jumps().then(|| filter.clone());
             let kernel_filter = if user_filter.is_some() {
@@ -210,19 +317,19 @@ impl Pipeline {
                     store_tags: cfg.rules.as_ref().is_some_and(|r| r.store_tags),
                 };
                 let evaluator = cfg.rules.as_ref().map(|r| r.engine.evaluator());
-                rings.push((ring, feed, evaluator));
+                timestamps.push(ring.timestamp_source());
+                rings.push((Source::Ring(ring), feed, evaluator));
             }
-            timestamps.push(
-                rings
-                    .last()
-                    .map_or(TimestampSource::Software, |r| r.0.timestamp_source()),
-            );
+            timestamps.truncate(n + 1);
         }
         let watcher = match (kernel, &cfg.rules) {
             (Some((base, programs, status)), Some(r)) => {
                 let socks = rings
                     .iter()
-                    .map(|r| r.0.socket_clone())
+                    .filter_map(|r| match &r.0 {
+                        Source::Ring(ring) => Some(ring.socket_clone()),
+                        Source::Xdp(..) => None,
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 Some(Watcher::start(
                     r.engine.clone(),
@@ -238,20 +345,35 @@ impl Pipeline {
         let stop = Arc::new(AtomicBool::new(false));
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut feeds = Vec::with_capacity(rings.len());
+        let mut xdp_counters = Vec::new();
         let mut threads = Vec::with_capacity(rings.len());
-        for (k, (mut ring, feed, mut evaluator)) in rings.into_iter().enumerate() {
+        for (k, (mut source, feed, mut evaluator)) in rings.into_iter().enumerate() {
             let c = Arc::new(FeedCounters::default());
             feeds.push(c.clone());
+            if let Source::Xdp(_, x) = &source {
+                xdp_counters.push(x.clone());
+            }
             let mut writer = buffer.writer().map_err(CaptureError::BufferHandle)?;
             let stop = stop.clone();
             threads.push(std::thread::spawn(move || {
                 feed::pin_to_cpu(k % cpus);
-                feed::run(&mut ring, &mut writer, &feed, &c, &stop, &mut evaluator).map_err(|e| {
-                    CaptureError::Thread {
-                        iface: ring.interface().to_string(),
-                        source: Box::new(e),
+                match &mut source {
+                    Source::Ring(ring) => {
+                        feed::run(ring, &mut writer, &feed, &c, &stop, &mut evaluator).map_err(
+                            |e| CaptureError::Thread {
+                                iface: ring.interface().to_string(),
+                                source: Box::new(e),
+                            },
+                        )
                     }
-                })
+                    Source::Xdp(sock, x) => {
+                        feed::run_xdp(sock, &mut writer, &feed, &c, x, &stop, &mut evaluator)
+                            .map_err(|e| CaptureError::Thread {
+                                iface: sock.interface().to_string(),
+                                source: Box::new(e),
+                            })
+                    }
+                }
             }));
         }
         let interfaces = cfg
@@ -269,13 +391,26 @@ impl Pipeline {
             timestamps,
             counters: Counters {
                 feeds,
+                per_iface: queues,
                 baseline,
                 kernel: watcher.as_ref().map(Watcher::state),
+                xdp: xdp_counters,
             },
             stop,
             threads,
             watcher,
+            xdp: Box::new(XdpHeld {
+                attached,
+                promisc,
+                notes,
+            }),
         })
+    }
+
+    /// What the backend says about itself, one line per interface, for the start-up lines
+    /// (AF_XDP: sockets, attach and bind modes, UMEM pages; nothing for AF_PACKET).
+    pub fn backend_notes(&self) -> &[String] {
+        &self.xdp.notes
     }
 
     /// The shared packet buffer (its readers are the consumers).
@@ -327,6 +462,9 @@ impl Pipeline {
         if let Some(w) = self.watcher.as_mut() {
             w.finish();
         }
+        // Detach the XDP programs (their links close) and leave promiscuous mode.
+        self.xdp.attached.clear();
+        self.xdp.promisc.clear();
         first
     }
 }
@@ -344,8 +482,11 @@ impl Drop for Pipeline {
 #[derive(Clone, Debug)]
 pub struct Counters {
     feeds: Vec<Arc<FeedCounters>>,
+    /// How many of `feeds` each interface has, in order.
+    per_iface: Vec<usize>,
     baseline: Arc<Vec<(String, PreRing)>>,
     kernel: Option<Arc<Mutex<kernel_rules::State>>>,
+    xdp: Vec<Arc<crate::xdp::XdpCounters>>,
 }
 
 impl Counters {
@@ -373,6 +514,13 @@ impl Counters {
                 .kernel
                 .as_ref()
                 .map(|k| kernel_rules::lock(k).snapshot()),
+            xdp: (!self.xdp.is_empty()).then(|| {
+                let mut x = XdpStats::default();
+                for c in &self.xdp {
+                    x += c.load();
+                }
+                x
+            }),
         }
     }
 }
@@ -382,11 +530,13 @@ impl Counters {
     /// own drops before the ring since capture started (`softnet_dropped` is the machine's,
     /// the same for each; `kernel_rules` is only in [`totals`](Self::totals)).
     pub fn per_interface(&self) -> Vec<(String, Totals)> {
-        let per = self.feeds.len() / self.baseline.len().max(1);
+        let mut at = 0;
         self.baseline
             .iter()
-            .zip(self.feeds.chunks(per.max(1)))
-            .map(|((iface, start), feeds)| {
+            .zip(&self.per_iface)
+            .map(|((iface, start), n)| {
+                let feeds = &self.feeds[at.min(self.feeds.len())..(at + n).min(self.feeds.len())];
+                at += n;
                 let d = PreRing::read(iface).since(start);
                 let mut feed = FeedTotals::default();
                 for c in feeds {
@@ -399,6 +549,7 @@ impl Counters {
                     if_rx_fifo: d.rx_fifo,
                     softnet_dropped: d.softnet,
                     kernel_rules: None,
+                    xdp: None,
                 };
                 (iface.clone(), t)
             })
@@ -429,6 +580,10 @@ pub struct Totals {
     /// reached no ring: they are in none of the other counters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_rules: Option<KernelRules>,
+    /// With the AF_XDP backend: the sockets' kernel counters (`XDP_STATISTICS`), summed. Their
+    /// packet drops (`rx_dropped + rx_ring_full`) are also `feed.kernel_drops`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XdpStats>,
 }
 
 impl Totals {
@@ -452,6 +607,10 @@ impl Totals {
         if let Some(k) = &self.kernel_rules {
             s += "; ";
             s += &k.text();
+        }
+        if let Some(x) = &self.xdp {
+            s += "; ";
+            s += &x.text();
         }
         s
     }

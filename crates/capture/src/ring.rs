@@ -43,6 +43,9 @@ pub enum TimestampSource {
     /// The kernel's clock when the packet reached the socket (the NIC offers no timestamps, or
     /// refused to enable them).
     Software,
+    /// User space's clock when the batch of packets was taken (AF_XDP has no per-packet kernel
+    /// timestamp).
+    Receive,
 }
 
 /// One packet read in place from a block.

@@ -211,6 +211,7 @@ pub(crate) const LIVE_ONLY: &[(&str, &str)] = &[
     ("block_size", "--block-size"),
     ("block_count", "--block-count"),
     ("duration", "--duration"),
+    ("backend", "--backend"),
 ];
 
 fn float_in(s: &str, what: &str, lo: f64, hi: f64) -> Result<f64, String> {
@@ -371,6 +372,15 @@ pub(crate) enum Slice {
     L4,
 }
 
+/// Receive backend on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// AF_PACKET TPACKET_V3 rings.
+    Packet,
+    /// AF_XDP sockets fed by weir's XDP program.
+    Xdp,
+}
+
 /// Fanout mode on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fanout {
@@ -422,6 +432,9 @@ pub(crate) struct LiveArgs {
     #[arg(long, value_name = "MIB", value_parser = buffer_mib,
           allow_negative_numbers = true)]
     pub buffer_mib: Option<usize>,
+    /// Receive backend: `packet` (AF_PACKET rings) or `xdp` (AF_XDP sockets, one per RX queue).
+    #[arg(long, value_enum, default_value_t = Backend::Packet)]
+    pub backend: Backend,
     /// Stop after this many seconds (up to 10⁹).
     #[arg(long, value_name = "SECONDS", value_parser = seconds,
           allow_negative_numbers = true)]
@@ -506,6 +519,10 @@ impl LiveArgs {
             best_effort_readers: best_effort,
             rules: None,
             kernel_rules: true,
+            backend: match self.backend {
+                Backend::Packet => weir_capture::Backend::Packet,
+                Backend::Xdp => weir_capture::Backend::Xdp,
+            },
         })
     }
 }

@@ -156,6 +156,7 @@ pub fn announcement(cfg: &PipelineConfig, pipeline: &Pipeline, verb: &str) -> Ve
             pipeline.page_kind().name()
         )));
     }
+    lines.extend(pipeline.backend_notes().iter().cloned().map(Event::Notice));
     for (i, ts) in pipeline
         .interfaces()
         .iter()
@@ -164,6 +165,9 @@ pub fn announcement(cfg: &PipelineConfig, pipeline: &Pipeline, verb: &str) -> Ve
         let iface = i.name.as_deref().unwrap_or_default();
         let ts = match ts {
             weir_capture::TimestampSource::Hardware => "hardware timestamps".to_string(),
+            weir_capture::TimestampSource::Receive => {
+                "software timestamps at receive (AF_XDP)".to_string()
+            }
             _ if !cfg.hw_timestamps => "software timestamps".to_string(),
             _ => format!("software timestamps ({iface} offers no hardware timestamps)"),
         };
