@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
 use common::{run, segments, tshark_fields, weir, Running};
@@ -282,8 +282,19 @@ fn after_kill_9_a_restart_repairs_the_store() {
         &tmp.path().join("log"),
     );
     bench.send_udp(9999, 5000, 600);
-    // Wait for the periodic flush (1 s) so the last segment holds data, then kill -9.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Wait for the periodic flush (1 s) to put most of the packets on disk (a fixed sleep was
+    // too short on a loaded machine), then kill -9.
+    let on_disk = || -> u64 {
+        segments(&dir)
+            .iter()
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+            .sum()
+    };
+    let t = Instant::now();
+    while on_disk() < 4100 * 650 {
+        assert!(t.elapsed() < Duration::from_secs(60), "{} bytes", on_disk());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (status, _) = stop(r, "-KILL");
     assert!(!status.success());
     let r = record(
@@ -407,24 +418,37 @@ fn packets_are_searchable_while_recording() {
     );
     let (n, pad) = (2000u32, 100usize);
     bench.send_udp(9999, n, pad);
-    // The recorder flushes data every second and the open segment's index every 5 s.
-    std::thread::sleep(Duration::from_secs(7));
-    let o = run(weir().arg("ls").arg(&dir).arg("--json"));
-    let ls: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let seg = &ls["segments"][0];
-    assert_eq!(seg["state"], "open", "{ls:#}");
-    assert!(seg["index"].as_str().unwrap().starts_with("ok"), "{ls:#}");
+    // The recorder flushes data every second and the open segment's index every 5 s: asked
+    // again until the open segment's index holds every packet (a fixed 7 s wait was too short
+    // on a loaded machine), for at most a minute
     let out = tmp.path().join("found.pcap");
-    let o = run(weir()
-        .arg("extract")
-        .arg(&dir)
-        .arg("-w")
-        .arg(&out)
-        .arg("udp port 9999"));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let found = tshark_fields(&out, &["udp.payload"]);
-    let seqs: Vec<u32> = found.iter().map(|f| seq(&f[0])).collect();
-    assert_eq!(seqs, (0..n).collect::<Vec<_>>());
+    let t = Instant::now();
+    loop {
+        let o = run(weir().arg("ls").arg(&dir).arg("--json"));
+        let ls: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let seg = &ls["segments"][0];
+        assert_eq!(seg["state"], "open", "{ls:#}");
+        let indexed = seg["index"].as_str().is_some_and(|i| i.starts_with("ok"));
+        let seqs: Vec<u32> = if indexed {
+            let o = run(weir()
+                .arg("extract")
+                .arg(&dir)
+                .arg("-w")
+                .arg(&out)
+                .arg("udp port 9999"));
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let found = tshark_fields(&out, &["udp.payload"]);
+            found.iter().map(|f| seq(&f[0])).collect()
+        } else {
+            Vec::new()
+        };
+        if seqs.len() == n as usize || t.elapsed() > Duration::from_secs(60) {
+            assert!(indexed, "{ls:#}");
+            assert_eq!(seqs, (0..n).collect::<Vec<_>>());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let (status, log) = stop(r, "-INT");
     assert!(status.success(), "{log}");
 }
