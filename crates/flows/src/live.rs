@@ -48,8 +48,13 @@ pub struct LiveMeter<S: RecordSink> {
     stop: Arc<AtomicBool>,
     packets: Arc<AtomicU64>,
     table: Arc<std::sync::Mutex<Option<(u64, crate::MeterStats)>>>,
+    swaps: std::sync::mpsc::Sender<Replace<S>>,
     thread: JoinHandle<Finished<S>>,
 }
+
+/// What [`LiveMeter::replace`] runs on the meter's thread: the current meter's end in, the
+/// meter that goes on out.
+pub type Replace<S> = Box<dyn FnOnce(Metered<S>) -> Meter<S> + Send>;
 
 /// What a finished meter run hands back ([`LiveMeter::finish`], [`FileMeter::finish`](crate::FileMeter::finish)).
 pub struct Metered<S: RecordSink> {
@@ -74,10 +79,23 @@ impl<S: RecordSink> LiveMeter<S> {
         let packets = Arc::new(AtomicU64::new(0));
         let table = Arc::new(std::sync::Mutex::new(None));
         let (st, pk, tb) = (stop.clone(), packets.clone(), table.clone());
+        let (swaps, swap_rx) = std::sync::mpsc::channel::<Replace<S>>();
         let thread = std::thread::spawn(move || {
             let mut n = 0u64;
             let mut last_tick = Instant::now();
             loop {
+                // between two batches: every packet before goes to the old meter, every one
+                // after to the new
+                if let Ok(next) = swap_rx.try_recv() {
+                    let old = Metered {
+                        packets: n,
+                        meter: meter.finish(),
+                    };
+                    meter = next(old);
+                    n = 0;
+                    pk.store(0, Ordering::Relaxed);
+                    *tb.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                }
                 let got = match reader.next_batch() {
                     Some(batch) => {
                         for r in batch.records() {
@@ -114,8 +132,20 @@ impl<S: RecordSink> LiveMeter<S> {
             stop,
             packets,
             table,
+            swaps,
             thread,
         }
+    }
+
+    /// Replaces the meter between two batches of the buffer, with no packet lost or metered
+    /// twice: on the meter's thread, the current meter ends every flow and `next` gets its end
+    /// (its packets and [`Finished`] counters and sink, to finish) and returns the meter that
+    /// meters the packets from there on ([`packets`](Self::packets) starts again from 0).
+    /// Packets wait in the buffer meanwhile (the reader is best-effort: a long wait is a skip,
+    /// counted by the buffer).
+    pub fn replace(&self, next: Replace<S>) {
+        // the thread only ends in finish(), which takes self
+        let _ = self.swaps.send(next);
     }
 
     /// Records metered so far.

@@ -66,6 +66,10 @@ pub struct Controls {
     /// Where the job publishes its live counters and its rule engine for a control socket
     /// (`weir run`'s `status`, `counters`, `rules.*`); `None`: nobody asks.
     pub published: Option<Arc<service::Published>>,
+    /// New settings for the job's flow meter (`[record.flows]` changed on a reload): the job
+    /// takes them and restarts its meter only, capture and recording going on
+    /// ([`record::run`]).
+    pub new_flows: Arc<std::sync::Mutex<Option<record::FlowsConfig>>>,
 }
 
 /// The reload flag of [`Controls::default`]: nobody sets it.
@@ -78,6 +82,7 @@ impl Default for Controls {
             reload: &NO_RELOAD,
             metrics: None,
             published: None,
+            new_flows: Arc::default(),
         }
     }
 }

@@ -122,6 +122,13 @@ impl Board {
         *self.lock() = Some(Job::Running(live));
     }
 
+    /// The flow outputs' live totals changed (the meter restarted with new outputs).
+    pub fn set_exports(&self, exports: weir_export::LiveExports) {
+        if let Some(Job::Running(live)) = &mut *self.lock() {
+            live.exports = Some(exports);
+        }
+    }
+
     /// The flow meter's table now (flows held, its counters so far), while the job runs.
     pub fn flows_table(&self, table: Option<(u64, weir_flows::MeterStats)>) {
         *self.flows_table.lock().unwrap_or_else(|e| e.into_inner()) = table;

@@ -25,7 +25,7 @@ use weir_buffer::PacketBuffer;
 use weir_capture::{CaptureError, Counters, Totals};
 use weir_export::{Fanout, Outputs, RunError, RunReport};
 use weir_flows::{wall_clock_ns, LiveMeter, Meter};
-use weir_packet::output::human_bytes;
+use weir_packet::output::{error_chain, human_bytes};
 use weir_store::{Format, Options, Recorder, RecorderStats, Sizes, Store};
 
 use crate::live::{announcement, open_first, Source, SourceConfig};
@@ -562,8 +562,28 @@ pub fn run(
     let started = Instant::now();
     let deadline = cfg.duration.map(|d| started + d);
     let mut last = (Instant::now(), Totals::default(), 0u64);
+    let mut flows_now = cfg.flows.clone();
     loop {
         std::thread::sleep(TICK);
+        let new_flows = controls
+            .new_flows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(next) = new_flows {
+            match (&meter, &flows_now) {
+                (Some(m), Some(old)) => {
+                    let (now, exports) = restart_meter(m, old, next, &cfg.dir, events);
+                    flows_now = Some(now);
+                    if let (Some(board), Some(e)) = (&controls.metrics, exports) {
+                        board.set_exports(e);
+                    }
+                }
+                _ => events(Event::Warning(
+                    "flows: new settings for a job without a flow meter: not applied".into(),
+                )),
+            }
+        }
         if let (Some(m), Some(p)) = (&meter, &flows_packets) {
             p.store(m.packets(), Ordering::Relaxed);
             if let Some(board) = &controls.metrics {
@@ -663,6 +683,123 @@ pub fn run(
         streams,
         capture_error: source_result.err(),
     })
+}
+
+/// Restarts the running flow meter `meter` (settings `old`) with the settings `next`, between
+/// two batches of the buffer ([`LiveMeter::replace`]): capture and the recorder go on, no packet
+/// is lost to the flows or metered twice. The old meter ends every flow into its outputs, which
+/// are closed, and its summary is said; a JSON or CSV file the new outputs write where the old
+/// ones wrote is moved aside first (`flows.json` → `flows.json.1`, the first free number), so
+/// the flows before the restart are kept. When the new outputs cannot be opened, the old
+/// settings go on (said). Returns the settings now in force and the new outputs' live totals.
+fn restart_meter(
+    meter: &LiveMeter<Fanout>,
+    old: &FlowsConfig,
+    next: FlowsConfig,
+    dir: &Path,
+    events: &mut dyn FnMut(Event),
+) -> (FlowsConfig, Option<weir_export::LiveExports>) {
+    type Restarted = (
+        FlowsReport,
+        Vec<(PathBuf, PathBuf)>,
+        Option<String>,
+        Option<weir_export::LiveExports>,
+        bool,
+    );
+    let (tx, rx) = std::sync::mpsc::channel::<Restarted>();
+    let (old_out, new_out) = (flow_outputs(old, dir), flow_outputs(&next, dir));
+    let (old_meter, new_meter) = (old.meter.clone(), next.meter.clone());
+    meter.replace(Box::new(move |metered| {
+        let (report, error) = RunReport::finish(metered);
+        let mut moved = Vec::new();
+        let mut problem = None;
+        for p in text_files(&new_out) {
+            if !text_files(&old_out).contains(&p) || !p.exists() {
+                continue;
+            }
+            match move_aside(&p) {
+                Ok(to) => moved.push((p, to)),
+                Err(e) => problem = Some(format!("cannot move {} aside: {e}", p.display())),
+            }
+        }
+        let opened = match problem {
+            Some(e) => Err(e),
+            None => new_out.open().map_err(|e| error_chain(&e)),
+        };
+        let (mut sinks, settings, applied, problem) = match opened {
+            Ok(s) => (s, new_meter, true, None),
+            Err(e) => match old_out.open() {
+                Ok(s) => (s, old_meter, false, Some(e)),
+                Err(e2) => (
+                    Fanout::new(),
+                    old_meter,
+                    false,
+                    Some(format!(
+                        "{e}; the old outputs did not open either: {}",
+                        error_chain(&e2)
+                    )),
+                ),
+            },
+        };
+        let live = sinks.live();
+        let _ = tx.send((
+            FlowsReport { report, error },
+            moved,
+            problem,
+            Some(live),
+            applied,
+        ));
+        Meter::new(&settings, sinks)
+    }));
+    let Ok((end, moved, problem, live, applied)) = rx.recv() else {
+        // the meter's thread had ended (the job is stopping)
+        return (old.clone(), None);
+    };
+    events(Event::Notice(format!(
+        "flows: the meter restarted with the new [record.flows] (capture and recording go on); \
+         until now:\n{}",
+        end.report.summary().trim_end()
+    )));
+    if let Some(e) = &end.error {
+        events(Event::Warning(format!("flows: before the restart: {e}")));
+    }
+    for (from, to) in &moved {
+        events(Event::Notice(format!(
+            "flows: {} moved to {} (the flows before the restart)",
+            from.display(),
+            to.display()
+        )));
+    }
+    if let Some(e) = problem {
+        events(Event::Warning(format!(
+            "flows: the new outputs did not open ({e}): the meter goes on with the old settings"
+        )));
+    }
+    (if applied { next } else { old.clone() }, live)
+}
+
+/// The JSON and CSV files of `outputs` (not standard output).
+fn text_files(outputs: &Outputs) -> Vec<PathBuf> {
+    [&outputs.json, &outputs.csv]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.as_os_str() != "-")
+        .cloned()
+        .collect()
+}
+
+/// Renames `p` to `p.N`, the first N from 1 with no such file; returns the new name.
+fn move_aside(p: &Path) -> std::io::Result<PathBuf> {
+    for n in 1u32.. {
+        let mut name = p.as_os_str().to_owned();
+        name.push(format!(".{n}"));
+        let to = PathBuf::from(name);
+        if std::fs::symlink_metadata(&to).is_err() {
+            std::fs::rename(p, &to)?;
+            return Ok(to);
+        }
+    }
+    Err(std::io::Error::other("no free name"))
 }
 
 /// The progress between two samples `dt` seconds apart (`prev`, `prev_written` the earlier).

@@ -135,6 +135,8 @@ struct Job {
     interface_lost: AtomicBool,
     /// The rule commands for its engine, made at the first request.
     rules_commands: Mutex<Option<Commands>>,
+    /// New flow meter settings for the running job (a reload changed only `[record.flows]`).
+    new_flows: Arc<Mutex<Option<crate::record::FlowsConfig>>>,
 }
 
 impl Job {
@@ -280,6 +282,7 @@ impl Job {
             interface_seen: AtomicBool::new(true),
             interface_lost: AtomicBool::new(false),
             rules_commands: Mutex::new(None),
+            new_flows: Arc::default(),
         })
     }
 }
@@ -301,6 +304,7 @@ fn spawn(
                 reload: j.reload,
                 published: Some(Arc::clone(&j.published)),
                 metrics: Some(Arc::clone(&j.board)),
+                new_flows: Arc::clone(&j.new_flows),
             };
             let r = crate::record::run(&rec, &controls, &mut |e| {
                 if let Event::Notice(t) = &e {
@@ -444,7 +448,23 @@ pub fn run(
                         let same = new.jobs.iter().find(|j| j.name == r.job.name);
                         let unchanged =
                             same.is_some_and(|j| format!("{j:?}") == format!("{:?}", r.config));
-                        if !unchanged && !r.retiring {
+                        let flows_only = same.filter(|j| {
+                            !unchanged && r.thread.is_some() && only_flows_changed(j, &r.config)
+                        });
+                        if let (Some(j), false) = (flows_only, r.retiring) {
+                            events(
+                                Some(&r.job.name),
+                                Event::Notice(
+                                    "its [record.flows] changed: restarting the flow meter only"
+                                        .into(),
+                                ),
+                            );
+                            *r.job
+                                .new_flows
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner) = j.record.flows.clone();
+                            r.config = j.clone();
+                        } else if !unchanged && !r.retiring {
                             events(
                                 Some(&r.job.name),
                                 Event::Notice(if same.is_some() {
@@ -617,6 +637,18 @@ pub fn run(
         stop_s,
         privilege_error,
     })
+}
+
+/// Whether `new` differs from `old` in its flow meter's settings only, both having a meter:
+/// the job restarts its meter, not capture and recording.
+fn only_flows_changed(new: &crate::config::JobConfig, old: &crate::config::JobConfig) -> bool {
+    if new.record.flows.is_none() || old.record.flows.is_none() {
+        return false;
+    }
+    let (mut a, mut b) = (new.clone(), old.clone());
+    a.record.flows = None;
+    b.record.flows = None;
+    format!("{a:?}") == format!("{b:?}")
 }
 
 /// Whether the interface `name` exists now.
