@@ -6,11 +6,22 @@
 //! records equal what `weir voip -r` writes from the same extract; `weir ctl counters` and the
 //! closing summary count the same transactions and calls. Hostile tables are refused by
 //! `weir run --check` with their line and key.
+//!
+//! The analyzers' Prometheus series (`[metrics]`): a scrape passes `promtool check metrics`,
+//! every `weir_http_*`/`weir_voip_*` sample equals the counter `weir ctl counters --json` shows
+//! for the job at the same moment, and the counts are the traffic's: curl's transactions, the
+//! call's 7 SIP messages, its 2 streams of 20 + 10 RTP packets (by hand: 19 sequence numbers
+//! of the caller's 20 sent, one twice), their RFC 3550 losses as `weir voip -r` of the store
+//! reports them; after SIGTERM the closing summary says the same.
 
 mod common;
 
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
 use common::sip::{call, CALL_ID};
@@ -277,4 +288,327 @@ fn bad_analyzer_tables_are_refused_by_check() {
             assert!(!tmp.path().join(f).exists(), "{extra}: {f} made");
         }
     }
+}
+
+/// `GET /metrics` from `addr`: the body (the status must be 200).
+fn scrape(addr: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    body.to_string()
+}
+
+/// The samples of a scrape: `name{labels}` as printed → value.
+fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+/// `promtool check metrics` on `text`: no problem reported.
+fn promtool_check(text: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool: {}: {said}\n{text}",
+        out.status
+    );
+}
+
+/// Each analyzer sample (name with its labels but the job's) and the counter of `weir ctl
+/// counters --json` (path under the job's `http`/`voip`) it must equal.
+const SERIES: &[(&str, &str)] = &[
+    ("weir_http_read_packets_total", "http/read"),
+    ("weir_http_analyzed_packets_total", "http/packets"),
+    ("weir_http_tcp_packets_total", "http/tcp_packets"),
+    ("weir_http_connections_total", "http/flows"),
+    (
+        "weir_http_connections_recognised_total{protocol=\"http\"}",
+        "http/http_flows",
+    ),
+    (
+        "weir_http_connections_recognised_total{protocol=\"tls\"}",
+        "http/tls_flows",
+    ),
+    (
+        "weir_http_connections_ended_early_total{reason=\"evicted\"}",
+        "http/flows_evicted",
+    ),
+    (
+        "weir_http_connections_ended_early_total{reason=\"timeout\"}",
+        "http/flows_timed_out",
+    ),
+    (
+        "weir_http_held_bytes_evictions_total",
+        "http/pending_evictions",
+    ),
+    ("weir_http_held_bytes_peak", "http/max_pending_seen"),
+    ("weir_http_transactions_total", "http/http_records"),
+    ("weir_http_tls_handshakes_total", "http/tls_records"),
+    (
+        "weir_http_reassembly_delivered_bytes_total",
+        "http/stream/delivered_bytes",
+    ),
+    ("weir_http_reassembly_gaps_total", "http/stream/gaps"),
+    (
+        "weir_http_reassembly_gap_bytes_total",
+        "http/stream/gap_bytes",
+    ),
+    (
+        "weir_http_reassembly_retransmitted_bytes_total",
+        "http/stream/retransmitted_bytes",
+    ),
+    (
+        "weir_http_reassembly_overlap_conflict_bytes_total",
+        "http/stream/overlap_conflicts",
+    ),
+    (
+        "weir_http_reassembly_out_of_order_segments_total",
+        "http/stream/out_of_order_segments",
+    ),
+    (
+        "weir_http_reassembly_evicted_bytes_total",
+        "http/stream/evicted_bytes",
+    ),
+    (
+        "weir_http_messages_total{kind=\"request\"}",
+        "http/http/requests",
+    ),
+    (
+        "weir_http_messages_total{kind=\"response\"}",
+        "http/http/responses",
+    ),
+    (
+        "weir_http_messages_total{kind=\"informational\"}",
+        "http/http/informational",
+    ),
+    (
+        "weir_http_orphan_responses_total",
+        "http/http/orphan_responses",
+    ),
+    ("weir_http_parse_errors_total", "http/http/parse_errors"),
+    ("weir_http_desyncs_total", "http/http/desyncs"),
+    ("weir_http_skipped_bytes_total", "http/http/skipped_bytes"),
+    (
+        "weir_http_tls_hellos_total{hello=\"client\"}",
+        "http/tls/client_hellos",
+    ),
+    (
+        "weir_http_tls_hellos_total{hello=\"server\"}",
+        "http/tls/server_hellos",
+    ),
+    ("weir_http_tls_errors_total", "http/tls/errors"),
+    ("weir_voip_read_packets_total", "voip/read"),
+    ("weir_voip_analyzed_packets_total", "voip/packets"),
+    ("weir_voip_sip_messages_total", "voip/sip_messages"),
+    ("weir_voip_sip_tcp_messages_total", "voip/sip_tcp_messages"),
+    ("weir_voip_sip_parse_errors_total", "voip/sip_errors"),
+    ("weir_voip_sip_no_call_id_total", "voip/sip_no_call_id"),
+    ("weir_voip_calls_total", "voip/calls"),
+    ("weir_voip_calls_over_limit_total", "voip/calls_dropped"),
+    ("weir_voip_calls_written_early_total", "voip/calls_expired"),
+    ("weir_voip_rtp_packets_total", "voip/rtp_packets"),
+    ("weir_voip_rtp_lost_packets_total", "voip/rtp_lost"),
+    (
+        "weir_voip_stream_packets_over_limit_total",
+        "voip/streams_dropped_packets",
+    ),
+    ("weir_voip_rtcp_packets_total", "voip/rtcp_packets"),
+    ("weir_voip_rtcp_reports_total", "voip/rtcp_reports"),
+    (
+        "weir_voip_tcp_dropped_bytes_total",
+        "voip/tcp_bytes_dropped",
+    ),
+    (
+        "weir_voip_streams_total{found_by=\"sdp\"}",
+        "voip/sdp_streams",
+    ),
+    (
+        "weir_voip_streams_total{found_by=\"heuristic\"}",
+        "voip/heuristic_streams",
+    ),
+    (
+        "weir_voip_stream_candidates_discarded_total",
+        "voip/candidates_discarded",
+    ),
+];
+
+/// The scrape's key for `series` of job `edge` (the job's label first).
+fn key(series: &str) -> String {
+    match series.split_once('{') {
+        Some((name, labels)) => format!("{name}{{weir_job=\"edge\",{labels}"),
+        None => format!("{series}{{weir_job=\"edge\"}}"),
+    }
+}
+
+/// The analyzers' counters of job `edge` in `weir ctl counters --json`.
+fn ctl_counters(sock: &Path) -> serde_json::Value {
+    let c = run(weir()
+        .args(["ctl", "--socket"])
+        .arg(sock)
+        .args(["counters", "--json"]));
+    let v: serde_json::Value = serde_json::from_slice(&c.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {} {}",
+            String::from_utf8_lossy(&c.stdout),
+            String::from_utf8_lossy(&c.stderr)
+        )
+    });
+    let job = &v["jobs"]["edge"];
+    serde_json::json!({ "http": job["http"], "voip": job["voip"] })
+}
+
+/// Where `SERIES`' samples and `ctl` disagree: (series, scraped, ctl).
+fn differences(
+    s: &BTreeMap<String, f64>,
+    ctl: &serde_json::Value,
+) -> Vec<(String, Option<f64>, Option<f64>)> {
+    SERIES
+        .iter()
+        .filter_map(|(series, path)| {
+            let want = ctl
+                .pointer(&format!("/{path}"))
+                .and_then(serde_json::Value::as_f64);
+            let got = s.get(&key(series)).copied();
+            (got != want).then(|| (series.to_string(), got, want))
+        })
+        .collect()
+}
+
+/// `[[http]]` and `[[voip]]` jobs with `[metrics]`: their series pass promtool, equal the
+/// jobs' own counters and count the traffic sent (see the module documentation).
+#[test]
+fn analyzer_series_on_the_metrics_endpoint_equal_the_jobs_counters() {
+    let bench = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    files(d);
+    let _servers = servers(&bench, d);
+    let cfg = config(
+        d,
+        &bench.host_if,
+        &format!("{JOBS}[metrics]\nlisten = \"127.0.0.1:0\"\n"),
+    );
+    let err = d.join("err.txt");
+    let svc = Running::start(&["run", cfg.to_str().unwrap()], &err, ": recording on ");
+    let log = svc.text();
+    let addr = log
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no metrics line: {log}"))
+        .to_string();
+    let want = traffic(&bench);
+    call(&bench);
+
+    // Settled: the call written (its two streams) and the transactions logged, and a scrape
+    // between two equal readings of the job's counters equal to them.
+    let sock = d.join("control.sock");
+    let t = Instant::now();
+    let (text, s, ctl) = loop {
+        let before = ctl_counters(&sock);
+        let text = scrape(&addr);
+        let after = ctl_counters(&sock);
+        let s = samples(&text);
+        let settled = before == after
+            && after["voip"]["streams"] == 2
+            && after["http"]["http_records"] == want.len();
+        if settled && differences(&s, &after).is_empty() {
+            break (text, s, after);
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "never settled: {:?}\n{after:#}\n{text}",
+            differences(&s, &after)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    promtool_check(&text);
+    let v = |series: &str| s[&key(series)];
+    assert_eq!(
+        v("weir_http_transactions_total"),
+        want.len() as f64,
+        "{ctl}"
+    );
+    assert_eq!(
+        v("weir_http_messages_total{kind=\"request\"}"),
+        want.len() as f64
+    );
+    assert_eq!(v("weir_http_tls_handshakes_total"), 0.0);
+    assert_eq!(v("weir_voip_calls_total"), 1.0);
+    assert_eq!(v("weir_voip_sip_messages_total"), 7.0);
+    assert_eq!(v("weir_voip_streams_total{found_by=\"sdp\"}"), 2.0);
+    assert_eq!(v("weir_voip_streams_total{found_by=\"heuristic\"}"), 0.0);
+    assert_eq!(v("weir_voip_rtp_packets_total"), 30.0);
+    assert_eq!(v("weir_voip_calls_written_early_total"), 1.0);
+    // read = every udp packet of the job's filter: 7 SIP + 30 RTP
+    assert_eq!(v("weir_voip_read_packets_total"), 37.0, "{text}");
+
+    let (status, end) = svc.signal("-TERM");
+    assert!(status.success(), "{status} {end}");
+    assert!(
+        end.contains(&format!(
+            "  http: {} transactions, 0 TLS handshakes",
+            want.len()
+        )),
+        "{end}"
+    );
+    assert!(
+        end.contains("  voip: 1 calls, 2 RTP streams from 37 packets"),
+        "{end}"
+    );
+
+    // the RFC 3550 losses of the streams as the offline analyzer reports them from the store
+    let pcap = d.join("extract.pcapng");
+    ok(&run(weir()
+        .arg("extract")
+        .arg(d.join("store"))
+        .arg("-w")
+        .arg(&pcap)));
+    ok(&run(weir()
+        .args(["voip", "-r"])
+        .arg(&pcap)
+        .arg("-w")
+        .arg(d.join("calls-r.jsonl"))
+        .arg("--streams")
+        .arg(d.join("streams-r.jsonl"))
+        .arg("udp")));
+    let (mut lost, mut packets) = (0.0, 0.0);
+    for l in sorted_lines(&d.join("streams-r.jsonl")) {
+        let r: serde_json::Value = serde_json::from_str(&l).unwrap();
+        lost += r["lost"].as_i64().unwrap().max(0) as f64;
+        packets += r["packets"].as_u64().unwrap() as f64;
+    }
+    assert_eq!(v("weir_voip_rtp_lost_packets_total"), lost);
+    assert_eq!(v("weir_voip_rtp_packets_total"), packets);
 }

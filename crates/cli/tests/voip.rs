@@ -763,6 +763,169 @@ fn hand_built_call_and_streams() {
     }
 }
 
+/// `--plot DIR --plot-interval 0.1` on the hand-built capture: one chart for the call (its 3
+/// streams) and one for the stream found without SIP; the TCP call (486, no media) gets none.
+/// The CSV's intervals of A → B (first packet at 3.100 s, 100 ms intervals), by hand from the
+/// capture: [3.1, 3.2) #0–#4: 5 packets, expected 5; [3.2, 3.3) #6–#9 (#5 never sent): 4,
+/// expected 5, lost 1; [3.3, 3.4) #10 twice, #11–#13, #15: 6, expected 6 (highest #15);
+/// [3.4, 3.5) #14 late, #16–#19: 5, expected 4, lost −1. For every stream the intervals add
+/// up to its record's packets, expected and lost, and the last interval's jitter is the
+/// record's. The SVG parses as XML with one line per stream in each of its two panels.
+/// A CSV row of a chart: packets, expected, lost, jitter (ms).
+type Interval = (u64, u64, i64, f64);
+
+#[test]
+fn plot_charts_each_calls_streams_over_time() {
+    let tmp = weir_testkit::TempDir::new("voip-plot");
+    let f = tmp.join("hand.pcap");
+    std::fs::write(&f, hand_capture()).unwrap();
+    let dir = tmp.join("charts");
+    let out = weir()
+        .args(["voip", "-r"])
+        .arg(&f)
+        .arg("-w")
+        .arg(tmp.join("calls.jsonl"))
+        .arg("--streams")
+        .arg(tmp.join("streams.jsonl"))
+        .arg("--plot")
+        .arg(&dir)
+        .args(["--plot-interval", "0.1"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("weir: 2 charts in "), "{err}");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "call-1-hand-1_test.csv",
+            "call-1-hand-1_test.svg",
+            "stream-2-33333333.csv",
+            "stream-2-33333333.svg"
+        ]
+    );
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(tmp.join("streams.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // (src, dst, ssrc) → its intervals (packets, expected, lost, jitter)
+    let mut rows: BTreeMap<(String, String, String), Vec<Interval>> = BTreeMap::new();
+    for name in ["call-1-hand-1_test.csv", "stream-2-33333333.csv"] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some("stream,src,dst,ssrc,start_s,offset_s,packets,expected,lost,jitter_ms")
+        );
+        for l in lines {
+            let c: Vec<&str> = l.split(',').collect();
+            assert_eq!(c.len(), 10, "{l}");
+            rows.entry((c[1].into(), c[2].into(), c[3].into()))
+                .or_default()
+                .push((
+                    c[6].parse().unwrap(),
+                    c[7].parse().unwrap(),
+                    c[8].parse().unwrap(),
+                    c[9].parse().unwrap(),
+                ));
+        }
+    }
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    let ab = &rows[&(
+        "10.0.0.1:40000".to_string(),
+        "10.0.0.2:50000".to_string(),
+        "11111111".to_string(),
+    )];
+    let by_hand: Vec<(u64, u64, i64)> = ab.iter().map(|r| (r.0, r.1, r.2)).collect();
+    assert_eq!(by_hand, [(5, 5, 0), (4, 5, 1), (6, 6, 0), (5, 4, -1)]);
+    for r in &records {
+        let k = (
+            format!("{}:{}", r["src_ip"].as_str().unwrap(), r["src_port"]),
+            format!("{}:{}", r["dst_ip"].as_str().unwrap(), r["dst_port"]),
+            format!("{:08x}", r["ssrc"].as_u64().unwrap()),
+        );
+        let v = rows.get(&k).unwrap_or_else(|| panic!("{k:?} not charted"));
+        assert_eq!(v.iter().map(|x| x.0).sum::<u64>(), r["packets"], "{k:?}");
+        assert_eq!(v.iter().map(|x| x.1).sum::<u64>(), r["expected"], "{k:?}");
+        assert_eq!(v.iter().map(|x| x.2).sum::<i64>(), r["lost"], "{k:?}");
+        let last = v.last().unwrap().3;
+        assert!(
+            (last - r["jitter_ms"].as_f64().unwrap()).abs() < 1e-6,
+            "{k:?}: {last} vs {}",
+            r["jitter_ms"]
+        );
+    }
+    for (svg, streams) in [("call-1-hand-1_test.svg", 3), ("stream-2-33333333.svg", 1)] {
+        let path = dir.join(svg);
+        let o = Command::new("python3")
+            .args([
+                "-c",
+                "import sys,xml.etree.ElementTree as E\n\
+                 r=E.parse(sys.argv[1]).getroot()\n\
+                 print(len(r.findall('{http://www.w3.org/2000/svg}polyline')))",
+            ])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr_of(&o));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).trim(),
+            (2 * streams).to_string(),
+            "{svg}"
+        );
+    }
+
+    // hostile: bad intervals, live, a file where the directory goes, /dev/full
+    for bad in ["0", "-1", "nan", "inf", "1e99", "x"] {
+        let out = weir()
+            .args(["voip", "-r"])
+            .arg(&f)
+            .arg("--plot")
+            .arg(&dir)
+            .args(["--plot-interval", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains("--plot-interval"),
+            "{bad}: {}",
+            stderr_of(&out)
+        );
+    }
+    let out = weir()
+        .args(["voip", "-i", "lo", "--plot"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("--plot works on files"),
+        "{}",
+        stderr_of(&out)
+    );
+    for target in [f.clone(), PathBuf::from("/dev/full")] {
+        let out = weir()
+            .args(["voip", "-r"])
+            .arg(&f)
+            .arg("-w")
+            .arg(tmp.join("c2.jsonl"))
+            .arg("--plot")
+            .arg(&target)
+            .output()
+            .unwrap();
+        let e = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{e}");
+        assert!(e.contains("--plot: cannot create"), "{e}");
+        assert!(!e.contains("panicked"), "{e}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Hostile cases.
 

@@ -10,61 +10,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::netns::VethBench;
-use common::sip::{call, CALL_ID};
+use common::sip::{call, lines, offline, stop, tcpdump, CALL_ID};
 use common::Running;
-
-/// tcpdump on our side of the pair, nanosecond timestamps, writing `out`.
-fn tcpdump(bench: &VethBench, out: &Path) -> Child {
-    let mut c = Command::new("tcpdump");
-    c.args([
-        "-i",
-        &bench.host_if,
-        "-n",
-        "-U",
-        "--immediate-mode",
-        "--time-stamp-precision=nano",
-        "-w",
-    ])
-    .arg(out);
-    common::start(c, "listening on")
-}
-
-fn stop(mut c: Child) {
-    assert!(
-        common::run(Command::new("kill").args(["-INT", &c.id().to_string()]))
-            .status
-            .success()
-    );
-    let _ = c.wait();
-}
-
-fn lines(path: &Path) -> Vec<serde_json::Value> {
-    let mut v: Vec<serde_json::Value> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("whole JSON lines"))
-        .collect();
-    v.sort_by_key(|r| r.to_string());
-    v
-}
-
-/// `weir voip -r` on `pcap`: its records.
-fn offline(pcap: &Path, dir: &Path) -> Vec<serde_json::Value> {
-    let out = dir.join("offline.jsonl");
-    let o = common::run(
-        common::weir()
-            .args(["voip", "-r"])
-            .arg(pcap)
-            .arg("-w")
-            .arg(&out),
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    lines(&out)
-}
 
 /// The known figures of the call and its two streams.
 fn check_known(recs: &[serde_json::Value], bench: &VethBench) {
@@ -127,7 +78,11 @@ fn live_records_equal_offline_on_tcpdumps_capture() {
         assert!(!text.contains("panicked"), "{text}");
         let got = lines(&live);
         check_known(&got, &bench);
-        assert_eq!(got, offline(&pcap, tmp.path()), "{signal}: {text}");
+        assert_eq!(
+            got,
+            offline(&pcap, &tmp.path().join("offline.jsonl"), &[]),
+            "{signal}: {text}"
+        );
     }
 }
 
@@ -176,7 +131,11 @@ fn record_writes_voip_records_beside_the_store() {
     assert!(text.contains("  voip: 1 calls, 2 RTP streams"), "{text}");
     let got = lines(&log);
     check_known(&got, &bench);
-    assert_eq!(got, offline(&pcap, tmp.path()), "{text}");
+    assert_eq!(
+        got,
+        offline(&pcap, &tmp.path().join("offline.jsonl"), &[]),
+        "{text}"
+    );
     let stored: usize = common::segments(&store)
         .iter()
         .map(|s| udp_packets(s))

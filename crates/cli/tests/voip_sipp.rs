@@ -34,6 +34,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
+use common::sip::{lines, offline, stop, tcpdump};
 use common::Running;
 
 /// The RTP sipp plays (sip-tester's sample, G.711 A-law, 30 ms packets).
@@ -303,42 +304,6 @@ fn sipp_stats(dir: &Path) -> BTreeMap<String, String> {
 fn sipp_duration(v: &str) -> f64 {
     let f: Vec<f64> = v.split(':').map(|x| x.parse().unwrap()).collect();
     f[0] * 3600.0 + f[1] * 60.0 + f[2] + f[3] / 1e6
-}
-
-fn tcpdump(bench: &VethBench, out: &Path) -> Child {
-    let mut c = Command::new("tcpdump");
-    c.args(["-i", &bench.host_if, "-n", "-U", "--immediate-mode"])
-        .args(["--time-stamp-precision=nano", "-w"])
-        .arg(out);
-    common::start(c, "listening on")
-}
-
-fn stop(mut c: Child) {
-    let _ = common::run(Command::new("kill").args(["-INT", &c.id().to_string()]));
-    let _ = c.wait();
-}
-
-fn lines(path: &Path) -> Vec<serde_json::Value> {
-    let mut v: Vec<serde_json::Value> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("whole JSON lines"))
-        .collect();
-    v.sort_by_key(|r| r.to_string());
-    v
-}
-
-fn offline(pcap: &Path, out: &Path, extra: &[&str]) -> Vec<serde_json::Value> {
-    let o = common::run(
-        common::weir()
-            .args(["voip", "-r"])
-            .arg(pcap)
-            .arg("-w")
-            .arg(out)
-            .args(extra),
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    lines(out)
 }
 
 /// Waits (up to 120 s) until `path` holds `n` call lines.

@@ -170,3 +170,163 @@ pub fn run_live(
         capture_error,
     })
 }
+
+/// The HTTP analyzer's Prometheus series (`weir_http_...`): `stats` as of its last tick (or
+/// its end), `read` the records it has read from the buffer so far. Every series is one of
+/// the counters `weir ctl counters --json` shows under `http` (`read` is its `read`).
+pub(crate) fn series(e: &mut weir_metrics::text::Exposition, stats: &weir_http::Stats, read: u64) {
+    use weir_metrics::text::Kind::{Counter, Gauge};
+    let s = stats;
+    e.single(
+        "weir_http_read_packets_total",
+        Counter,
+        "Packets the HTTP analyzer read from the packet buffer (its filter's rejects not counted).",
+        read,
+    );
+    e.single(
+        "weir_http_analyzed_packets_total",
+        Counter,
+        "Packets the HTTP analyzer had analyzed at its last tick (once a second).",
+        s.packets,
+    );
+    e.single(
+        "weir_http_tcp_packets_total",
+        Counter,
+        "TCP segments the HTTP analyzer analyzed.",
+        s.tcp_packets,
+    );
+    e.single(
+        "weir_http_connections_total",
+        Counter,
+        "TCP connections the HTTP analyzer tracked.",
+        s.flows,
+    );
+    e.family(
+        "weir_http_connections_recognised_total",
+        Counter,
+        "Connections recognised by their content, by protocol.",
+    )
+    .sample(&[("protocol", "http")], s.http_flows)
+    .sample(&[("protocol", "tls")], s.tls_flows);
+    e.family(
+        "weir_http_connections_ended_early_total",
+        Counter,
+        "Connections ended before their end, by reason: the connection table was full \
+         (evicted) or they were idle too long (timeout).",
+    )
+    .sample(&[("reason", "evicted")], s.flows_evicted)
+    .sample(&[("reason", "timeout")], s.flows_timed_out);
+    e.single(
+        "weir_http_held_bytes_evictions_total",
+        Counter,
+        "Times the bound on bytes held out of order released a connection's holdings.",
+        s.pending_evictions,
+    );
+    e.single(
+        "weir_http_held_bytes_peak",
+        Gauge,
+        "Most bytes held out of order at once, over all connections.",
+        s.max_pending_seen,
+    );
+    e.single(
+        "weir_http_transactions_total",
+        Counter,
+        "HTTP transaction records written.",
+        s.http_records,
+    );
+    e.single(
+        "weir_http_tls_handshakes_total",
+        Counter,
+        "TLS handshake records written.",
+        s.tls_records,
+    );
+    let r = &s.stream;
+    e.single(
+        "weir_http_reassembly_delivered_bytes_total",
+        Counter,
+        "TCP payload bytes delivered in order to the parsers.",
+        r.delivered_bytes,
+    );
+    e.single(
+        "weir_http_reassembly_gaps_total",
+        Counter,
+        "Gaps declared in TCP streams (bytes never seen).",
+        r.gaps,
+    );
+    e.single(
+        "weir_http_reassembly_gap_bytes_total",
+        Counter,
+        "Bytes declared missing in TCP streams.",
+        r.gap_bytes,
+    );
+    e.single(
+        "weir_http_reassembly_retransmitted_bytes_total",
+        Counter,
+        "TCP payload bytes seen again after they were delivered or held.",
+        r.retransmitted_bytes,
+    );
+    e.single(
+        "weir_http_reassembly_overlap_conflict_bytes_total",
+        Counter,
+        "Bytes whose later copy differed from the first one (the first was kept).",
+        r.overlap_conflicts,
+    );
+    e.single(
+        "weir_http_reassembly_out_of_order_segments_total",
+        Counter,
+        "TCP segments that arrived ahead of a hole and waited.",
+        r.out_of_order_segments,
+    );
+    e.single(
+        "weir_http_reassembly_evicted_bytes_total",
+        Counter,
+        "Bytes dropped from a connection's out-of-order holdings to respect its bound.",
+        r.evicted_bytes,
+    );
+    let h = &s.http;
+    e.family(
+        "weir_http_messages_total",
+        Counter,
+        "HTTP messages parsed, by kind (final responses and 1xx apart).",
+    )
+    .sample(&[("kind", "request")], h.requests)
+    .sample(&[("kind", "response")], h.responses)
+    .sample(&[("kind", "informational")], h.informational);
+    e.single(
+        "weir_http_orphan_responses_total",
+        Counter,
+        "Responses with no request left to pair with.",
+        h.orphan_responses,
+    );
+    e.single(
+        "weir_http_parse_errors_total",
+        Counter,
+        "HTTP header blocks refused (httparse errors, headers too long).",
+        h.parse_errors,
+    );
+    e.single(
+        "weir_http_desyncs_total",
+        Counter,
+        "Times a side of a connection lost the message boundary.",
+        h.desyncs,
+    );
+    e.single(
+        "weir_http_skipped_bytes_total",
+        Counter,
+        "Bytes skipped while looking for the next HTTP message.",
+        h.skipped_bytes,
+    );
+    e.family(
+        "weir_http_tls_hellos_total",
+        Counter,
+        "TLS hello messages parsed, by side.",
+    )
+    .sample(&[("hello", "client")], s.tls.client_hellos)
+    .sample(&[("hello", "server")], s.tls.server_hellos);
+    e.single(
+        "weir_http_tls_errors_total",
+        Counter,
+        "TLS records or hello messages refused (bad lengths, not TLS, truncated).",
+        s.tls.errors,
+    );
+}

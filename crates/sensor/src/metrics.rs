@@ -77,12 +77,24 @@ struct Done {
     flows: Option<FlowsEnd>,
 }
 
+/// The HTTP and VoIP analyzers beside a recorder: each one's counters as of its last tick
+/// (or its end) and the records it has read from the buffer so far; `None` when not running.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Analyzers {
+    /// The HTTP analyzer's.
+    pub http: Option<(weir_http::Stats, u64)>,
+    /// The VoIP analyzer's.
+    pub voip: Option<(weir_voip::Stats, u64)>,
+}
+
 /// The shared cell between a job and its metrics server (see the module documentation).
 #[derive(Default)]
 pub struct Board {
     job: Mutex<Option<Job>>,
     /// The flow meter's table as of its last tick: flows held, counters so far.
     flows_table: Mutex<Option<(u64, weir_flows::MeterStats)>>,
+    /// The analyzers' counters, as of the job's last tick or their end.
+    analyzers: Mutex<Analyzers>,
 }
 
 impl std::fmt::Debug for Board {
@@ -132,6 +144,11 @@ impl Board {
     /// The flow meter's table now (flows held, its counters so far), while the job runs.
     pub fn flows_table(&self, table: Option<(u64, weir_flows::MeterStats)>) {
         *self.flows_table.lock().unwrap_or_else(|e| e.into_inner()) = table;
+    }
+
+    /// The HTTP and VoIP analyzers' counters now (while the job runs, and at their end).
+    pub fn analyzers(&self, a: Analyzers) {
+        *self.analyzers.lock().unwrap_or_else(|e| e.into_inner()) = a;
     }
 
     /// The job ended: its counters stay at `totals` (the source's final totals, for an import
@@ -214,6 +231,13 @@ impl Board {
                     d.flows.as_ref(),
                     true,
                 ),
+            }
+            let a = *self.analyzers.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((stats, read)) = &a.http {
+                crate::http::series(e, stats, *read);
+            }
+            if let Some((stats, read)) = &a.voip {
+                crate::voip::series(e, stats, *read);
             }
         }
     }

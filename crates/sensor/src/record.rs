@@ -590,6 +590,12 @@ pub fn run(
                 board.flows_table(m.table());
             }
         }
+        if let Some(board) = &controls.metrics {
+            board.analyzers(metrics::Analyzers {
+                http: http.as_ref().map(|h| (h.stats(), h.packets())),
+                voip: voip.as_ref().map(|v| (v.stats(), v.packets())),
+            });
+        }
         if let Some(r) = rules.as_mut() {
             r.poll(controls.reload, events);
         }
@@ -615,7 +621,7 @@ pub fn run(
                 let mut json = stats_json(started, &t, &buffer, &rstats, flows, rules.as_ref());
                 json["streams"] = streams.json();
                 json["http"] = analyzer_json(http.as_ref().map(|h| (h.stats(), h.packets())));
-                json["voip"] = analyzer_json(voip.as_ref().map(|v| (v.stats(), 0)));
+                json["voip"] = analyzer_json(voip.as_ref().map(|v| (v.stats(), v.packets())));
                 if let Some(p) = &cfg.stats_json {
                     write_stats(p, &json)?;
                 }
@@ -664,6 +670,10 @@ pub fn run(
         if let (Some(p), Some(f)) = (&flows_packets, &flows) {
             p.store(f.report.read, Ordering::Relaxed);
         }
+        board.analyzers(metrics::Analyzers {
+            http: http.as_ref().map(|h| (h.stats, h.packets)),
+            voip: voip.as_ref().map(|v| (v.stats, v.packets)),
+        });
         board.finish(&totals, end);
     }
     let segs = &recorder.store().manifest.segments;

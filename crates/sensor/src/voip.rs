@@ -9,7 +9,7 @@
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -101,6 +101,7 @@ fn wall_ns() -> u64 {
 /// A VoIP [`Analyzer`] reading the packet buffer on its own thread.
 pub struct VoipLive {
     stop: Arc<AtomicBool>,
+    packets: Arc<AtomicU64>,
     stats: Arc<Mutex<Stats>>,
     thread: JoinHandle<VoipEnd>,
 }
@@ -127,7 +128,8 @@ impl VoipLive {
     ) -> io::Result<VoipLive> {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(Stats::default()));
-        let (st, shared) = (stop.clone(), stats.clone());
+        let packets = Arc::new(AtomicU64::new(0));
+        let (st, shared, pk) = (stop.clone(), stats.clone(), packets.clone());
         let thread = std::thread::Builder::new()
             .name("voip".into())
             .spawn(move || {
@@ -159,6 +161,7 @@ impl VoipLive {
                                 n += 1;
                             }
                             batch.release();
+                            pk.store(n, Ordering::Relaxed);
                         }
                         None if stopping => break,
                         None => {
@@ -193,6 +196,7 @@ impl VoipLive {
             })?;
         Ok(VoipLive {
             stop,
+            packets,
             stats,
             thread,
         })
@@ -202,6 +206,11 @@ impl VoipLive {
     /// end: until then they count what is tracked).
     pub fn stats(&self) -> Stats {
         self.stats.lock().map_or_else(|_| Stats::default(), |s| *s)
+    }
+
+    /// Records read from the buffer so far (those a filter passed over not counted).
+    pub fn packets(&self) -> u64 {
+        self.packets.load(Ordering::Relaxed)
     }
 
     /// Once capture has stopped: reads what is left, writes every call and stream, flushes.
@@ -291,4 +300,102 @@ pub fn run_live(
         live,
         capture_error,
     })
+}
+
+/// The VoIP analyzer's Prometheus series (`weir_voip_...`): `stats` as of its last tick (or
+/// its end), `read` the records it has read from the buffer so far. Every series is one of
+/// the counters `weir ctl counters --json` shows under `voip` (`read` is its `read`).
+pub(crate) fn series(e: &mut weir_metrics::text::Exposition, stats: &Stats, read: u64) {
+    use weir_metrics::text::Kind::Counter;
+    let s = stats;
+    let counters: [(&str, &str, u64); 15] = [
+        (
+            "weir_voip_read_packets_total",
+            "Packets the VoIP analyzer read from the packet buffer (its filter's rejects not \
+             counted).",
+            read,
+        ),
+        (
+            "weir_voip_analyzed_packets_total",
+            "Packets the VoIP analyzer had analyzed at its last tick (once a second).",
+            s.packets,
+        ),
+        (
+            "weir_voip_sip_messages_total",
+            "SIP messages parsed (UDP and TCP).",
+            s.sip_messages,
+        ),
+        (
+            "weir_voip_sip_tcp_messages_total",
+            "SIP messages parsed from TCP.",
+            s.sip_tcp_messages,
+        ),
+        (
+            "weir_voip_sip_parse_errors_total",
+            "Payloads that looked like SIP but did not parse.",
+            s.sip_errors,
+        ),
+        (
+            "weir_voip_sip_no_call_id_total",
+            "SIP messages without a Call-ID.",
+            s.sip_no_call_id,
+        ),
+        ("weir_voip_calls_total", "Calls (Call-IDs) seen.", s.calls),
+        (
+            "weir_voip_calls_over_limit_total",
+            "Call-IDs ignored because the analyzer tracked its maximum of calls (max_calls).",
+            s.calls_dropped,
+        ),
+        (
+            "weir_voip_calls_written_early_total",
+            "Calls written before the end of the job (over and lingered, or idle).",
+            s.calls_expired,
+        ),
+        (
+            "weir_voip_rtp_packets_total",
+            "Packets counted in an RTP stream (heuristic candidates included).",
+            s.rtp_packets,
+        ),
+        (
+            "weir_voip_rtp_lost_packets_total",
+            "RFC 3550 lost packets (expected - received, at least 0) of the streams written.",
+            s.rtp_lost,
+        ),
+        (
+            "weir_voip_stream_packets_over_limit_total",
+            "Packets ignored because the analyzer tracked its maximum of streams (max_streams).",
+            s.streams_dropped_packets,
+        ),
+        (
+            "weir_voip_rtcp_packets_total",
+            "RTCP packets.",
+            s.rtcp_packets,
+        ),
+        (
+            "weir_voip_rtcp_reports_total",
+            "RTCP report blocks matched to a stream.",
+            s.rtcp_reports,
+        ),
+        (
+            "weir_voip_tcp_dropped_bytes_total",
+            "SIP-over-TCP bytes dropped (gaps, overflow, bound on connections).",
+            s.tcp_bytes_dropped,
+        ),
+    ];
+    for (name, help, v) in counters {
+        e.single(name, Counter, help, v);
+    }
+    e.family(
+        "weir_voip_streams_total",
+        Counter,
+        "RTP streams written, by how they were found (SDP of a call, or the heuristic).",
+    )
+    .sample(&[("found_by", "sdp")], s.sdp_streams)
+    .sample(&[("found_by", "heuristic")], s.heuristic_streams);
+    e.single(
+        "weir_voip_stream_candidates_discarded_total",
+        Counter,
+        "Heuristic RTP candidates not written (too short or irregular).",
+        s.candidates_discarded,
+    );
 }

@@ -27,9 +27,11 @@
 #![forbid(unsafe_code)]
 
 pub mod emodel;
+pub mod plot;
 pub mod rtp;
 pub mod sdp;
 pub mod sip;
+pub mod timeline;
 
 use std::net::IpAddr;
 
@@ -58,6 +60,9 @@ pub struct Config {
     pub linger_ns: u64,
     /// A call (or heuristic stream) with no packet for this long is written as it stands, ns.
     pub call_timeout_ns: u64,
+    /// Each stream's record carries its loss and jitter over intervals this long
+    /// ([`StreamRecord::timeline`]), ns; 0: none.
+    pub timeline_ns: u64,
 }
 
 /// How often (in the packets' time) open calls are looked at for [`Config::linger_ns`] and
@@ -72,6 +77,7 @@ impl Default for Config {
             max_tcp: 100_000,
             linger_ns: 2_000_000_000,
             call_timeout_ns: 300_000_000_000,
+            timeline_ns: 0,
         }
     }
 }
@@ -97,6 +103,9 @@ pub struct Stats {
     pub rtp_packets: u64,
     /// Streams written.
     pub streams: u64,
+    /// RFC 3550 lost packets of the streams written (expected − received; a stream with more
+    /// duplicates than losses counts 0, not less).
+    pub rtp_lost: u64,
     /// Calls written before the end (over and lingered, or idle).
     pub calls_expired: u64,
     /// Streams found through SDP.
@@ -188,6 +197,7 @@ struct Stream {
     rtpmap: Vec<RtpMap>,
     stats: StreamStats,
     rtcp: Option<RtcpSeen>,
+    timeline: Option<timeline::Timeline>,
 }
 
 impl Stream {
@@ -313,6 +323,9 @@ pub struct StreamRecord {
     /// What RTCP reports said about this SSRC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtcp: Option<RtcpRecord>,
+    /// Loss and jitter over time, with [`Config::timeline_ns`] (not in the JSON line).
+    #[serde(skip)]
+    pub timeline: Vec<timeline::Point>,
 }
 
 /// One SIP Call-ID: for INVITE dialogs a call.
@@ -558,13 +571,14 @@ impl Analyzer {
         }
         match (&r, s.call) {
             (None, _) => self.stats.candidates_discarded += 1,
-            (Some(_), Some(_)) => {
-                self.stats.sdp_streams += 1;
+            (Some(rec), call) => {
+                if call.is_some() {
+                    self.stats.sdp_streams += 1;
+                } else {
+                    self.stats.heuristic_streams += 1;
+                }
                 self.stats.streams += 1;
-            }
-            (Some(_), None) => {
-                self.stats.heuristic_streams += 1;
-                self.stats.streams += 1;
+                self.stats.rtp_lost += u64::try_from(rec.lost).unwrap_or(0);
             }
         }
         r
@@ -913,6 +927,8 @@ impl Analyzer {
                         rtpmap,
                         stats: StreamStats::default(),
                         rtcp: None,
+                        timeline: (self.cfg.timeline_ns > 0)
+                            .then(|| timeline::Timeline::new(self.cfg.timeline_ns)),
                     },
                 );
                 self.stream_ids.insert(key, i);
@@ -924,6 +940,9 @@ impl Analyzer {
             return;
         };
         let (_, clock) = s.codec(h.pt);
+        if let Some(t) = &mut s.timeline {
+            t.before(ts_ns, &s.stats);
+        }
         s.stats.add(ts_ns, h, clock);
         self.stats.rtp_packets += 1;
     }
@@ -1017,6 +1036,7 @@ impl Analyzer {
                 cumulative_lost: r.cumulative_lost,
                 jitter_ms: (clock != 0).then(|| f64::from(r.jitter) * 1000.0 / f64::from(clock)),
             }),
+            timeline: s.timeline.clone().map(|t| t.finish(st)).unwrap_or_default(),
         }
     }
 
@@ -1247,6 +1267,33 @@ mod tests {
         let mut rest = 0;
         let st = a.finish(&mut |_| rest += 1);
         assert_eq!((rest, st.calls_expired, st.calls), (0, 2, 2));
+    }
+
+    /// `Stats::rtp_lost` sums the written streams' RFC 3550 losses: the call's stream to B
+    /// has 0 1 3 4 4 7 (expected 8, received 6: lost 2), the one to A 0 0 0 1 (expected 2,
+    /// received 4: lost −2, counted 0).
+    #[test]
+    fn rtp_lost_sums_the_streams_losses() {
+        let mut a = Analyzer::new(cfg());
+        let l = LinkType::IPV4;
+        answered(&mut a, "lossy", S);
+        for (i, seq) in [0u16, 1, 3, 4, 4, 7].into_iter().enumerate() {
+            let t = 2 * S + i as u64 * S / 50;
+            a.packet(t, l, &udp((A, 4000), (B, 5000), &rtp(seq)));
+        }
+        for (i, seq) in [0u16, 0, 0, 1].into_iter().enumerate() {
+            let t = 2 * S + i as u64 * S / 50;
+            a.packet(t, l, &udp((B, 5000), (A, 4000), &rtp(seq)));
+        }
+        let mut lost = Vec::new();
+        let st = a.finish(&mut |e| {
+            if let Event::Stream(s) = e {
+                lost.push(s.lost);
+            }
+        });
+        lost.sort_unstable();
+        assert_eq!(lost, [-2, 2]);
+        assert_eq!((st.streams, st.rtp_lost), (2, 2));
     }
 
     #[test]

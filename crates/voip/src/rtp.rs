@@ -149,6 +149,24 @@ fn is_cn(pt: u8) -> bool {
 /// Sequence numbers remembered behind the highest one, to tell duplicates from late packets.
 const WINDOW: u64 = 1024;
 
+/// `seen` shifted toward older positions by `shift` (< [`WINDOW`]) bits: bit i becomes bit
+/// i + shift, bits beyond the window fall off. A word at a time (a bit at a time cost 86 % of
+/// `weir voip -r`'s CPU on the bench trace).
+fn shifted(seen: &[u64; (WINDOW / 64) as usize], shift: u64) -> [u64; (WINDOW / 64) as usize] {
+    let words = (shift / 64) as usize;
+    let bits = (shift % 64) as u32;
+    let mut n = [0u64; (WINDOW / 64) as usize];
+    for (k, w) in n.iter_mut().enumerate().skip(words) {
+        let src = k - words;
+        let mut v = seen[src] << bits;
+        if bits > 0 && src > 0 {
+            v |= seen[src - 1] >> (64 - bits);
+        }
+        *w = v;
+    }
+    n
+}
+
 /// The running arithmetic of one RTP stream (one SSRC on one 5-tuple).
 #[derive(Clone, Debug, Default)]
 pub struct StreamStats {
@@ -226,15 +244,7 @@ impl StreamStats {
             if shift >= WINDOW {
                 self.seen = [0; (WINDOW / 64) as usize];
             } else {
-                // shift the bitmap toward older positions
-                let mut n = [0u64; (WINDOW / 64) as usize];
-                for i in 0..WINDOW - shift {
-                    if self.bit(i) {
-                        let j = i + shift;
-                        n[(j / 64) as usize] |= 1 << (j % 64);
-                    }
-                }
-                self.seen = n;
+                self.seen = shifted(&self.seen, shift);
             }
             self.max = ext;
         }
@@ -414,6 +424,31 @@ mod tests {
         p.extend_from_slice(&0x1234_5678u32.to_be_bytes());
         p.extend_from_slice(&[0; 160]);
         p
+    }
+
+    /// The word-wise shift of the received-sequence window equals moving each bit on its own
+    /// (the former code) for every shift of the window and a pseudo-random bitmap.
+    #[test]
+    fn window_shift_equals_the_bit_by_bit_shift() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut seen = [0u64; (WINDOW / 64) as usize];
+        for w in &mut seen {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *w = x;
+        }
+        let bit = |s: &[u64; 16], i: u64| s[(i / 64) as usize] >> (i % 64) & 1 == 1;
+        for shift in 0..WINDOW {
+            let mut want = [0u64; (WINDOW / 64) as usize];
+            for i in 0..WINDOW - shift {
+                if bit(&seen, i) {
+                    let j = i + shift;
+                    want[(j / 64) as usize] |= 1 << (j % 64);
+                }
+            }
+            assert_eq!(shifted(&seen, shift), want, "shift {shift}");
+        }
     }
 
     #[test]

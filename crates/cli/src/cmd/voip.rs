@@ -5,13 +5,14 @@
 //! filter, damage handling); live, from the capture pipeline ([`weir_sensor::voip::run_live`]:
 //! SIGINT/SIGTERM end it and every call and stream is written then). Without `--streams` the
 //! stream records go to the calls' output, so nothing found is left out; each record says its
-//! `type`. A summary ends the run on stderr.
+//! `type`. A summary ends the run on stderr. `--plot DIR` charts each call's streams' jitter
+//! and loss over time ([`weir_voip::plot`]).
 
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use weir_filter::FilterSet;
 use weir_pcap::{Interface, Packet};
 use weir_sensor::read::Visitor;
@@ -54,6 +55,15 @@ pub(crate) struct Args {
     #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = args::seconds,
           allow_negative_numbers = true)]
     call_timeout: f64,
+    /// Draw each call's jitter and loss over time (SVG, with the numbers as CSV) into this
+    /// directory (created if missing); files only (-r).
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+    /// The charts' interval: loss and jitter are sampled every this many seconds of the
+    /// packets' time.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = args::seconds,
+          allow_negative_numbers = true, requires = "plot")]
+    plot_interval: f64,
     #[command(flatten)]
     expr: args::Expr,
 }
@@ -70,6 +80,11 @@ impl Args {
             max_streams: self.max_streams as usize,
             linger_ns: (self.call_linger * 1e9) as u64,
             call_timeout_ns: (self.call_timeout * 1e9) as u64,
+            timeline_ns: if self.plot.is_some() {
+                ((self.plot_interval * 1e9) as u64).max(1)
+            } else {
+                0
+            },
             ..Config::default()
         }
     }
@@ -87,6 +102,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         }
     }
     if args.source.is_live() {
+        if args.plot.is_some() {
+            bail!("--plot works on files (-r), not live (-i)");
+        }
         return run_live(args, calls_path);
     }
     // the expression and the inputs are checked before any output is created
@@ -95,8 +113,17 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     if let Some(s) = &args.streams {
         output::check_inputs(&args.source.inputs.files, Some(s))?;
     }
+    let plot = match &args.plot {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("--plot: cannot create {}", dir.display()))?;
+            Some(weir_voip::plot::Plotter::new(dir))
+        }
+        None => None,
+    };
     let cfg = args.analyzer();
     let mut feed = Feed {
+        plot,
         analyzer: Analyzer::new(cfg),
         calls: BufWriter::with_capacity(1 << 16, output::create(&calls_path)?),
         streams: match &args.streams {
@@ -109,21 +136,25 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         analyzer,
         mut calls,
         mut streams,
+        mut plot,
     } = feed;
-    let mut error: Option<std::io::Error> = None;
+    let mut error: Option<anyhow::Error> = None;
     let stats = analyzer.finish(&mut |e| {
         if error.is_none() {
-            error = write(&mut calls, streams.as_mut(), &e).err();
+            error = write(&mut calls, streams.as_mut(), plot.as_mut(), &e).err();
         }
     });
     if let Some(e) = error {
-        return Err(e.into());
+        return Err(e);
     }
     calls.into_inner().map_err(|e| e.into_error())?.commit()?;
     if let Some(s) = streams {
         s.into_inner().map_err(|e| e.into_error())?.commit()?;
     }
     summary(&stats);
+    if let (Some(p), Some(dir)) = (&plot, &args.plot) {
+        eprintln!("weir: {} charts in {}", p.written(), dir.display());
+    }
     Ok(status)
 }
 
@@ -184,12 +215,21 @@ pub(crate) fn summary(s: &Stats) {
 
 type Out = BufWriter<output::Output>;
 
-/// Writes one record: streams to `streams` when given, else beside the calls.
-fn write(calls: &mut Out, streams: Option<&mut Out>, e: &Event) -> std::io::Result<()> {
-    match e {
-        Event::Stream(r) => line(streams.unwrap_or(calls), r),
-        Event::Call(r) => line(calls, r),
+/// Writes one record: streams to `streams` when given, else beside the calls; charts it.
+fn write(
+    calls: &mut Out,
+    streams: Option<&mut Out>,
+    plot: Option<&mut weir_voip::plot::Plotter>,
+    e: &Event,
+) -> Result<()> {
+    if let Some(p) = plot {
+        p.event(e)?;
     }
+    match e {
+        Event::Stream(r) => line(streams.unwrap_or(calls), r)?,
+        Event::Call(r) => line(calls, r)?,
+    }
+    Ok(())
 }
 
 /// The analyzer and its outputs: finished calls are written as the file is read.
@@ -197,6 +237,7 @@ struct Feed {
     analyzer: Analyzer,
     calls: Out,
     streams: Option<Out>,
+    plot: Option<weir_voip::plot::Plotter>,
 }
 
 impl Visitor for Feed {
@@ -206,15 +247,16 @@ impl Visitor for Feed {
         self.analyzer
             .packet(packet.meta.ts_ns, packet.link, packet.data);
         if self.analyzer.has_ready() {
-            let mut error: Option<std::io::Error> = None;
+            let mut error: Option<anyhow::Error> = None;
             let (calls, mut streams) = (&mut self.calls, self.streams.as_mut());
+            let mut plot = self.plot.as_mut();
             self.analyzer.drain(&mut |e| {
                 if error.is_none() {
-                    error = write(calls, streams.as_deref_mut(), &e).err();
+                    error = write(calls, streams.as_deref_mut(), plot.as_deref_mut(), &e).err();
                 }
             });
             if let Some(e) = error {
-                return Err(e.into());
+                return Err(e);
             }
         }
         Ok(())

@@ -1,9 +1,11 @@
 //! A hand-built SIP call over UDP and its RTP across a veth bench (`weir voip -i`, `weir record
 //! --voip`, `weir run`'s `[[voip]]` tests): INVITE with SDP, 100, 180, 200 with SDP, ACK, BYE,
-//! 200; the caller's stream with one packet never sent and one sent twice.
+//! 200; the caller's stream with one packet never sent and one sent twice. Also what the VoIP
+//! tests share around it: tcpdump on the bench, a record file's JSON lines, `weir voip -r`.
 
 use std::net::UdpSocket;
-use std::process::Command;
+use std::path::Path;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use super::netns::VethBench;
@@ -152,14 +154,103 @@ pub(crate) fn call(bench: &VethBench) {
             )
         })
         .collect();
-    from_peer(bench, &back);
+    // The callee's RTP, then its 200 OK to the BYE sent the moment the BYE arrives: from a
+    // process already running (starting Python in the namespace can take seconds on a loaded
+    // machine, longer than the 2 s a call lingers after its BYE: the 200 OK would start a
+    // second call record).
+    let ok = sip("SIP/2.0 200 OK", "2 BYE", "", None);
+    let hex = |p: &[u8]| -> String { p.iter().map(|b| format!("{b:02x}")).collect() };
+    let script = "import socket,sys,time\n\
+                  peer,host,ok=sys.argv[1],sys.argv[2],bytes.fromhex(sys.argv[3])\n\
+                  sip=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+                  sip.bind((peer,5060))\n\
+                  rtp=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+                  rtp.bind((peer,50000))\n\
+                  for h in sys.argv[4:]:\n    \
+                  rtp.sendto(bytes.fromhex(h),(host,40000))\n    \
+                  time.sleep(0.02)\n\
+                  print('ready',flush=True)\n\
+                  sip.settimeout(120)\n\
+                  sip.recvfrom(65535)\n\
+                  sip.sendto(ok,(host,5060))\n";
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &bench.ns, "python3", "-c", script])
+        .arg(peer)
+        .arg(host)
+        .arg(hex(&ok))
+        .args(back.iter().map(|(_, _, p)| hex(p)))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready");
     to_peer(
         &sip_sock,
         5060,
         &sip("BYE sip:bob@weir.test SIP/2.0", "2 BYE", "", None),
     );
-    from_peer(
-        bench,
-        &[(5060, 5060, sip("SIP/2.0 200 OK", "2 BYE", "", None))],
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// tcpdump on our side of the pair, nanosecond timestamps, writing `out` (started: it said
+/// "listening on").
+pub(crate) fn tcpdump(bench: &VethBench, out: &Path) -> Child {
+    let mut c = Command::new("tcpdump");
+    c.args([
+        "-i",
+        &bench.host_if,
+        "-n",
+        "-U",
+        "--immediate-mode",
+        "--time-stamp-precision=nano",
+        "-w",
+    ])
+    .arg(out);
+    super::start(c, "listening on")
+}
+
+/// Stops a tcpdump (SIGINT, so it writes what it holds) and waits for it.
+pub(crate) fn stop(mut c: Child) {
+    assert!(
+        super::run(Command::new("kill").args(["-INT", &c.id().to_string()]))
+            .status
+            .success()
+    );
+    let _ = c.wait();
+}
+
+/// The JSON lines of `path`, sorted by their text (every line whole JSON).
+pub(crate) fn lines(path: &Path) -> Vec<serde_json::Value> {
+    let mut v: Vec<serde_json::Value> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("whole JSON lines"))
+        .collect();
+    v.sort_by_key(|r| r.to_string());
+    v
+}
+
+/// `weir voip -r PCAP -w OUT EXTRA...` (it must succeed): its records, sorted.
+pub(crate) fn offline(pcap: &Path, out: &Path, extra: &[&str]) -> Vec<serde_json::Value> {
+    let o = super::run(
+        super::weir()
+            .args(["voip", "-r"])
+            .arg(pcap)
+            .arg("-w")
+            .arg(out)
+            .args(extra),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    lines(out)
 }
