@@ -312,15 +312,7 @@ pub(crate) fn default_workers() -> usize {
 }
 
 /// NetFlow-family format of `weir flows --export` and `weir record --flow-export`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FlowFormat {
-    /// NetFlow v5 (IPv4 only: IPv6 flows are counted and skipped).
-    V5,
-    /// NetFlow v9 (RFC 3954), IPv4 and IPv6 templates.
-    V9,
-    /// IPFIX (RFC 7011); with --biflow, RFC 5103 bidirectional records.
-    Ipfix,
-}
+pub(crate) use weir_export::NetflowFormat as FlowFormat;
 
 /// Flow options of `weir record --flows`.
 #[derive(clap::Args, Debug, Clone)]

@@ -8,8 +8,8 @@ use std::str::FromStr;
 
 use anyhow::{Context, Result};
 use weir_export::{
-    KafkaCompression, KafkaFormat, KafkaOutput, NetflowFormat, NetflowOutput, Outputs,
-    ParquetOutput, Target, DEFAULT_COLLECTOR, DEFAULT_FLOWS_TOPIC,
+    KafkaCompression, KafkaFormat, KafkaOutput, NetflowOutput, Outputs, ParquetOutput, Target,
+    DEFAULT_COLLECTOR, DEFAULT_FLOWS_TOPIC,
 };
 
 use crate::args::{self, FlowFormat};
@@ -103,7 +103,10 @@ impl SinkArgs {
             parquet: self.parquet.clone().map(|dir| ParquetOutput {
                 dir,
                 interval_ns: ns(self.parquet_interval),
-                sensor: self.parquet_sensor.clone().unwrap_or_else(host_name),
+                sensor: self
+                    .parquet_sensor
+                    .clone()
+                    .unwrap_or_else(weir_export::host_name),
                 sync: live,
             }),
             kafka: self.kafka.output().map_err(anyhow::Error::msg)?,
@@ -130,11 +133,11 @@ pub(crate) struct KafkaArgs {
     kafka_topic: String,
     /// Encoding: json (the records --json prints) or protobuf (goflow2's flow.proto,
     /// length-delimited; one message per direction).
-    #[arg(long, value_enum, default_value_t = KafkaFormatArg::Json)]
-    kafka_format: KafkaFormatArg,
+    #[arg(long, value_enum, default_value_t = KafkaFormat::Json)]
+    kafka_format: KafkaFormat,
     /// Batch compression.
-    #[arg(long, value_enum, default_value_t = KafkaCompressionArg::Zstd)]
-    kafka_compression: KafkaCompressionArg,
+    #[arg(long, value_enum, default_value_t = KafkaCompression::Zstd)]
+    kafka_compression: KafkaCompression,
     /// The sensor's name in message keys (default: the host name).
     #[arg(long, value_name = "NAME")]
     kafka_sensor: Option<String>,
@@ -159,21 +162,6 @@ pub(crate) struct KafkaArgs {
     #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = kafka_seconds,
           allow_negative_numbers = true)]
     kafka_timeout: f64,
-}
-
-/// `--kafka-format`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum KafkaFormatArg {
-    Json,
-    Protobuf,
-}
-
-/// `--kafka-compression`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum KafkaCompressionArg {
-    Zstd,
-    Lz4,
-    None,
 }
 
 /// `--kafka-timeout`: 1 s to 2·10⁶ s (librdkafka's message.timeout.ms is an int of ms).
@@ -213,15 +201,8 @@ impl KafkaArgs {
             return Ok(None);
         };
         let mut out = KafkaOutput::new(brokers, &self.kafka_topic);
-        out.format = match self.kafka_format {
-            KafkaFormatArg::Json => KafkaFormat::Json,
-            KafkaFormatArg::Protobuf => KafkaFormat::Protobuf,
-        };
-        out.compression = match self.kafka_compression {
-            KafkaCompressionArg::Zstd => KafkaCompression::Zstd,
-            KafkaCompressionArg::Lz4 => KafkaCompression::Lz4,
-            KafkaCompressionArg::None => KafkaCompression::None,
-        };
+        out.format = self.kafka_format;
+        out.compression = self.kafka_compression;
         if let Some(s) = &self.kafka_sensor {
             out.sensor = s.clone();
         }
@@ -242,15 +223,6 @@ fn parquet_interval(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The host name (the Parquet files' default sensor name), `weir` when it cannot be read.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "weir".into())
-}
-
 /// Nanoseconds of a duration in seconds (already in range: [`crate::args::seconds`]).
 pub(crate) fn ns(seconds: f64) -> u64 {
     (seconds * 1e9).round() as u64
@@ -265,26 +237,20 @@ pub(crate) fn outputs(
     json: Option<&Path>,
     csv: Option<&Path>,
 ) -> Result<Outputs> {
-    let netflow = match export {
-        Some(t) => Some(NetflowOutput {
+    let netflow = export.map(|t| -> Result<NetflowOutput> {
+        Ok(NetflowOutput {
             target: Target::from_str(t).with_context(|| format!("--export {t}"))?,
             label: t.to_owned(),
-            format: match format {
-                FlowFormat::V5 => NetflowFormat::V5,
-                FlowFormat::V9 => NetflowFormat::V9,
-                FlowFormat::Ipfix => NetflowFormat::Ipfix,
-            },
+            format,
             biflow,
             ts_nanos,
-        }),
-        None => None,
-    };
+        })
+    });
     Ok(Outputs {
-        netflow,
+        netflow: netflow.transpose()?,
         csv: csv.map(Path::to_path_buf),
         json: json.map(Path::to_path_buf),
-        kafka: None,
-        parquet: None,
         tags,
+        ..Outputs::default()
     })
 }

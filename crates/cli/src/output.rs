@@ -7,14 +7,13 @@
 //! `println!` is denied in the whole binary (main.rs).
 
 use std::io;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{bail, Context, Result};
 pub(crate) use weir_packet::output::{
     check_inputs, create, create_in_place, human_bytes, stdout, Output,
 };
+pub(crate) use weir_sensor::output::{same_output, stdout_gone};
 
 /// The outcome of a command that ran to its end: `Clean`, or `Damaged` when some input could not
 /// be read entirely (the command still processed every readable packet).
@@ -33,63 +32,6 @@ impl From<Status> for std::process::ExitCode {
             Status::Damaged => std::process::ExitCode::from(1),
         }
     }
-}
-
-/// Whether two output paths (`-` is stdout) would write to the same place, so that two logs
-/// would interleave: the same name, the same file (through links, or `/dev/stdout` and `-`),
-/// the same terminal or pipe. `/dev/null` is never the same place: what goes there twice is
-/// discarded twice and nothing mixes.
-pub(crate) fn same_output(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    let meta = |p: &Path| {
-        let p = if p.as_os_str() == "-" {
-            Path::new("/dev/stdout")
-        } else {
-            p
-        };
-        std::fs::metadata(p).ok()
-    };
-    let (ma, mb) = (meta(a), meta(b));
-    let null = std::fs::metadata("/dev/null").ok();
-    let is_null = |m: &Option<std::fs::Metadata>| {
-        m.as_ref()
-            .zip(null.as_ref())
-            .is_some_and(|(m, n)| m.file_type().is_char_device() && m.rdev() == n.rdev())
-    };
-    if is_null(&ma) || is_null(&mb) {
-        return false;
-    }
-    if a == b {
-        return true;
-    }
-    match (ma, mb) {
-        (Some(x), Some(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        // not created yet: the same name in the same (resolved) directory
-        _ => {
-            let resolved = |p: &Path| {
-                let dir = match p.parent() {
-                    Some(d) if !d.as_os_str().is_empty() => d,
-                    _ => Path::new("."),
-                };
-                Some((std::fs::canonicalize(dir).ok()?, p.file_name()?.to_owned()))
-            };
-            resolved(a).is_some_and(|x| resolved(b) == Some(x))
-        }
-    }
-}
-
-/// True when stdout is a pipe or socket whose reader went away. A writer that has nothing to
-/// write (a live capture while no traffic arrives) asks this to end as soon as its reader does,
-/// instead of at its next write.
-pub(crate) fn stdout_gone() -> bool {
-    let mut fd = libc::pollfd {
-        fd: libc::STDOUT_FILENO,
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, count 1, no wait; poll only writes `revents`.
-    let n = unsafe { libc::poll(&mut fd, 1, 0) };
-    n == 1 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
 /// One tcpdump-like line per packet on stdout ([`weir_sensor::lines`]), at most `limit`.

@@ -45,8 +45,9 @@ use crate::ExportError;
 /// The default topic of flow records.
 pub const DEFAULT_FLOWS_TOPIC: &str = "weir.flows";
 
-/// How records are encoded.
+/// How records are encoded (`weir flows --kafka-format`, feature `clap`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum KafkaFormat {
     /// One JSON object, as `weir flows --json` prints it (IPFIX names).
     Json,
@@ -54,8 +55,9 @@ pub enum KafkaFormat {
     Protobuf,
 }
 
-/// Compression of the producer's batches.
+/// Compression of the producer's batches (`weir flows --kafka-compression`, feature `clap`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum KafkaCompression {
     /// zstd.
     Zstd,
@@ -188,8 +190,9 @@ pub fn check_topic(topic: &str) -> Result<(), ExportError> {
     }
 }
 
-/// This machine's host name (`weir` when it cannot be read).
-fn host_name() -> String {
+/// This machine's host name (`weir` when it cannot be read): the default sensor name of the
+/// Kafka keys and the Parquet files.
+pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|s| s.trim().to_owned())

@@ -64,7 +64,8 @@ mod v9;
 pub use error::ExportError;
 pub use fanout::{Fanout, FanoutTotals, LiveExports, SinkError};
 pub use kafka::{
-    check_topic, KafkaCompression, KafkaFormat, KafkaOutput, KafkaStats, DEFAULT_FLOWS_TOPIC,
+    check_topic, host_name, KafkaCompression, KafkaFormat, KafkaOutput, KafkaStats,
+    DEFAULT_FLOWS_TOPIC,
 };
 pub use netflow::{ExportOptions, NetflowFormat};
 pub use open::{open_sink, open_sink_with, SinkSpec};

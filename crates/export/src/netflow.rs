@@ -12,14 +12,16 @@ use crate::transport::{Framing, Transport};
 use crate::v5::V5Packer;
 use crate::{ipfix, v9, ExportError, Target};
 
-/// Which NetFlow-family format.
+/// Which NetFlow-family format. The variants' doc comments are the help of `weir flows
+/// --format` (feature `clap`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum NetflowFormat {
-    /// NetFlow v5 (IPv4 only, 32-bit counters).
+    /// NetFlow v5 (IPv4 only: IPv6 flows are counted and skipped).
     V5,
-    /// NetFlow v9 (RFC 3954).
+    /// NetFlow v9 (RFC 3954), IPv4 and IPv6 templates.
     V9,
-    /// IPFIX (RFC 7011).
+    /// IPFIX (RFC 7011); with --biflow, RFC 5103 bidirectional records.
     Ipfix,
 }
 

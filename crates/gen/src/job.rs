@@ -44,6 +44,20 @@ pub enum Said {
     Sending(String, bool),
 }
 
+/// The line `weir gen` prints after `weir: ` (`warning: ...`, `sending on IFACE (through the
+/// qdisc)`; tests and scripts wait for the latter).
+impl std::fmt::Display for Said {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Said::Warning(w) => write!(f, "warning: {w}"),
+            Said::Sending(iface, bypass) => {
+                let how = if *bypass { "bypassing" } else { "through" };
+                write!(f, "sending on {iface} ({how} the qdisc)")
+            }
+        }
+    }
+}
+
 /// A `weir gen` run: synthetic streams (`spec`) or the replay of a file, to a [`Target`].
 #[derive(Clone, Debug)]
 pub struct Job {
@@ -134,5 +148,18 @@ impl Job {
                 Ok(drive::to_ring(src.as_mut(), &mut tx, *send, stop)?)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Said;
+
+    #[test]
+    fn said_lines() {
+        assert_eq!(Said::Warning("x".into()).to_string(), "warning: x");
+        let on = |b| Said::Sending("veth0".into(), b).to_string();
+        assert_eq!(on(false), "sending on veth0 (through the qdisc)");
+        assert_eq!(on(true), "sending on veth0 (bypassing the qdisc)");
     }
 }

@@ -18,8 +18,10 @@ use crate::classify::{classify, same_invariant_bytes, FlowKey, Key};
 use crate::stats::StreamStats;
 use crate::LatencyError;
 
-/// How packets without a stamp are grouped into streams.
+/// How packets without a stamp are grouped into streams (`weir latency --unstamped`: `skip`,
+/// `one`, `flow`, feature `clap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Unstamped {
     /// Not matched at all (only stamped streams are measured).
     Skip,
@@ -27,6 +29,7 @@ pub enum Unstamped {
     #[default]
     One,
     /// One stream per 5-tuple.
+    #[cfg_attr(feature = "clap", value(name = "flow"))]
     ByFlow,
 }
 

@@ -158,6 +158,67 @@ impl<W: Write> PacketSink for Sink<W> {
     }
 }
 
+/// A sink whose reader may go away (`weir capture | head`): a broken pipe is not an error but
+/// the end of the job ([`PacketSink::gone`]), and a sink on stdout also ends when its reader is
+/// seen gone while idle ([`stdout_gone`](crate::output::stdout_gone)).
+pub struct Watched<S> {
+    sink: S,
+    to_stdout: bool,
+    gone: bool,
+}
+
+impl<S> Watched<S> {
+    /// Watches `sink`; `to_stdout`: it writes to this process's stdout.
+    pub fn new(sink: S, to_stdout: bool) -> Self {
+        Watched {
+            sink,
+            to_stdout,
+            gone: false,
+        }
+    }
+
+    /// The sink, to finish it (not when the reader went away: nobody would read the end).
+    pub fn into_inner(self) -> S {
+        self.sink
+    }
+
+    /// `r`, or nothing once the reader is gone (a broken pipe).
+    fn check(&mut self, r: Result<(), SensorError>) -> Result<(), SensorError> {
+        match r {
+            Err(e) if e.is_broken_pipe() => {
+                self.gone = true;
+                Ok(())
+            }
+            r => r,
+        }
+    }
+}
+
+impl<S: PacketSink<Error = SensorError>> PacketSink for Watched<S> {
+    type Error = SensorError;
+
+    fn packet(&mut self, interfaces: &[Interface], r: &Record<'_>) -> Result<(), SensorError> {
+        if self.gone {
+            return Ok(());
+        }
+        let r = self.sink.packet(interfaces, r);
+        self.check(r)
+    }
+
+    fn flush(&mut self) -> Result<(), SensorError> {
+        let r = self.sink.flush();
+        self.check(r)
+    }
+
+    fn closed(&self) -> bool {
+        self.gone || self.sink.closed() || (self.to_stdout && crate::output::stdout_gone())
+    }
+
+    fn gone(&self) -> bool {
+        self.gone
+    }
+}
+
 /// What a capture job did.
 #[derive(Debug)]
 pub struct CaptureReport {
@@ -173,6 +234,25 @@ pub struct CaptureReport {
     pub rules: Option<String>,
     /// The sink's reader went away: the job ended there, the sink was not finished.
     pub reader_gone: bool,
+}
+
+impl CaptureReport {
+    /// `weir capture`'s closing text (after `weir: `): the packets written and how long it
+    /// took, capture's counters ([`live_summary`](crate::live::live_summary)), then the rules'
+    /// drops and summary when there are rules.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{} packets written in {:.1} s\n{}",
+            self.written,
+            self.elapsed_s,
+            crate::live::live_summary(&self.totals, &self.buffer)
+        );
+        if let Some(r) = &self.rules {
+            let dropped = self.totals.feed.rules_dropped;
+            s += &format!("\n  rules: {dropped} dropped after the filter\n{r}");
+        }
+        s
+    }
 }
 
 /// A capture job whose pipeline runs: [`interfaces`](Capture::interfaces) tells the sink what
@@ -508,6 +588,89 @@ mod tests {
             .map(|i| (i % 2, 1_000 + u64::from(i), 60 + i, vec![i as u8; 60]))
             .collect();
         assert_eq!(sink.packets, want);
+    }
+
+    /// A sink whose reader leaves after two packets: the rest are not offered to it, the
+    /// pump ends as "reader gone", without an error; any other error stays an error.
+    #[test]
+    fn watched_sink_ends_quietly_on_a_broken_pipe() {
+        struct Leaves(Collect, std::io::ErrorKind);
+        impl PacketSink for Leaves {
+            type Error = SensorError;
+            fn packet(&mut self, i: &[Interface], r: &Record<'_>) -> Result<(), SensorError> {
+                if self.0.packets.len() == 2 {
+                    return Err(SensorError::Output(self.1.into()));
+                }
+                self.0.packet(i, r)
+            }
+            fn flush(&mut self) -> Result<(), SensorError> {
+                self.0.flush()
+            }
+        }
+        let (_b, mut reader) = buffer_with(5);
+        let mut sink = Watched::new(
+            Leaves(Collect::default(), std::io::ErrorKind::BrokenPipe),
+            false,
+        );
+        let ifaces = vec![iface(LinkType::ETHERNET); 2];
+        let p = pump(
+            &mut reader,
+            &ifaces,
+            &mut sink,
+            u64::MAX,
+            &mut || Ok(true),
+            &mut || {},
+        );
+        assert_eq!(
+            p.unwrap(),
+            Pumped {
+                written: 5,
+                reader_gone: true
+            }
+        );
+        assert!(sink.gone() && sink.closed());
+        assert_eq!(sink.into_inner().0.packets.len(), 2);
+
+        let (_b, mut reader) = buffer_with(5);
+        let mut sink = Watched::new(
+            Leaves(Collect::default(), std::io::ErrorKind::StorageFull),
+            false,
+        );
+        let p = pump(
+            &mut reader,
+            &ifaces,
+            &mut sink,
+            u64::MAX,
+            &mut || Ok(true),
+            &mut || {},
+        );
+        assert!(
+            matches!(p, Err(SensorError::Output(e)) if e.kind() == std::io::ErrorKind::StorageFull)
+        );
+        assert!(!sink.gone());
+    }
+
+    /// The closing text: the count and time, capture's lines, then the rules' when given.
+    #[test]
+    fn summary_ends_with_the_rules_when_there_are_rules() {
+        let mut r = CaptureReport {
+            written: 12,
+            elapsed_s: 1.26,
+            totals: Totals::default(),
+            buffer: weir_buffer::Stats::default(),
+            rules: None,
+            reader_gone: false,
+        };
+        let live = crate::live::live_summary(&r.totals, &r.buffer);
+        assert_eq!(r.summary(), format!("12 packets written in 1.3 s\n{live}"));
+        r.totals.feed.rules_dropped = 3;
+        r.rules = Some("  rule 1: 3 dropped".into());
+        assert_eq!(
+            r.summary(),
+            format!(
+                "12 packets written in 1.3 s\n{live}\n  rules: 3 dropped after the filter\n  rule 1: 3 dropped"
+            )
+        );
     }
 
     /// `count` stops at exactly that many packets.

@@ -104,6 +104,20 @@ pub struct HttpBeside {
 }
 
 impl HttpBeside {
+    /// Every packet of the recorder, default bounds, the HTTP transactions as JSON lines to
+    /// `http` and no TLS log (`weir record --http FILE`).
+    pub fn all_to(http: PathBuf) -> Self {
+        HttpBeside {
+            filter: String::new(),
+            analyzer: weir_http::Config::default(),
+            logs: HttpLogs {
+                format: Format::Json,
+                http,
+                tls: None,
+            },
+        }
+    }
+
     /// Starts the analyzer on `reader`, writing to `writer` (the logs opened before anything
     /// else started, so that a bad path fails first).
     pub(crate) fn spawn(
@@ -329,4 +343,65 @@ pub(crate) fn series(e: &mut weir_metrics::text::Exposition, stats: &weir_http::
         "TLS records or hello messages refused (bad lengths, not TLS, truncated).",
         s.tls.errors,
     );
+}
+
+/// The HTTP analyzer over capture files (`weir http -r`): a [`Visitor`](crate::read::Visitor)
+/// of the offline read loop (one sequential read per file, packets in file order) writing each
+/// transaction as it ends; [`finish`](HttpFiles::finish) writes the pending ones.
+pub struct HttpFiles<W: Write> {
+    analyzer: Analyzer,
+    log: LogWriter<W>,
+    error: Option<io::Error>,
+}
+
+impl<W: Write> HttpFiles<W> {
+    /// An analyzer with `cfg`'s bounds writing to `log`.
+    pub fn new(cfg: weir_http::Config, log: LogWriter<W>) -> Self {
+        HttpFiles {
+            analyzer: Analyzer::new(cfg),
+            log,
+            error: None,
+        }
+    }
+
+    /// Writes `events`, keeping the first write error (the analyzer goes on, to count).
+    fn write(&mut self, events: Vec<weir_http::Event>) -> Result<(), SensorError> {
+        for e in events {
+            if self.error.is_none() {
+                self.error = self.log.write(&e).err();
+            }
+        }
+        self.error.take().map_or(Ok(()), |e| Err(e.into()))
+    }
+
+    /// Ends every pending transaction, writes it and returns the analyzer's counters and the
+    /// two outputs (HTTP, TLS), flushed.
+    pub fn finish(mut self) -> Result<(weir_http::Stats, W, Option<W>), SensorError> {
+        let mut events = Vec::new();
+        let stats = self.analyzer.finish(&mut |e| events.push(e));
+        self.write(events)?;
+        let (http, tls) = self.log.into_inner()?;
+        Ok((stats, http, tls))
+    }
+}
+
+impl<W: Write> crate::read::Visitor for HttpFiles<W> {
+    type Error = SensorError;
+
+    fn packet(
+        &mut self,
+        _interfaces: &[weir_pcap::Interface],
+        packet: &weir_pcap::Packet<'_>,
+    ) -> Result<(), SensorError> {
+        let mut events = Vec::new();
+        self.analyzer
+            .packet(packet.meta.ts_ns, packet.link, packet.data, &mut |e| {
+                events.push(e)
+            });
+        self.write(events)
+    }
+
+    fn parallel_read(&self) -> bool {
+        false
+    }
 }

@@ -236,6 +236,19 @@ pub struct VoipBeside {
 }
 
 impl VoipBeside {
+    /// Every packet of the recorder, default bounds, the call and stream records as JSON lines
+    /// to `calls` (`weir record --voip FILE`).
+    pub fn all_to(calls: PathBuf) -> Self {
+        VoipBeside {
+            filter: String::new(),
+            analyzer: weir_voip::Config::default(),
+            outputs: VoipOutputs {
+                calls,
+                streams: None,
+            },
+        }
+    }
+
     /// Starts the analyzer on `reader`, writing to `writer` (the outputs opened before anything
     /// else started, so that a bad path fails first).
     pub(crate) fn spawn(

@@ -138,6 +138,17 @@ impl Listing {
         self.index_bytes() as f64 * 100.0 / self.data_bytes().max(1) as f64
     }
 
+    /// Writes the listing to `out` (`weir ls`): the table, or (`json`) one pretty-printed JSON
+    /// document; then flushes.
+    pub fn write(&self, out: &mut dyn std::io::Write, json: bool) -> std::io::Result<()> {
+        if json {
+            writeln!(out, "{:#}", self.to_json())?;
+        } else {
+            self.write_table(out)?;
+        }
+        out.flush()
+    }
+
     /// `weir ls`'s table: a header, one row per segment, a total line.
     pub fn write_table(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         writeln!(

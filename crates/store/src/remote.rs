@@ -46,6 +46,37 @@ pub struct SensorReport {
     pub error: Option<String>,
 }
 
+impl SensorReport {
+    /// What to warn about this sensor: its notices, then its failure (`URL: failed: WHY`).
+    pub fn warnings(&self) -> Vec<String> {
+        let notices = self.notices.iter().map(|n| format!("{}: {n}", self.url));
+        let failed = self
+            .error
+            .iter()
+            .map(|e| format!("{}: failed: {e}", self.url));
+        notices.chain(failed).collect()
+    }
+
+    /// True when packets may be missing from this sensor's part: it failed or said so.
+    pub fn incomplete(&self) -> bool {
+        self.error.is_some() || self.damaged
+    }
+}
+
+/// How the sensors answered, in one line: `OK of N sensor(s) answered; packets: URL N, ...`.
+pub fn summary(reports: &[SensorReport]) -> String {
+    let ok = reports.iter().filter(|r| r.error.is_none()).count();
+    let per: Vec<String> = reports
+        .iter()
+        .map(|r| format!("{} {}", r.url, r.packets))
+        .collect();
+    format!(
+        "{ok} of {} sensor(s) answered; packets: {}",
+        reports.len(),
+        per.join(", ")
+    )
+}
+
 /// Why the merged output could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
@@ -335,6 +366,30 @@ pub fn merge<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reports_say_what_each_sensor_did() {
+        let ok = SensorReport {
+            url: "http://a:1".into(),
+            packets: 7,
+            notices: vec!["segment 3 damaged".into()],
+            damaged: true,
+            error: None,
+        };
+        let down = SensorReport {
+            url: "http://b:2".into(),
+            error: Some("connection refused".into()),
+            ..SensorReport::default()
+        };
+        assert_eq!(ok.warnings(), ["http://a:1: segment 3 damaged"]);
+        assert_eq!(down.warnings(), ["http://b:2: failed: connection refused"]);
+        assert!(ok.incomplete() && down.incomplete());
+        assert!(!SensorReport::default().incomplete());
+        assert_eq!(
+            summary(&[ok, down]),
+            "1 of 2 sensor(s) answered; packets: http://a:1 7, http://b:2 0"
+        );
+    }
 
     #[test]
     fn sensor_urls() {

@@ -826,6 +826,19 @@ impl Selection {
         self.stats
     }
 
+    /// How much the index narrowed the search, in one line (`weir extract -v`).
+    pub fn summary(&self) -> String {
+        let s = self.stats;
+        format!(
+            "{} packets from {} segment(s); read {} of {} bytes of packet data ({:.2} %)",
+            self.len(),
+            s.segments,
+            s.read_bytes,
+            s.total_bytes,
+            s.read_bytes as f64 * 100.0 / s.total_bytes.max(1) as f64
+        )
+    }
+
     /// The interfaces of the selected packets, merged across segments (one per link type and
     /// name), in order of first use; empty when nothing was selected.
     pub fn interfaces(&self) -> &[Interface] {

@@ -2,8 +2,8 @@
 //! with several threads per interface joined in a fanout group and several interfaces at once.
 //!
 //! The options become a [`weir_sensor::capture::CaptureConfig`]; the job
-//! ([`weir_sensor::capture::Capture`]) runs the pipeline and hands its buffer, in order, to this
-//! module's sink: the `-w` file or lines on stdout. When the sink falls behind, the buffer drops
+//! ([`weir_sensor::capture::Capture`]) runs the pipeline and hands its buffer, in order, to the
+//! `-w` file or lines on stdout ([`Watched`]: a reader that went away ends the capture). When the sink falls behind, the buffer drops
 //! new packets and counts them, so capture threads never block. `weir record` is the tool for
 //! sustained high rates (segments written straight from the buffer with O_DIRECT).
 //!
@@ -14,10 +14,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use weir_buffer::Record;
-use weir_pcap::Interface;
-use weir_sensor::capture::{Capture, CaptureConfig, FileSink, PacketSink, Sink};
-use weir_sensor::SensorError;
+use weir_sensor::capture::{Capture, CaptureConfig, FileSink, Sink, Watched};
 
 use crate::args::{self, Format, LiveArgs, RulesArgs};
 use crate::metrics::MetricsArgs;
@@ -92,72 +89,11 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         )?),
     };
     let to_stdout = args.out.path.as_ref().is_none_or(|p| p.as_os_str() == "-");
-    let mut out = Output {
-        sink,
-        to_stdout,
-        gone: false,
-    };
+    let mut out = Watched::new(sink, to_stdout);
     let report = job.run(&mut out, &controls, &mut output::event)?;
     if !report.reader_gone {
-        out.sink.finish()?.commit()?;
+        out.into_inner().finish()?.commit()?;
     }
-    eprintln!(
-        "weir: {} packets written in {:.1} s\n{}",
-        report.written,
-        report.elapsed_s,
-        output::live_summary(&report.totals, &report.buffer)
-    );
-    if let Some(r) = &report.rules {
-        eprintln!(
-            "  rules: {} dropped after the filter\n{r}",
-            report.totals.feed.rules_dropped
-        );
-    }
+    eprintln!("weir: {}", report.summary());
     Ok(Status::Clean)
-}
-
-/// Where captured packets go ([`Sink`]): a reader of stdout that went away (seen idle, or by a
-/// write) ends the capture, with its summary.
-struct Output {
-    sink: Sink<output::Output>,
-    to_stdout: bool,
-    gone: bool,
-}
-
-impl Output {
-    /// `r`, or nothing once the reader is gone (a broken pipe).
-    fn check(&mut self, r: Result<(), SensorError>) -> Result<(), SensorError> {
-        match r {
-            Err(e) if e.is_broken_pipe() => {
-                self.gone = true;
-                Ok(())
-            }
-            r => r,
-        }
-    }
-}
-
-impl PacketSink for Output {
-    type Error = SensorError;
-
-    fn packet(&mut self, interfaces: &[Interface], r: &Record<'_>) -> Result<(), SensorError> {
-        if self.gone {
-            return Ok(());
-        }
-        let r = self.sink.packet(interfaces, r);
-        self.check(r)
-    }
-
-    fn flush(&mut self) -> Result<(), SensorError> {
-        let r = self.sink.flush();
-        self.check(r)
-    }
-
-    fn closed(&self) -> bool {
-        self.gone || (self.to_stdout && output::stdout_gone())
-    }
-
-    fn gone(&self) -> bool {
-        self.gone
-    }
 }

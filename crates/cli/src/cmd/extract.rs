@@ -20,6 +20,7 @@ use weir_store::extract::BpfMatcher;
 
 use crate::args;
 use crate::args::Format;
+use crate::input;
 use crate::output::{self, Status};
 
 /// Arguments of `weir extract`.
@@ -114,15 +115,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         );
     }
     if args.verbose {
-        let s = selection.stats();
-        eprintln!(
-            "weir extract: {} packets from {} segment(s); read {} of {} bytes of packet data ({:.2} %)",
-            selection.len(),
-            s.segments,
-            s.read_bytes,
-            s.total_bytes,
-            s.read_bytes as f64 * 100.0 / s.total_bytes.max(1) as f64
-        );
+        eprintln!("weir extract: {}", selection.summary());
     }
     Ok(status)
 }
@@ -154,32 +147,13 @@ fn remote(args: &Args, from: u64, to: u64) -> Result<Status> {
     let format = args.out.format(Format::Pcap);
     let out = args.out.path.as_deref().context("-w is required")?;
     let (w, reports) = weir_store::remote::merge(&args.sensor, &q, format, output::create(out)?)?;
-    let mut status = Status::Clean;
-    for r in &reports {
-        for n in &r.notices {
-            eprintln!("weir: warning: {}: {n}", r.url);
-        }
-        if let Some(e) = &r.error {
-            eprintln!("weir: warning: {}: failed: {e}", r.url);
-            status = Status::Damaged;
-        }
-        if r.damaged {
-            status = Status::Damaged;
-        }
+    for m in reports.iter().flat_map(|r| r.warnings()) {
+        eprintln!("weir: warning: {m}");
     }
     w.commit()?;
+    let status = input::status(reports.iter().any(|r| r.incomplete()));
     if args.verbose || status == Status::Damaged {
-        let ok = reports.iter().filter(|r| r.error.is_none()).count();
-        let per: Vec<String> = reports
-            .iter()
-            .map(|r| format!("{} {}", r.url, r.packets))
-            .collect();
-        eprintln!(
-            "weir extract: {} of {} sensor(s) answered; packets: {}",
-            ok,
-            reports.len(),
-            per.join(", ")
-        );
+        eprintln!("weir extract: {}", weir_store::remote::summary(&reports));
     }
     Ok(status)
 }

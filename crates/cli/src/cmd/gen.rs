@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use weir_gen::drive::SendOptions;
-use weir_gen::job::{Job, Said, Target};
+use weir_gen::job::{Job, Target};
 use weir_gen::spec::{self, StreamSpec};
 use weir_gen::{SizeMix, TxConfig};
 
@@ -229,13 +229,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     if args.output.is_none() {
         output::on_signal(stop.clone())?;
     }
-    let report = args.job().run(&stop, &mut |s| match s {
-        Said::Warning(w) => eprintln!("weir: warning: {w}"),
-        Said::Sending(iface, bypass) => {
-            let how = if bypass { "bypassing" } else { "through" };
-            eprintln!("weir: sending on {iface} ({how} the qdisc)");
-        }
-    })?;
+    let report = args.job().run(&stop, &mut |s| eprintln!("weir: {s}"))?;
     eprintln!("weir: {}", report.summary(args.output.is_some()));
     if args.json {
         let mut out = output::stdout();

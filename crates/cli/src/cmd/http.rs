@@ -2,7 +2,7 @@
 //! line per HTTP transaction (JSON with Zeek http.log's fields, or Apache's combined log format)
 //! and, with `--tls-log`, one JSON line per TLS handshake (SNI, ALPN, negotiated version), through
 //! weir-http's analyzer. From files the packets come from the shared offline loop (BPF filter,
-//! damage handling); live, from the capture pipeline ([`weir_sensor::http::run_live`]: the logs
+//! damage handling) into [`HttpFiles`]; live, from the capture pipeline ([`weir_sensor::http::run_live`]: the logs
 //! written in place, SIGINT/SIGTERM end it and every pending transaction is written). A summary
 //! of the analyzer's counters (transactions, gaps, evictions) ends the run on stderr.
 
@@ -12,10 +12,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use weir_filter::FilterSet;
 use weir_http::log::{Format, LogWriter};
-use weir_http::{Analyzer, Config, Event};
-use weir_pcap::{Interface, Packet};
-use weir_sensor::http::{HttpLiveConfig, HttpLogs};
-use weir_sensor::read::Visitor;
+use weir_http::Config;
+use weir_sensor::http::{HttpFiles, HttpLiveConfig, HttpLogs};
 
 use crate::args;
 use crate::input::read_filtered;
@@ -65,47 +63,6 @@ pub(crate) struct Args {
     expr: args::Expr,
 }
 
-struct Sink {
-    analyzer: Analyzer,
-    log: LogWriter<output::Output>,
-    error: Option<std::io::Error>,
-}
-
-impl Sink {
-    fn write(&mut self, e: Event) {
-        if self.error.is_none() {
-            self.error = self.log.write(&e).err();
-        }
-    }
-
-    fn check(&mut self) -> Result<()> {
-        match self.error.take() {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Visitor for Sink {
-    type Error = anyhow::Error;
-
-    fn packet(&mut self, _interfaces: &[Interface], packet: &Packet<'_>) -> Result<()> {
-        let mut events = Vec::new();
-        self.analyzer
-            .packet(packet.meta.ts_ns, packet.link, packet.data, &mut |e| {
-                events.push(e)
-            });
-        for e in events {
-            self.write(e);
-        }
-        self.check()
-    }
-
-    fn parallel_read(&self) -> bool {
-        false
-    }
-}
-
 impl Args {
     /// Usage checks clap cannot express, against what was given (`m`).
     pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
@@ -151,19 +108,10 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     }
     let http = output::create(&http_path)?;
     let tls = args.tls_log.as_deref().map(output::create).transpose()?;
-    let mut sink = Sink {
-        analyzer: Analyzer::new(args.analyzer()),
-        log: LogWriter::new(format(args.format), http, tls),
-        error: None,
-    };
+    let log = LogWriter::new(format(args.format), http, tls);
+    let mut sink = HttpFiles::new(args.analyzer(), log);
     let status = read_filtered(&args.source.inputs.files, args.expr.joined(), &mut sink)?;
-    let mut events = Vec::new();
-    let stats = sink.analyzer.finish(&mut |e| events.push(e));
-    for e in events {
-        sink.write(e);
-    }
-    sink.check()?;
-    let (http, tls) = sink.log.into_inner()?;
+    let (stats, http, tls) = sink.finish()?;
     http.commit()?;
     if let Some(t) = tls {
         t.commit()?;

@@ -1,6 +1,6 @@
 //! `weir info`: a capinfos-like summary of each capture file, as text or `--json`.
 
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -25,17 +25,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let mut collector = Collector::default();
     let status = read_filtered(&args.files, String::new(), &mut collector)?;
     let mut out = BufWriter::new(output::stdout());
-    if args.json {
-        let json = serde_json::to_string_pretty(&collector.files)?;
-        writeln!(out, "{json}")?;
-    } else {
-        for (n, f) in collector.files.iter().enumerate() {
-            if n > 0 {
-                writeln!(out)?;
-            }
-            write!(out, "{f}")?;
-        }
-    }
+    collector.write(&mut out, args.json)?;
     out.into_inner().map_err(|e| e.into_error())?.commit()?;
     Ok(status)
 }

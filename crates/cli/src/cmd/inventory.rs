@@ -2,7 +2,6 @@
 //! `weir index` (build the index of capture files recorded elsewhere, or rebuild a store's
 //! missing or damaged indexes).
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -51,15 +50,7 @@ impl IndexArgs {
 /// other write error is an error naming stdout.
 pub(crate) fn ls(args: LsArgs) -> Result<Status> {
     let listing = Listing::load(&args.dir)?;
-    let mut out = std::io::stdout().lock();
-    let result = (|| -> std::io::Result<()> {
-        if args.json {
-            writeln!(out, "{:#}", listing.to_json())?;
-            return out.flush();
-        }
-        listing.write_table(&mut out)?;
-        out.flush()
-    })();
+    let result = listing.write(&mut std::io::stdout().lock(), args.json);
     result.context("cannot write to stdout")?;
     Ok(Status::Clean)
 }

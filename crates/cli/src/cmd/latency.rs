@@ -10,17 +10,6 @@ use weir_latency::{Config, Unstamped};
 
 use crate::output::Status;
 
-/// How unstamped packets are grouped.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Grouping {
-    /// Do not match them.
-    Skip,
-    /// One stream for all of them.
-    One,
-    /// One stream per 5-tuple.
-    Flow,
-}
-
 /// Arguments of `weir latency`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
@@ -46,8 +35,8 @@ pub(crate) struct Args {
     #[arg(long)]
     no_stamps: bool,
     /// How packets without a stamp are grouped into streams.
-    #[arg(long, value_enum, default_value_t = Grouping::One)]
-    unstamped: Grouping,
+    #[arg(long, value_enum, default_value_t = Unstamped::One)]
+    unstamped: Unstamped,
     /// Write the results as JSON to this file (`-` for stdout).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -61,12 +50,7 @@ pub(crate) struct Args {
 
 /// Runs `weir latency` ([`session::run`]), printing what it tells.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    let unstamped = match args.unstamped {
-        Grouping::Skip => Unstamped::Skip,
-        Grouping::One => Unstamped::One,
-        Grouping::Flow => Unstamped::ByFlow,
-    };
-    let cfg = Config::new(args.window, args.offset, !args.no_stamps, unstamped)?;
+    let cfg = Config::new(args.window, args.offset, !args.no_stamps, args.unstamped)?;
     let runs = RunSpec::all(&args.files, &args.runs)?;
     let (json, csv, plot) = (args.json, args.csv, args.plot);
     let damaged = session::run(&cfg, runs, &Outputs { json, csv, plot }, &mut |s| match s {

@@ -230,26 +230,8 @@ impl Args {
             duration: self.source.live.duration.map(Duration::from_secs_f64),
             stats_json: self.stats_json.clone(),
             flows,
-            http: self.http.clone().map(|http| weir_sensor::http::HttpBeside {
-                filter: String::new(),
-                analyzer: weir_http::Config::default(),
-                logs: weir_sensor::http::HttpLogs {
-                    format: weir_http::log::Format::Json,
-                    http,
-                    tls: None,
-                },
-            }),
-            voip: self
-                .voip
-                .clone()
-                .map(|calls| weir_sensor::voip::VoipBeside {
-                    filter: String::new(),
-                    analyzer: weir_voip::Config::default(),
-                    outputs: weir_sensor::voip::VoipOutputs {
-                        calls,
-                        streams: None,
-                    },
-                }),
+            http: self.http.clone().map(weir_sensor::http::HttpBeside::all_to),
+            voip: self.voip.clone().map(weir_sensor::voip::VoipBeside::all_to),
             rules: self.rules.config(),
             streams: Vec::new(),
         })
