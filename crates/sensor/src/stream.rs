@@ -45,7 +45,9 @@ use crate::SensorError;
 pub const DEFAULT_QUEUE_BYTES: usize = 4 << 20;
 
 /// How long a stream's writer keeps handing queued packets to a reader that does not take them
-/// once the stream is asked to stop; what is left then is counted as dropped.
+/// once the stream is asked to stop; what is left then is counted as dropped, except the rest of
+/// a packet the reader already has part of, which is still sent while the reader takes bytes
+/// (no cut packet for a reader that stays).
 pub const STOP_GRACE: Duration = Duration::from_millis(500);
 
 /// Where a stream goes.
