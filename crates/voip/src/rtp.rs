@@ -264,7 +264,14 @@ impl StreamStats {
     /// Adds one packet arriving at `ts_ns`; `clock` is the payload's clock rate in Hz (0 when
     /// unknown or not meaningful, as for telephone events: no jitter then).
     pub fn add(&mut self, ts_ns: u64, h: &RtpHeader, clock: u32) {
-        let arrival_ms = ts_ns as f64 / 1e6;
+        // times are taken from the stream's first packet: nanoseconds since the epoch in an f64
+        // are only exact to 256 ns, enough to move a delta or a jitter by 0.0005 ms (tshark
+        // works from the capture's start)
+        let arrival_ms = if self.packets == 0 {
+            0.0
+        } else {
+            (ts_ns as i64).wrapping_sub(self.first_ns as i64) as f64 / 1e6
+        };
         if self.packets == 0 {
             let ext = (1u64 << 32) + u64::from(h.seq);
             self.base = ext;
@@ -286,8 +293,7 @@ impl StreamStats {
             self.first_ts_ext = self.prev_ts_ext;
             self.ts_at_max = self.prev_ts_ext;
             if clock != 0 {
-                self.prev_transit_ms =
-                    Some(arrival_ms - self.prev_ts_ext as f64 * 1000.0 / f64::from(clock));
+                self.prev_transit_ms = Some(arrival_ms);
             }
             return;
         }
@@ -330,7 +336,8 @@ impl StreamStats {
         // a reordered packet is measured but does not become the reference (so one late packet
         // does not count twice), and the gap is measured from the last in-order arrival.
         if clock != 0 {
-            let transit = arrival_ms - ts_ext as f64 * 1000.0 / f64::from(clock);
+            let transit =
+                arrival_ms - (ts_ext - self.first_ts_ext) as f64 * 1000.0 / f64::from(clock);
             if let Some(p) = self.prev_transit_ms {
                 let d = (transit - p).abs();
                 self.jitter_ms += (d - self.jitter_ms) / 16.0;
