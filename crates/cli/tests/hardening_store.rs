@@ -13,7 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
-use common::{corpus, run, segments, weir, Running};
+use common::{corpus, run, segment_bytes, segments, weir, Running};
 
 /// A corpus file by name.
 fn corpus_file(name: &str) -> PathBuf {
@@ -182,12 +182,7 @@ fn after_kill_9_extract_returns_tcpdumps_packets_once() {
     gen(gen_cmd(&bench, 2000, 2000));
     // the periodic flush (1 s) puts them on disk: wait until the segments hold at least 5 700
     // frames' worth of bytes (200-byte frames), or 30 s on a machine that dropped some
-    let on_disk = || -> u64 {
-        segments(&dir)
-            .iter()
-            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-            .sum()
-    };
+    let on_disk = || segment_bytes(&dir);
     let t = Instant::now();
     while on_disk() < 5700 * 200 && t.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(50));

@@ -11,7 +11,7 @@ use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
-use common::{run, segments, tshark_fields, weir, Running};
+use common::{run, segment_bytes, segments, tshark_fields, weir, Running};
 
 /// Sends `signal` to a recorder (or `weir flows -i`) once the last packets had time to reach
 /// the rings, and waits for its exit.
@@ -284,12 +284,7 @@ fn after_kill_9_a_restart_repairs_the_store() {
     bench.send_udp(9999, 5000, 600);
     // Wait for the periodic flush (1 s) to put most of the packets on disk (a fixed sleep was
     // too short on a loaded machine), then kill -9.
-    let on_disk = || -> u64 {
-        segments(&dir)
-            .iter()
-            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-            .sum()
-    };
+    let on_disk = || segment_bytes(&dir);
     let t = Instant::now();
     while on_disk() < 4100 * 650 {
         assert!(t.elapsed() < Duration::from_secs(60), "{} bytes", on_disk());

@@ -137,6 +137,14 @@ pub(crate) fn segments(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// Bytes of the capture files directly in `dir` (what a recorder has put on disk so far).
+pub(crate) fn segment_bytes(dir: &Path) -> u64 {
+    segments(dir)
+        .iter()
+        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .sum()
+}
+
 /// A `weir` command running in the background with its stderr in a file; killed (by its pid)
 /// if the test ends while it still runs.
 pub(crate) struct Running {
