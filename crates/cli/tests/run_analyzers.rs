@@ -20,10 +20,10 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
+use common::prom::{promtool_check, samples};
 use common::sip::{call, CALL_ID};
 use common::web::{files, servers, traffic, Tx};
 use common::{run, weir, Running};
@@ -304,45 +304,6 @@ fn scrape(addr: &str) -> String {
         "{head}"
     );
     body.to_string()
-}
-
-/// The samples of a scrape: `name{labels}` as printed → value.
-fn samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| {
-            let (k, v) = l.rsplit_once(' ').unwrap();
-            (k.to_string(), v.parse().unwrap())
-        })
-        .collect()
-}
-
-/// `promtool check metrics` on `text`: no problem reported.
-fn promtool_check(text: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool: {}: {said}\n{text}",
-        out.status
-    );
 }
 
 /// Each analyzer sample (name with its labels but the job's) and the counter of `weir ctl

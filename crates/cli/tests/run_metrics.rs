@@ -23,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::netns::VethBench;
+use common::prom::{promtool_check, samples};
 use common::{run, weir, Running};
 use serde_json::Value;
 
@@ -43,17 +44,6 @@ fn get(addr: &str, path: &str) -> (u16, String) {
     (status, body.to_string())
 }
 
-/// The samples of a scrape: `name{labels}` as printed → value.
-fn samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| {
-            let (k, v) = l.rsplit_once(' ').unwrap();
-            (k.to_string(), v.parse().unwrap())
-        })
-        .collect()
-}
-
 /// The address the service says it serves metrics on (`metrics on http://ADDR/metrics`).
 fn served(log: &str) -> String {
     let rest = log
@@ -61,34 +51,6 @@ fn served(log: &str) -> String {
         .nth(1)
         .unwrap_or_else(|| panic!("no metrics line: {log}"));
     rest.split('/').next().unwrap().to_string()
-}
-
-/// `promtool check metrics` on `text`: no problem reported.
-fn promtool_check(text: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool: {}: {said}\n{text}",
-        out.status
-    );
 }
 
 fn free_port() -> u16 {

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod netns;
+pub(crate) mod prom;
 pub(crate) mod sip;
 pub(crate) mod web;
 
