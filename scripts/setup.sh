@@ -17,6 +17,7 @@ PACKAGES=(
   kcat protobuf-compiler                   # peers: consume weir's Kafka records, protoc --decode them
   maven default-jre-headless               # the real Kafka broker of the tests (jars from Maven Central)
   sip-tester                               # peers: sipp calls (with RTP from a pcap) for weir voip
+  sngrep tmux                              # peers: sngrep's dialog list (its screen, read in a tmux pane)
   openssl curl                             # TLS certificates for weir serve's tests; an independent HTTP(S) client
 )
 
@@ -36,6 +37,13 @@ if ! python3 -c 'import duckdb, pyarrow' 2>/dev/null; then
   echo "setup: installing duckdb and pyarrow (PyPI)"
   python3 -m pip install -q --break-system-packages duckdb pyarrow 2>/dev/null ||
     python3 -m pip install -q duckdb pyarrow
+fi
+
+# The JA4 oracle of crates/cli/tests/http_ja4.rs (an independent JA4+ implementation), from PyPI.
+if ! command -v ja4plus >/dev/null; then
+  echo "setup: installing ja4plus (PyPI)"
+  python3 -m pip install -q --break-system-packages ja4plus 2>/dev/null ||
+    python3 -m pip install -q ja4plus
 fi
 
 if ! command -v cargo >/dev/null; then

@@ -3,14 +3,15 @@
 //! `weir record --flows` names ([`outputs`]), both a `weir_export::Outputs`; the timeouts
 //! ([`ns`]). Both meters run in weir-sensor's jobs.
 
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use weir_export::{
-    KafkaCompression, KafkaFormat, KafkaOutput, NetflowOutput, Outputs, ParquetOutput, Target,
-    DEFAULT_COLLECTOR, DEFAULT_FLOWS_TOPIC,
+    KafkaCompression, KafkaFormat, KafkaOutput, Outputs, ParquetOutput, DEFAULT_COLLECTOR,
+    DEFAULT_FLOWS_TOPIC,
 };
+pub(crate) use weir_packet::value::ns;
+pub(crate) use weir_sensor::args::outputs;
 
 use crate::args::{self, FlowFormat};
 
@@ -136,7 +137,7 @@ pub(crate) struct KafkaArgs {
     #[arg(long, value_enum, default_value_t = KafkaFormat::Json)]
     kafka_format: KafkaFormat,
     /// Batch compression.
-    #[arg(long, value_enum, default_value_t = KafkaCompression::Zstd)]
+    #[arg(long, value_enum, default_value_t = KafkaCompression::Lz4)]
     kafka_compression: KafkaCompression,
     /// The sensor's name in message keys (default: the host name).
     #[arg(long, value_name = "NAME")]
@@ -159,19 +160,9 @@ pub(crate) struct KafkaArgs {
     kafka_batch_bytes: u32,
     /// Seconds to try to deliver a message before it counts as failed (1 to 2000000); the end
     /// of the run waits at most this long for pending messages.
-    #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = kafka_seconds,
+    #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = weir_export::kafka_seconds,
           allow_negative_numbers = true)]
     kafka_timeout: f64,
-}
-
-/// `--kafka-timeout`: 1 s to 2·10⁶ s (librdkafka's message.timeout.ms is an int of ms).
-fn kafka_seconds(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if (1.0..=2e6).contains(&v) => Ok(v),
-        _ => Err(format!(
-            "{s:?} is not a number of seconds from 1 to 2000000"
-        )),
-    }
 }
 
 impl KafkaArgs {
@@ -221,36 +212,4 @@ fn parquet_interval(s: &str) -> Result<f64, String> {
         v if (1.0..=86400.0).contains(&v) => Ok(v),
         v => Err(format!("{v} seconds is out of range: give 1 to 86400")),
     }
-}
-
-/// Nanoseconds of a duration in seconds (already in range: [`crate::args::seconds`]).
-pub(crate) fn ns(seconds: f64) -> u64 {
-    (seconds * 1e9).round() as u64
-}
-
-/// The outputs the options name (JSON lines on stdout when none is); `tags`: a run with rules,
-/// whose records carry tags (a CSV `tag` column, applicationName in v9/IPFIX templates).
-pub(crate) fn outputs(
-    export: Option<&str>,
-    format: FlowFormat,
-    (biflow, ts_nanos, tags): (bool, bool, bool),
-    json: Option<&Path>,
-    csv: Option<&Path>,
-) -> Result<Outputs> {
-    let netflow = export.map(|t| -> Result<NetflowOutput> {
-        Ok(NetflowOutput {
-            target: Target::from_str(t).with_context(|| format!("--export {t}"))?,
-            label: t.to_owned(),
-            format,
-            biflow,
-            ts_nanos,
-        })
-    });
-    Ok(Outputs {
-        netflow: netflow.transpose()?,
-        csv: csv.map(Path::to_path_buf),
-        json: json.map(Path::to_path_buf),
-        tags,
-        ..Outputs::default()
-    })
 }

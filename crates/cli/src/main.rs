@@ -30,7 +30,6 @@ mod cmd;
 mod flow_output;
 mod input;
 mod log;
-mod metrics;
 mod output;
 mod progress;
 

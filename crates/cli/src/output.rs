@@ -10,10 +10,8 @@ use std::io;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{bail, Context, Result};
-pub(crate) use weir_packet::output::{
-    check_inputs, create, create_in_place, human_bytes, stdout, Output,
-};
-pub(crate) use weir_sensor::output::{same_output, stdout_gone};
+pub(crate) use weir_packet::output::{check_inputs, create, create_in_place, stdout, Output};
+pub(crate) use weir_sensor::output::same_output;
 
 /// The outcome of a command that ran to its end: `Clean`, or `Damaged` when some input could not
 /// be read entirely (the command still processed every readable packet).
@@ -41,17 +39,7 @@ pub(crate) fn lines(limit: Option<u64>) -> weir_sensor::lines::LinePrinter<Outpu
 
 /// True when the error chain ends in a broken pipe (the reader of our stdout went away).
 pub(crate) fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|e| {
-        e.downcast_ref::<weir_sensor::SensorError>()
-            .is_some_and(weir_sensor::SensorError::is_broken_pipe) ||
-        e.downcast_ref::<io::Error>()
-            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-            || e.downcast_ref::<weir_pcap::WriteError>().is_some_and(
-                |e| matches!(e, weir_pcap::WriteError::Io(io) if io.kind() == io::ErrorKind::BrokenPipe),
-            )
-            || e.downcast_ref::<serde_json::Error>()
-                .is_some_and(|e| e.io_error_kind() == Some(io::ErrorKind::BrokenPipe))
-    })
+    weir_sensor::output::is_broken_pipe(err.chain())
 }
 
 /// The error's message with its causes, `: `-separated, without repeating a cause whose text

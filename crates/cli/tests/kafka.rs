@@ -11,6 +11,9 @@
 //!   what was delivered is consumed exactly once (idempotent producer).
 //! * `weir run` with `[record.flows.kafka]`: the records in the topic are `weir flows -r` of
 //!   the job's store, record by record (UDP flows sent over a veth pair the test makes).
+//! * the analyzers' logs (`weir http|voip --kafka`, files and live, and `weir run`'s
+//!   `[voip.kafka]`): the topics weir.http, weir.tls, weir.calls and weir.rtp hold the `--json`
+//!   lines (or the job's log files) message for message, under the documented keys.
 //! * hostile input: bad numbers and names, a missing broker: clear errors, no panic, no hang.
 //!
 //! java, kcat, protoc and the jars are peers: missing, the test is skipped, or fails under
@@ -26,6 +29,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
+use common::sip::call;
+use common::web::{files as web_files, servers, traffic};
 use common::{run, segments, weir, Running};
 use serde_json::Value;
 use weir_testkit::{have, missing, TempDir};
@@ -860,4 +865,367 @@ fn weir_run_sends_a_record_jobs_flows_to_kafka() {
     got.sort();
     want.sort();
     assert_eq!(got, want, "{log}");
+}
+
+/// The summary line of an analyzer's Kafka output: (messages, delivered, failed, overflow).
+fn log_counts(stderr: &str) -> (u64, u64, u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("kafka json to "))
+        .unwrap_or_else(|| panic!("no kafka line in {stderr}"));
+    // "weir: kafka json to 127.0.0.1:PORT: M messages (B bytes): D delivered, F failed,
+    //  O lost to a full queue (of Q)"
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let n = nums.len();
+    (nums[n - 6], nums[n - 4], nums[n - 3], nums[n - 2])
+}
+
+/// The lines of a file.
+fn lines_of(p: &Path) -> Vec<String> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `topic`'s messages equal `want` (the analyzer's `--json` lines), each under
+/// `s1/` + `key(record)`, one partition per key, in the lines' order per key.
+fn same_records(b: &Broker, topic: &str, want: &[String], key: &dyn Fn(&Value) -> String) {
+    let got = b.consume(topic);
+    let mut g: Vec<String> = got
+        .iter()
+        .map(|m| String::from_utf8(m.3.clone()).unwrap())
+        .collect();
+    let mut w = want.to_vec();
+    g.sort();
+    w.sort();
+    assert_eq!(g, w, "{topic}: the messages are the --json lines");
+    let mut by_key: BTreeMap<&str, (BTreeSet<u32>, Vec<&[u8]>)> = BTreeMap::new();
+    for (p, _, k, payload) in &got {
+        let v: Value = serde_json::from_slice(payload).unwrap();
+        assert_eq!(k, &format!("s1/{}", key(&v)), "{topic}");
+        let e = by_key.entry(k).or_default();
+        e.0.insert(*p);
+        e.1.push(payload);
+    }
+    for (k, (parts, seq)) in &by_key {
+        assert_eq!(parts.len(), 1, "{topic}: key {k} on partitions {parts:?}");
+        let in_file: Vec<&[u8]> = want
+            .iter()
+            .filter(|l| format!("s1/{}", key(&serde_json::from_str(l).unwrap())) == *k)
+            .map(|l| l.as_bytes())
+            .collect();
+        assert_eq!(seq, &in_file, "{topic}: order of key {k}");
+    }
+}
+
+/// `weir http -r FILES --kafka` and `weir voip -r FILE --kafka`: the topics weir.http, weir.tls,
+/// weir.calls and weir.rtp hold, message for message, the lines `--json` writes for the same
+/// files (HTTP/TLS keyed by the connection's uid, calls and their streams by the Call-ID), and
+/// the summary counts them all delivered; nothing goes to stdout without -w.
+#[test]
+fn http_and_voip_records_equal_their_json_lines() {
+    let dir = weir_testkit::corpus_dir();
+    let http_files: Vec<PathBuf> = [
+        "http-range-multiflows__input.pcap",
+        "base64-decode-5885__input.pcap",
+        "ethernet-eve__test.pcap",
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .collect();
+    let sip = dir.join("sip-method__sip.pcap");
+    if let Some(m) = http_files.iter().chain([&sip]).find(|p| !p.exists()) {
+        missing(&format!("corpus file {}", m.display()));
+        return;
+    }
+    let Some(b) = Broker::start() else { return };
+    let tmp = TempDir::new("kafka-logs");
+    // the reference: the --json lines
+    let (h, t) = (tmp.join("http.json"), tmp.join("tls.json"));
+    let out = run(weir()
+        .arg("http")
+        .args(http_files.iter().flat_map(|f| [Path::new("-r"), f]))
+        .arg("-w")
+        .arg(&h)
+        .arg("--tls-log")
+        .arg(&t));
+    assert!(out.status.success(), "{out:?}");
+    let (want_http, want_tls) = (lines_of(&h), lines_of(&t));
+    assert!(
+        want_http.len() >= 40 && want_tls.len() >= 10,
+        "{want_http:?} {want_tls:?}"
+    );
+    let out = run(weir()
+        .arg("http")
+        .args(http_files.iter().flat_map(|f| [Path::new("-r"), f]))
+        .args(["--kafka", &b.brokers(), "--kafka-sensor", "s1"]));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing on stdout with --kafka alone"
+    );
+    let n = (want_http.len() + want_tls.len()) as u64;
+    assert_eq!(log_counts(&err), (n, n, 0, 0), "{err}");
+    let uid = |v: &Value| v["uid"].as_str().unwrap().to_owned();
+    same_records(&b, "weir.http", &want_http, &uid);
+    same_records(&b, "weir.tls", &want_tls, &uid);
+
+    // VoIP, with -w as well: the file is written as without --kafka
+    let (c, s) = (tmp.join("calls.json"), tmp.join("streams.json"));
+    let out = run(weir()
+        .args(["voip", "-r"])
+        .arg(&sip)
+        .arg("-w")
+        .arg(&c)
+        .arg("--streams")
+        .arg(&s));
+    assert!(out.status.success(), "{out:?}");
+    let (want_calls, want_streams) = (lines_of(&c), lines_of(&s));
+    assert!(!want_calls.is_empty() && !want_streams.is_empty());
+    let both = tmp.join("both.json");
+    let out = run(weir()
+        .args(["voip", "-r"])
+        .arg(&sip)
+        .arg("-w")
+        .arg(&both)
+        .args(["--kafka", &b.brokers(), "--kafka-sensor", "s1"])
+        .args(["--kafka-compression", "lz4"]));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let mut file = lines_of(&both);
+    let mut all = [want_calls.clone(), want_streams.clone()].concat();
+    file.sort();
+    all.sort();
+    assert_eq!(file, all, "-w beside --kafka: the same lines");
+    let n = all.len() as u64;
+    assert_eq!(log_counts(&err), (n, n, 0, 0), "{err}");
+    let call_key = |v: &Value| match v["call_id"].as_str() {
+        Some(id) => id.to_owned(),
+        None => format!(
+            "{}/{}/{}/{}/{}",
+            v["ssrc"],
+            v["src_ip"].as_str().unwrap(),
+            v["src_port"],
+            v["dst_ip"].as_str().unwrap(),
+            v["dst_port"]
+        ),
+    };
+    same_records(&b, "weir.calls", &want_calls, &call_key);
+    same_records(&b, "weir.rtp", &want_streams, &call_key);
+}
+
+/// The analyzers' Kafka options: bad numbers, names and combinations exit 2 by name, a
+/// missing broker exits 1 and says so; no panic, nothing on stdout.
+#[test]
+fn hostile_analyzer_kafka_options_are_clear_errors() {
+    let f = weir_testkit::corpus_dir().join("sip-method__sip.pcap");
+    if !f.exists() {
+        missing("corpus file sip-method__sip.pcap");
+        return;
+    }
+    let closed = format!("127.0.0.1:{}", free_port());
+    let cases: &[(&str, &[&str], i32, &str)] = &[
+        (
+            "http",
+            &["--kafka-queue", "5"],
+            2,
+            "--kafka-queue describes the Kafka output; give --kafka",
+        ),
+        (
+            "voip",
+            &["--kafka-sensor", "x"],
+            2,
+            "--kafka-sensor describes the Kafka output; give --kafka",
+        ),
+        (
+            "http",
+            &["--kafka", "b:1", "--kafka-queue", "0"],
+            2,
+            "--kafka-queue",
+        ),
+        (
+            "voip",
+            &["--kafka", "b:1", "--kafka-queue", "-5"],
+            2,
+            "--kafka-queue",
+        ),
+        (
+            "http",
+            &["--kafka", "b:1", "--kafka-timeout", "nan"],
+            2,
+            "not a number of seconds from 1",
+        ),
+        (
+            "voip",
+            &["--kafka", "b:1", "--kafka-timeout", "1e300"],
+            2,
+            "not a number of seconds from 1",
+        ),
+        (
+            "http",
+            &["--kafka", "b:1", "--kafka-linger-ms", "-1"],
+            2,
+            "--kafka-linger-ms",
+        ),
+        (
+            "voip",
+            &["--kafka", "b:1", "--kafka-batch-bytes", "10"],
+            2,
+            "--kafka-batch-bytes",
+        ),
+        (
+            "http",
+            &["--kafka", "b:1", "--kafka-compression", "gzip"],
+            2,
+            "--kafka-compression",
+        ),
+        (
+            "http",
+            &["--kafka", "b:1", "--format", "apache"],
+            2,
+            "--kafka sends the JSON records: leave out --format apache",
+        ),
+        ("voip", &["--kafka", ""], 2, "bad broker list"),
+        (
+            "http",
+            &["--kafka", &closed],
+            1,
+            "no Kafka broker answered at",
+        ),
+        (
+            "voip",
+            &["--kafka", &closed],
+            1,
+            "no Kafka broker answered at",
+        ),
+    ];
+    for (cmd, args, code, msg) in cases {
+        let out = run(weir().args([cmd, "-r"]).arg(&f).args(*args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(*code), "{cmd} {args:?}: {err}");
+        assert!(err.contains(msg), "{cmd} {args:?}: {err}");
+        assert!(!err.contains("panicked"), "{cmd} {args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{cmd} {args:?}");
+    }
+}
+
+/// `weir run` with a `[[voip]]` job whose records go to Kafka (`[voip.kafka]`): a hand-built
+/// call over a veth pair; after SIGTERM weir.calls and weir.rtp hold, message for message, the
+/// job's calls and streams files, under the Call-ID key, and the closing summary counts them
+/// delivered. `topic`/`format` in an analyzer's kafka table are refused by --check.
+#[test]
+fn weir_run_sends_a_voip_jobs_records_to_kafka() {
+    let Some(b) = Broker::start() else { return };
+    let bench = VethBench::new();
+    let dir = TempDir::new("kafka-run-voip");
+    let config = dir.join("weir.toml");
+    let write = |extra: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[control]\nsocket = \"control.sock\"\n\
+                 [[record]]\nname = \"k\"\ninterface = \"{}\"\nstore = \"s\"\nsegment_mib = 4\n\
+                 write_mib = 1\nbuffer_mib = 16\n\
+                 [[voip]]\nfilter = \"udp\"\ncalls = \"calls.jsonl\"\nstreams = \"streams.jsonl\"\n\
+                 [voip.kafka]\nbrokers = \"{}\"\nsensor = \"s1\"\n{extra}",
+                bench.host_if,
+                b.brokers()
+            ),
+        )
+        .unwrap();
+    };
+    for (extra, msg) in [
+        ("topic = \"t\"\n", "voip[0].kafka.topic"),
+        ("format = \"protobuf\"\n", "leave out `format`"),
+        ("compression = \"gzip\"\n", "`gzip` is no compression"),
+    ] {
+        write(extra);
+        let out = run(weir().args(["run", "--check"]).arg(&config));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra}: {err}");
+        assert!(err.contains(msg), "{extra}: {err}");
+    }
+    write("");
+    let svc = Running::start(
+        &["run", config.to_str().unwrap()],
+        &dir.join("log"),
+        ": recording on ",
+    );
+    call(&bench);
+    let sock = dir.join("control.sock");
+    let t = Instant::now();
+    loop {
+        let out = run(weir()
+            .arg("ctl")
+            .arg("--socket")
+            .arg(&sock)
+            .args(["--json", "counters"]));
+        let c: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if c["jobs"]["k"]["voip"]["sip_messages"].as_u64() >= Some(7) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "counters never got there: {c} {}",
+            svc.text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (st, log) = svc.signal("-TERM");
+    assert!(st.success(), "{st}: {log}");
+    let (calls, streams) = (
+        lines_of(&dir.join("calls.jsonl")),
+        lines_of(&dir.join("streams.jsonl")),
+    );
+    assert!(!calls.is_empty() && !streams.is_empty(), "{log}");
+    let n = (calls.len() + streams.len()) as u64;
+    assert_eq!(log_counts(&log), (n, n, 0, 0), "{log}");
+    let call_key = |v: &Value| v["call_id"].as_str().unwrap().to_owned();
+    same_records(&b, "weir.calls", &calls, &call_key);
+    same_records(&b, "weir.rtp", &streams, &call_key);
+}
+
+/// `weir http -i IF -w LOG --kafka`: curl's five transactions to Python's http.server over a
+/// veth pair; after SIGTERM weir.http holds the log's lines, message for message, and the
+/// summary counts them delivered.
+#[test]
+fn live_http_log_goes_to_kafka_too() {
+    let Some(b) = Broker::start() else { return };
+    let bench = VethBench::new();
+    let dir = TempDir::new("kafka-http-live");
+    web_files(dir.path());
+    let _servers = servers(&bench, dir.path());
+    let log = dir.join("http.jsonl");
+    let weir = Running::start(
+        &[
+            "http",
+            "-i",
+            &bench.host_if,
+            "-w",
+            log.to_str().unwrap(),
+            "--kafka",
+            &b.brokers(),
+            "--kafka-sensor",
+            "s1",
+            "tcp",
+        ],
+        &dir.join("err.txt"),
+        "analyzing HTTP and TLS on",
+    );
+    let want = traffic(&bench);
+    let (status, text) = weir.signal("-TERM");
+    assert!(status.success(), "{status} {text}");
+    let lines = lines_of(&log);
+    assert_eq!(lines.len(), want.len(), "{text}");
+    let n = lines.len() as u64;
+    assert_eq!(log_counts(&text), (n, n, 0, 0), "{text}");
+    let uid = |v: &Value| v["uid"].as_str().unwrap().to_owned();
+    same_records(&b, "weir.http", &lines, &uid);
 }

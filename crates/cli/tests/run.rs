@@ -610,7 +610,19 @@ fn two_interfaces_recorded_by_one_service() {
             .all(|j| j["state"] == "running"),
         "{status}"
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // every packet sent is recorded before the stop (the counters, refreshed every second:
+    // this process's job one recorded the 40 sent to it through job two's restart, job two's
+    // second run the 20 sent after it; the stores hold the earlier runs' packets too)
+    let t = Instant::now();
+    loop {
+        let c = ctl(&sock, &["counters"]);
+        let written = |job: &str| c["jobs"][job]["writer"]["packets"].as_u64();
+        if written("one") == Some(40) && written("two") == Some(20) {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{c}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     svc.signal("-INT");
     let mut svc = svc;
     let st = svc.child.wait().unwrap();

@@ -45,7 +45,9 @@ fn config(dir: &Path, iface: &str, extra: &str) -> PathBuf {
 
 const JOBS: &str = "[[http]]\nfilter = \"tcp\"\nlog = \"http.jsonl\"\ntls_log = \"tls.jsonl\"\n\
                     [[voip]]\nfilter = \"udp\"\ncalls = \"calls.jsonl\"\n\
-                    streams = \"streams.jsonl\"\nmax_calls = 10\n";
+                    streams = \"streams.jsonl\"\nmax_calls = 10\n\
+                    call_linger_s = 1.5\ncall_timeout_s = 600\nplot = \"charts\"\n\
+                    plot_interval_s = 0.25\n";
 
 /// The lines of `path`, sorted (the live analyzer writes a connection's records when it ends,
 /// the offline one at the end of the file: the same lines, maybe in another order).
@@ -182,7 +184,33 @@ fn http_and_voip_jobs_equal_the_offline_analyzers_on_the_store() {
         .arg(d.join("calls-r.jsonl"))
         .arg("--streams")
         .arg(d.join("streams-r.jsonl"))
+        .arg("--plot")
+        .arg(d.join("charts-r"))
+        .args([
+            "--plot-interval",
+            "0.25",
+            "--call-linger",
+            "1.5",
+            "--call-timeout",
+            "600",
+        ])
         .arg("udp")));
+    // the job's charts (plot, plot_interval_s) are the offline ones, byte for byte
+    let charts = |dir: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read(&p).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let drawn = charts(&d.join("charts"));
+    assert_eq!(drawn.len(), 2, "one call: its CSV and SVG");
+    assert_eq!(drawn, charts(&d.join("charts-r")));
     let calls = sorted_lines(&d.join("calls.jsonl"));
     assert_eq!(calls, sorted_lines(&d.join("calls-r.jsonl")));
     assert_eq!(calls.len(), 1);
@@ -198,6 +226,7 @@ fn http_and_voip_jobs_equal_the_offline_analyzers_on_the_store() {
 fn bad_analyzer_tables_are_refused_by_check() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir(tmp.path().join("adir")).unwrap();
+    std::fs::write(tmp.path().join("afile"), "x").unwrap();
     let cases = [
         ("[[http]]\n", "missing field `log`"),
         (
@@ -275,6 +304,30 @@ fn bad_analyzer_tables_are_refused_by_check() {
             "[[voip]]\ncalls = \"c\"\nfilter = \"udp and\"\n",
             "voip[0].filter",
         ),
+        (
+            "[[voip]]\ncalls = \"c\"\ncall_linger_s = -1.0\n",
+            "voip[0].call_linger_s: must be a number of seconds",
+        ),
+        (
+            "[[voip]]\ncalls = \"c\"\ncall_timeout_s = nan\n",
+            "voip[0].call_timeout_s: must be a number of seconds",
+        ),
+        (
+            "[[voip]]\ncalls = \"c\"\nplot = \"p\"\nplot_interval_s = 0.0\n",
+            "voip[0].plot_interval_s: must be a number of seconds",
+        ),
+        (
+            "[[voip]]\ncalls = \"c\"\nplot_interval_s = 1.0\n",
+            "voip[0].plot_interval_s: plot_interval_s configures plot",
+        ),
+        (
+            "[[voip]]\ncalls = \"c\"\nplot = \"afile\"\n",
+            "voip[0].plot: ",
+        ),
+        (
+            "[[voip]]\ncalls = \"c\"\nplot = \"/nonexistent/x/p\"\n",
+            "voip[0].plot: the directory /nonexistent/x does not exist",
+        ),
     ];
     for (extra, want) in cases {
         let cfg = config(tmp.path(), "lo", extra);
@@ -284,7 +337,7 @@ fn bad_analyzer_tables_are_refused_by_check() {
         assert!(err.contains(want), "{extra}: {err}");
         assert!(err.contains("weir.toml:"), "{extra}: {err}");
         assert!(!err.contains("panicked"), "{err}");
-        for f in ["h", "h2", "c"] {
+        for f in ["h", "h2", "c", "p"] {
             assert!(!tmp.path().join(f).exists(), "{extra}: {f} made");
         }
     }

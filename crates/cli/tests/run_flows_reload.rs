@@ -8,6 +8,10 @@
 //! to `flows.json.1`, since the new settings write the same path) plus the new meter's JSON
 //! hold the one UDP flow's packets exactly once between them (sum = sent), and the new meter
 //! also writes the CSV output the new settings added.
+//!
+//! The hostile cases: new outputs that cannot be opened, a config that fails validation, a
+//! meter added to and removed from a job (it restarts whole), and a `[metrics]` change applied
+//! without a restart.
 
 mod common;
 
@@ -35,6 +39,25 @@ fn stats(p: &Path) -> Value {
 fn wait_written(p: &Path, n: u64) {
     let t = Instant::now();
     while stats(p)["writer"]["packets"].as_u64().unwrap_or(0) < n {
+        assert!(t.elapsed() < Duration::from_secs(30), "{}", stats(p));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (30 s at most) until the flow meter has read at least `n` packets.
+fn wait_metered(p: &Path, n: u64) {
+    let t = Instant::now();
+    while stats(p)["flows"]["packets"].as_u64().unwrap_or(0) < n {
+        assert!(t.elapsed() < Duration::from_secs(30), "{}", stats(p));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (30 s at most) until a restarted job has written its first statistics (its
+/// recorder's count starts again from 0).
+fn wait_restarted(p: &Path) {
+    let t = Instant::now();
+    while stats(p)["writer"]["packets"].as_u64() != Some(0) {
         assert!(t.elapsed() < Duration::from_secs(30), "{}", stats(p));
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -71,18 +94,49 @@ fn json_flows(p: &Path) -> Vec<(u64, u64)> {
 }
 
 fn write_config(dir: &Path, iface: &str, flows: &str) -> PathBuf {
+    write_config_with(dir, iface, "", &format!("[record.flows]\n{flows}"))
+}
+
+/// The config: `head` before the job (`[metrics]`...), `tail` after its keys (its
+/// `[record.flows]`, or nothing).
+fn write_config_with(dir: &Path, iface: &str, head: &str, tail: &str) -> PathBuf {
     let p = dir.join("weir.toml");
     std::fs::write(
         &p,
         format!(
-            "[control]\nsocket = \"control.sock\"\n\
+            "[control]\nsocket = \"control.sock\"\n{head}\
              [[record]]\nname = \"one\"\ninterface = \"{iface}\"\nstore = \"store\"\n\
              segment_mib = 4\nwrite_mib = 1\nbuffer_mib = 16\nfilter = \"udp\"\n\
-             stats_json = \"stats.json\"\n[record.flows]\n{flows}"
+             stats_json = \"stats.json\"\n{tail}"
         ),
     )
     .unwrap();
     p
+}
+
+/// `weir ctl --socket SOCK reload`: (exit code, stdout + stderr).
+fn reload(dir: &Path) -> (i32, String) {
+    let out = run(weir()
+        .args(["ctl", "--socket"])
+        .arg(dir.join("control.sock"))
+        .arg("reload"));
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Waits (60 s at most) until the service's log holds `text` `n` times.
+fn wait_log(svc: &Running, text: &str, n: usize) {
+    let t = Instant::now();
+    while svc.text().matches(text).count() < n {
+        assert!(t.elapsed() < Duration::from_secs(60), "{}", svc.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -193,4 +247,194 @@ fn a_flows_change_restarts_the_meter_only_and_recording_has_no_gap() {
     };
     assert_eq!(col("packetDeltaCount"), after[0].1, "{csv}");
     assert_eq!(col("destinationTransportPort"), 9000, "{csv}");
+}
+
+/// New flow outputs that cannot be opened (a file in /proc, which the check before the reload
+/// cannot tell from a writable place; even root cannot create it): the reload's
+/// answer says so, the meter goes on with the old settings and nothing it metered is lost (the
+/// old JSON file, written again, is moved aside first: old + new file = every packet sent).
+/// A config that fails validation changes nothing and the answer says why.
+#[test]
+fn bad_new_outputs_and_a_bad_config_leave_the_old_settings_running() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let config = write_config(
+        dir,
+        &b.host_if,
+        "json = \"flows.json\"\nidle_timeout_s = 600\n",
+    );
+    let svc = Running::start(
+        &["run", config.to_str().unwrap()],
+        &dir.join("log"),
+        ": recording on ",
+    );
+    let st = dir.join("stats.json");
+    b.send_udp(9000, 100, 50);
+    wait_written(&st, 100);
+    wait_metered(&st, 100);
+    write_config(
+        dir,
+        &b.host_if,
+        "json = \"/proc/weir-flows.json\"\nidle_timeout_s = 600\n",
+    );
+    let (code, said) = reload(dir);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("warning: one: flows: the new outputs did not open")
+            && said.contains("/proc/weir-flows.json")
+            && said.contains("config reloaded with 1 warning(s)"),
+        "{said}"
+    );
+    b.send_udp(9000, 70, 50);
+    wait_written(&st, 170);
+    // a config that does not check: nothing changes, the answer says why
+    std::fs::write(&config, "[[record]]\nname = \"one\"\nsegment_mib = -4\n").unwrap();
+    let (code, said) = reload(dir);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("warning: config not reloaded")
+            && said.contains("the jobs go on as they were"),
+        "{said}"
+    );
+    b.send_udp(9000, 30, 50);
+    wait_written(&st, 200);
+    let (status, log) = svc.signal("-TERM");
+    assert!(status.success(), "{log}");
+    assert_eq!(log.matches("one: recording on").count(), 1, "{log}");
+    assert!(!log.contains("restarting the job"), "{log}");
+    assert_eq!(capinfos_count(&dir.join("store")), 200, "{log}");
+    // the old meter's flows until the failed restart, moved aside; then the same settings on
+    // (the file written again from the restart)
+    let before = json_flows(&dir.join("flows.json.1"));
+    let mut after = json_flows(&dir.join("flows.json"));
+    after.sort();
+    assert_eq!(before, [(9000, 100)], "{log}");
+    // two senders after it (each its own source port): two flows
+    assert_eq!(after, [(9000, 30), (9000, 70)], "{log}");
+    assert!(!Path::new("/proc/weir-flows.json").exists());
+}
+
+/// A meter added to a running record job, then removed: the job restarts whole each time
+/// (capture and recording start again: three "recording on"), and every packet sent between
+/// the restarts is recorded (capinfos = sent) and, while the meter runs, metered (its flow =
+/// the datagrams sent then).
+#[test]
+fn a_meter_added_or_removed_restarts_the_job_whole_and_counts_every_packet() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let config = write_config_with(dir, &b.host_if, "", "");
+    let svc = Running::start(
+        &["run", config.to_str().unwrap()],
+        &dir.join("log"),
+        ": recording on ",
+    );
+    let st = dir.join("stats.json");
+    b.send_udp(9000, 50, 10);
+    wait_written(&st, 50);
+    write_config(
+        dir,
+        &b.host_if,
+        "json = \"flows.json\"\nidle_timeout_s = 600\n",
+    );
+    let (code, said) = reload(dir);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("one: its config changed: restarting the job"),
+        "{said}"
+    );
+    wait_log(&svc, "one: recording on", 2);
+    wait_restarted(&st);
+    b.send_udp(9001, 40, 10);
+    wait_written(&st, 40);
+    write_config_with(dir, &b.host_if, "", "");
+    let (code, said) = reload(dir);
+    assert_eq!(code, 0, "{said}");
+    wait_log(&svc, "one: recording on", 3);
+    wait_restarted(&st);
+    b.send_udp(9002, 30, 10);
+    wait_written(&st, 30);
+    let (status, log) = svc.signal("-TERM");
+    assert!(status.success(), "{log}");
+    assert_eq!(
+        log.matches("its config changed: restarting the job")
+            .count(),
+        2,
+        "{log}"
+    );
+    assert_eq!(capinfos_count(&dir.join("store")), 120, "{log}");
+    assert_eq!(json_flows(&dir.join("flows.json")), [(9001, 40)], "{log}");
+}
+
+/// `[metrics]` changed by a reload, without a restart: moved to another port (the old one
+/// closed), removed (closed), added again, and moved to a port in use (refused: the old
+/// listener goes on, the answer says so); the job records throughout (one "recording on").
+#[test]
+fn a_metrics_change_is_applied_by_a_reload() {
+    use std::net::{TcpListener, TcpStream};
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let port = || {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let metrics = |p: u16| format!("[metrics]\nlisten = \"127.0.0.1:{p}\"\n");
+    let serves = |p: u16| {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", p)) else {
+            return false;
+        };
+        use std::io::{Read, Write};
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.contains("weir_writer_packets_total")
+    };
+    let (p1, p2) = (port(), port());
+    let config = write_config_with(dir, &b.host_if, &metrics(p1), "");
+    let svc = Running::start(
+        &["run", config.to_str().unwrap()],
+        &dir.join("log"),
+        ": recording on ",
+    );
+    assert!(serves(p1));
+    write_config_with(dir, &b.host_if, &metrics(p2), "");
+    let (code, said) = reload(dir);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("[metrics] changed: metrics moved from"),
+        "{said}"
+    );
+    assert!(serves(p2) && !serves(p1), "{said}");
+    write_config_with(dir, &b.host_if, "", "");
+    let (_, said) = reload(dir);
+    assert!(said.contains("[metrics] removed"), "{said}");
+    assert!(!serves(p2), "{said}");
+    write_config_with(dir, &b.host_if, &metrics(p1), "");
+    let (_, said) = reload(dir);
+    assert!(said.contains("[metrics] added"), "{said}");
+    assert!(serves(p1), "{said}");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let p3 = taken.local_addr().unwrap().port();
+    write_config_with(dir, &b.host_if, &metrics(p3), "");
+    let (code, said) = reload(dir);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("warning: [metrics] not changed")
+            && said.contains(&format!("metrics stay on http://127.0.0.1:{p1}/metrics")),
+        "{said}"
+    );
+    assert!(serves(p1));
+    b.send_udp(9000, 20, 10);
+    wait_written(&dir.join("stats.json"), 20);
+    let (status, log) = svc.signal("-TERM");
+    assert!(status.success(), "{log}");
+    assert_eq!(log.matches("one: recording on").count(), 1, "{log}");
+    assert_eq!(capinfos_count(&dir.join("store")), 20, "{log}");
+    drop(taken);
 }

@@ -188,3 +188,58 @@ fn weir_index_makes_capture_files_searchable() {
     assert!(!want.is_empty());
     assert!(got == want, "{log}");
 }
+
+/// A store written by weir before session 15 (index format 1: one list of chunks per key;
+/// tests/data/store-v1, synthetic packets from tests/data/make-store-v1.py recorded by the
+/// binary of d79d235 with 8 KiB chunks, see its README.md) still extracts
+/// exactly what tcpdump selects, through its index (no warning, searches narrowed); `weir index
+/// --force` rewrites its index in today's format, with the same answers.
+#[test]
+fn a_store_with_the_old_index_format_still_extracts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    std::fs::create_dir(&dir).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/store-v1");
+    for e in std::fs::read_dir(&fixture).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == "README.md" {
+            continue;
+        }
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    let segs = segments(&dir);
+    assert_eq!(segs.len(), 1);
+    let idx = PathBuf::from(format!("{}.idx", segs[0].display()));
+    assert_eq!(&std::fs::read(&idx).unwrap()[..8], b"WEIRIDX1");
+    let exprs = [
+        "host 192.0.2.77",
+        "udp and port 5060",
+        "tcp port 22",
+        "udp port 53",
+        "host 2001:db8:1::2",
+        "vlan and port 5060",
+        "port 443 or port 80",
+    ];
+    for pass in ["format 1", "format 2"] {
+        let mut narrowed = 0;
+        for expr in exprs {
+            let want = tcpdump(&segs, expr, 0, u64::MAX, tmp.path());
+            assert!(!want.is_empty(), "{expr}");
+            let (got, log) = extract(&dir, expr, None, tmp.path());
+            assert!(
+                got == want,
+                "{pass} `{expr}`: {} vs {}: {log}",
+                got.len(),
+                want.len()
+            );
+            assert!(!log.contains("warning"), "{pass}: {log}");
+            if !log.contains("(100.00 %)") {
+                narrowed += 1;
+            }
+        }
+        assert_eq!(narrowed, exprs.len(), "{pass}");
+        let o = run(weir().arg("index").arg("--force").arg(&dir));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(&std::fs::read(&idx).unwrap()[..8], b"WEIRIDX2");
+    }
+}

@@ -7,6 +7,9 @@
 //!   polls `/api/live`) and the DOM it dumps shows the live counters of the running process
 //!   (received 300, recorded 300, the pid) and a chart; `/api/live` over plain HTTP agrees;
 //!   a POST is refused (read-only); a bad `[web] listen` is refused by `--check` with its line.
+//!   The page's top flow is the flow sent (300 packets, 300 × 76 IP bytes by hand) and its
+//!   top rule the one rule that matched it (300 hits).
+//! * `WEIR_SCREENSHOT=PATH` makes the browser also write a PNG of the page (the README's).
 
 mod common;
 
@@ -57,11 +60,18 @@ fn top_and_the_web_page_show_the_live_counters() {
     assert!(run(Command::new("mkfifo").arg(&fifo)).status.success());
     let cfg = tmp.path().join("weir.toml");
     std::fs::write(
+        tmp.path().join("one.rules"),
+        "id 1 proto udp dport 9000 -> pass\nid 2 proto tcp -> pass\n",
+    )
+    .unwrap();
+    std::fs::write(
         &cfg,
         format!(
             "[control]\nsocket = \"control.sock\"\n[web]\nlisten = \"127.0.0.1:0\"\n\
              [[record]]\nname = \"one\"\ninterface = \"{}\"\nstore = \"store\"\n\
              segment_mib = 4\nwrite_mib = 1\nbuffer_mib = 16\nfilter = \"udp\"\n\
+             rules = \"one.rules\"\nkernel_rules = false\n\
+             [record.flows]\njson = \"flows.json\"\nidle_timeout_s = 600\n\
              [[stream]]\nname = \"all\"\nto = \"s.fifo\"\n",
             b.host_if
         ),
@@ -161,6 +171,61 @@ fn top_and_the_web_page_show_the_live_counters() {
     assert!(dom.contains(&format!("pid {}", svc_pid(&sock))), "{dom}");
     assert!(dom.contains("<polyline"), "a chart: {dom}");
     assert!(dom.contains("<span id=\"error\"></span>"), "{dom}");
+    // the top flow (the one flow sent: 300 datagrams of 20 + 8 + 8 + 40 IP bytes) and the
+    // top rule (the 300 hits of rule 1; rule 2 had none and is not shown)
+    // the rendered tables (the page's script, dumped with the DOM, holds the same markup)
+    let tbody = |id: &str| {
+        let at = dom
+            .find(&format!("<tbody id=\"{id}\">"))
+            .unwrap_or_else(|| panic!("{dom}"));
+        let rest = &dom[at..];
+        rest[..rest.find("</tbody>").unwrap()].to_string()
+    };
+    let (flows, rules) = (tbody("flows"), tbody("rules"));
+    let flow = &flows[flows
+        .find("<tr class=\"flow\">")
+        .unwrap_or_else(|| panic!("{dom}"))..];
+    let text_of = |row: &str, class: &str| {
+        let c = row.find(&format!("class=\"{class}\">")).unwrap();
+        let rest = &row[c + class.len() + 9..];
+        rest[..rest.find('<').unwrap()].to_string()
+    };
+    assert_eq!(text_of(flow, "packets"), "300", "{dom}");
+    assert_eq!(text_of(flow, "bytes"), (300 * 76).to_string(), "{dom}");
+    assert_eq!(text_of(flow, "dst"), format!("{}:9000", b.host_ip), "{dom}");
+    let rule = &rules[rules
+        .find("<tr class=\"rule\">")
+        .unwrap_or_else(|| panic!("{dom}"))..];
+    assert_eq!(text_of(rule, "hits"), "300", "{dom}");
+    assert_eq!(text_of(rule, "id"), "1", "{dom}");
+    assert_eq!(rules.matches("<tr class=\"rule\">").count(), 1, "{dom}");
+    assert_eq!(flows.matches("<tr class=\"flow\">").count(), 1, "{dom}");
+    // the README's screenshot, when asked: WEIR_SCREENSHOT=PATH (a PNG)
+    if let Ok(png) = std::env::var("WEIR_SCREENSHOT") {
+        // more traffic over a few seconds, so the charts have a shape
+        for i in 0..6u32 {
+            b.send_udp(9000 + (i % 3) as u16, 200 * (i + 1), 40 + 100 * i as usize);
+            std::thread::sleep(Duration::from_millis(700));
+        }
+        let out = run(Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--hide-scrollbars",
+                "--window-size=1100,1000",
+                "--virtual-time-budget=3000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("--screenshot={png}"))
+            .arg(format!("http://{addr}/")));
+        assert!(
+            out.status.success() && Path::new(&png).exists(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     drop(svc);
 }
 

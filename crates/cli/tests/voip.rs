@@ -898,17 +898,21 @@ fn plot_charts_each_calls_streams_over_time() {
             stderr_of(&out)
         );
     }
+    // live, a file where the chart directory goes fails before capture starts
     let out = weir()
-        .args(["voip", "-i", "lo", "--plot"])
-        .arg(&dir)
+        .args(["voip", "-i", "lo", "-w"])
+        .arg(tmp.join("live.jsonl"))
+        .arg("--plot")
+        .arg(&f)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert!(
-        stderr_of(&out).contains("--plot works on files"),
+        stderr_of(&out).contains(&format!("cannot write {}", f.display())),
         "{}",
         stderr_of(&out)
     );
+    assert!(!stderr_of(&out).contains("panicked"));
     for target in [f.clone(), PathBuf::from("/dev/full")] {
         let out = weir()
             .args(["voip", "-r"])

@@ -5,7 +5,9 @@
 //! time (nanosecond timestamps): the records `weir voip -i` writes must equal, line for line,
 //! what `weir voip -r` writes from tcpdump's file, and hold the known call and loss figures.
 //! `weir record --voip` must write the same records beside a store holding every UDP packet
-//! tcpdump saw. Hostile: a missing interface is a clear error before any output is made.
+//! tcpdump saw. `weir voip -i --plot DIR` draws the call's chart when the call ends (while weir
+//! still runs), byte for byte the chart `weir voip -r --plot` draws from tcpdump's capture.
+//! Hostile: a missing interface is a clear error before any output is made.
 
 mod common;
 
@@ -84,6 +86,73 @@ fn live_records_equal_offline_on_tcpdumps_capture() {
             "{signal}: {text}"
         );
     }
+}
+
+/// The files of `dir`, by name, with their bytes.
+fn dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `weir voip -i --plot DIR`: the call's chart (CSV and SVG) is written when the call is over
+/// and has lingered, before weir is stopped, and equals byte for byte the chart `weir voip -r
+/// --plot` draws from tcpdump's capture of the same traffic; the records are equal too.
+#[test]
+fn live_plot_is_drawn_when_the_call_ends_and_equals_the_offline_plot() {
+    let bench = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live.jsonl");
+    let plot = tmp.path().join("charts");
+    let pcap = tmp.path().join("tcpdump.pcap");
+    let err = tmp.path().join("err.txt");
+    let opts = ["--plot-interval", "0.1", "--call-linger", "0.5"];
+    let dump = tcpdump(&bench, &pcap);
+    let mut args = vec!["voip", "-i", &bench.host_if, "-w", live.to_str().unwrap()];
+    args.extend(["--plot", plot.to_str().unwrap()]);
+    args.extend(opts);
+    let weir = Running::start(&args, &err, "analyzing SIP and RTP on");
+    call(&bench);
+    // the call is over (BYE, 200): its chart appears once it has lingered, weir still running
+    let svg = plot.join("call-1-live-call-1_weir.test.svg");
+    let t = std::time::Instant::now();
+    while !svg.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no chart while running: {}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, text) = weir.signal("-INT");
+    stop(dump);
+    assert!(status.success(), "{status} {text}");
+    assert!(text.contains("weir: 1 charts in"), "{text}");
+    let got = lines(&live);
+    check_known(&got, &bench);
+    let oplot = tmp.path().join("offline-charts");
+    let mut extra = vec!["--plot", oplot.to_str().unwrap()];
+    extra.extend(opts);
+    assert_eq!(
+        got,
+        offline(&pcap, &tmp.path().join("offline.jsonl"), &extra),
+        "{text}"
+    );
+    let charts = dir_files(&plot);
+    assert_eq!(
+        charts.len(),
+        2,
+        "{:?}",
+        charts.iter().map(|c| &c.0).collect::<Vec<_>>()
+    );
+    assert_eq!(charts, dir_files(&oplot));
 }
 
 /// UDP packets in a capture file (or a store's segment), as tcpdump reads them.

@@ -89,6 +89,42 @@ pub fn rotate_text(r: &Map<String, Value>) -> String {
         .collect()
 }
 
+/// The reply to `config.reload`: what the reload said, one line each, and how it ended.
+pub fn reload_text(r: &Map<String, Value>) -> String {
+    if r.get("done") != Some(&Value::Bool(true)) {
+        return "config reload queued; not done yet (the process says how it went on its \
+                stderr)\n"
+            .into();
+    }
+    let mut s = String::new();
+    for m in r
+        .get("said")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let job = m
+            .get("job")
+            .and_then(Value::as_str)
+            .map(|j| format!("{j}: "))
+            .unwrap_or_default();
+        if let Some(w) = m.get("warning").and_then(Value::as_str) {
+            s += &format!("warning: {job}{w}\n");
+        } else if let Some(n) = m.get("notice").and_then(Value::as_str) {
+            s += &format!("{job}{n}\n");
+        }
+    }
+    let warnings = num(&Value::Object(r.clone()), &["warnings"]);
+    s += &if warnings == 0 {
+        "config reloaded\n".to_string()
+    } else {
+        format!(
+            "config reloaded with {warnings} warning(s): what they name kept its old settings\n"
+        )
+    };
+    s
+}
+
 /// The reply to `pause` and `resume`: the job's state and what pausing has not recorded.
 pub fn pause_text(r: &Map<String, Value>) -> String {
     let paused = r.get("paused") == Some(&Value::Bool(true));
@@ -108,7 +144,7 @@ pub fn pause_text(r: &Map<String, Value>) -> String {
 /// The reply to `status`: the process, then one line per job.
 pub fn status_table(r: &Map<String, Value>) -> String {
     let mut s = format!(
-        "weir pid {}, config {}, up {:.1} s\n{:<12} {:<12} {:<9} {:>10}  {}\n",
+        "weir pid {}, config {}, up {:.1} s\n{:<12} {:<12} {:<9} {:>10} {:>9}  {}\n",
         r.get("pid").and_then(Value::as_u64).unwrap_or(0),
         r.get("config").and_then(Value::as_str).unwrap_or("?"),
         r.get("uptime_s").and_then(Value::as_f64).unwrap_or(0.0),
@@ -116,13 +152,14 @@ pub fn status_table(r: &Map<String, Value>) -> String {
         "INTERFACE",
         "STATE",
         "UPTIME_S",
+        "INDEX_LAG",
         "STORE"
     );
     let jobs = r.get("jobs").and_then(Value::as_array);
     for j in jobs.into_iter().flatten() {
         let str_of = |k: &str| j.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
         s += &format!(
-            "{:<12} {:<12} {:<9} {:>10.1}  {}{}\n",
+            "{:<12} {:<12} {:<9} {:>10.1} {:>9}  {}{}\n",
             str_of("name"),
             str_of("interface"),
             if j.get("paused") == Some(&Value::Bool(true)) {
@@ -131,6 +168,9 @@ pub fn status_table(r: &Map<String, Value>) -> String {
                 str_of("state")
             },
             j.get("uptime_s").and_then(Value::as_f64).unwrap_or(0.0),
+            j.get("index_lag_s")
+                .and_then(Value::as_f64)
+                .map_or("-".to_string(), |l| format!("{l:.1} s")),
             str_of("store"),
             j.get("error")
                 .and_then(Value::as_str)

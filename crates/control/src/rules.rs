@@ -40,7 +40,8 @@ pub fn totals_json(t: &Totals) -> Value {
     })
 }
 
-fn listed_json(r: &ListedRule) -> Value {
+/// A listed rule as JSON: its counters, `id`, `prio`, `line`, `kind` and `rule` (its text).
+pub fn listed_json(r: &ListedRule) -> Value {
     let mut m = obj(stats_json(&r.stats));
     m.insert(
         "id".into(),

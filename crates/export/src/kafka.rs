@@ -2,7 +2,7 @@
 //! to the system's librdkafka), one message per record, as JSON or as goflow2's protobuf.
 //!
 //! * **Producer**: idempotent (`enable.idempotence`: acks from every in-sync replica, retries
-//!   without duplicates, order kept per partition), compression `zstd` (default), `lz4` or none,
+//!   without duplicates, order kept per partition), compression `lz4` (default: the least CPU), `zstd` or none,
 //!   batching by `linger.ms` (default 50) and `batch.size` (default 1 MiB), partitioner
 //!   `murmur2_random` (Java's: Kafka Streams and Java consumers agree on a key's partition).
 //! * **Key**: `SENSOR/VLAN/PROTO/ADDR/PORT/ADDR/PORT` with the two endpoints in a canonical
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use prost::Message as _;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext};
 use rdkafka::ClientContext;
 use weir_flows::FlowRecord;
 
@@ -104,7 +104,7 @@ pub struct KafkaOutput {
 }
 
 impl KafkaOutput {
-    /// An output to `topic` on `brokers` with the defaults: JSON, zstd, the host name as
+    /// An output to `topic` on `brokers` with the defaults: JSON, lz4, the host name as
     /// sensor, a queue of 100 000 messages, linger 50 ms, 1 MiB batches, 60 s delivery timeout,
     /// 10 s to connect.
     pub fn new(brokers: &str, topic: &str) -> KafkaOutput {
@@ -112,7 +112,7 @@ impl KafkaOutput {
             brokers: brokers.to_owned(),
             topic: topic.to_owned(),
             format: KafkaFormat::Json,
-            compression: KafkaCompression::Zstd,
+            compression: KafkaCompression::Lz4,
             sensor: host_name(),
             queue_messages: 100_000,
             linger_ms: 50,
@@ -259,19 +259,16 @@ impl ProducerContext for Reports {
     }
 }
 
-/// The Kafka sink (see the module documentation).
-pub(crate) struct KafkaSink {
+/// A producer with weir's settings, its bounded queue and its counters: the part of every
+/// Kafka output (flow records here, the analyzers' logs in [`crate::KafkaLog`]) that sends
+/// one message under a key to a topic.
+pub(crate) struct Producer {
     producer: Option<BaseProducer<Reports>>,
     reports: Arc<Reports>,
     out: KafkaOutput,
-    /// Messages made so far (protobuf's sequence_num).
-    seq: u64,
-    stats: ExportStats,
     kafka: KafkaStats,
-    key: String,
-    /// A JSON record's line, then its payload: both reused from record to record.
-    line: String,
-    payload: Vec<u8>,
+    /// Payload bytes queued.
+    pub(crate) bytes: u64,
     /// The queue was full and stayed full for the whole wait: drop without waiting until it
     /// takes a message again.
     overflowing: bool,
@@ -280,10 +277,10 @@ pub(crate) struct KafkaSink {
 /// How long a full queue is waited for before messages overflow.
 const QUEUE_WAIT: Duration = Duration::from_secs(1);
 
-impl KafkaSink {
+impl Producer {
     /// Creates the producer and checks that a broker answers (within
     /// [`KafkaOutput::connect_timeout_ms`]).
-    pub(crate) fn open(out: &KafkaOutput) -> Result<KafkaSink, ExportError> {
+    pub(crate) fn open(out: &KafkaOutput) -> Result<Producer, ExportError> {
         out.check()?;
         let mut cfg = ClientConfig::new();
         cfg.set("bootstrap.servers", &out.brokers)
@@ -293,8 +290,8 @@ impl KafkaSink {
             .set("batch.size", out.batch_bytes.to_string())
             // batches bounded by bytes, not by librdkafka's 10 000 messages
             .set("batch.num.messages", "1000000")
-            // zstd's fastest level (librdkafka's default is 3): the batches are compressed
-            // on weir's CPU, and level 1 costs about half for a few % more bytes
+            // zstd's fastest level (librdkafka's default is 3), lz4's fast mode: the batches
+            // are compressed on weir's CPU, and level 1 costs about half for a few % more bytes
             .set("compression.level", "1")
             .set(
                 "queue.buffering.max.messages",
@@ -328,43 +325,43 @@ impl KafkaSink {
                 ))
             })?;
         let reports = producer.context().clone();
-        Ok(KafkaSink {
+        Ok(Producer {
             producer: Some(producer),
             reports,
             out: out.clone(),
-            seq: 0,
-            stats: ExportStats::default(),
             kafka: KafkaStats {
                 queue: out.queue_messages,
                 ..KafkaStats::default()
             },
-            key: String::new(),
-            line: String::with_capacity(512),
-            payload: Vec::with_capacity(512),
+            bytes: 0,
             overflowing: false,
         })
     }
 
-    /// Sends `payload` under `self.key`, waiting for room as the module says.
-    fn send(&mut self, payload: &[u8]) {
+    /// The output's settings.
+    pub(crate) fn output(&self) -> &KafkaOutput {
+        &self.out
+    }
+
+    /// Sends `payload` under `key` to `topic`, waiting for room as the module says; serves
+    /// delivery reports every 256 messages.
+    pub(crate) fn send(&mut self, topic: &str, key: &[u8], payload: &[u8]) {
         let Some(p) = &self.producer else { return };
         self.kafka.messages += 1;
         let started = Instant::now();
         loop {
-            let rec = BaseRecord::to(&self.out.topic)
-                .key(self.key.as_bytes())
-                .payload(payload);
+            let rec = BaseRecord::to(topic).key(key).payload(payload);
             match p.send(rec) {
                 Ok(()) => {
                     self.overflowing = false;
-                    self.stats.bytes += payload.len() as u64;
-                    return;
+                    self.bytes += payload.len() as u64;
+                    break;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     if self.overflowing || started.elapsed() >= QUEUE_WAIT {
                         self.overflowing = true;
                         self.kafka.overflow += 1;
-                        return;
+                        break;
                     }
                     p.poll(Duration::from_millis(10));
                 }
@@ -372,9 +369,109 @@ impl KafkaSink {
                     // refused before queueing (a message too large, say): failed
                     self.kafka.failed += 1;
                     self.kafka.last_error = e.rdkafka_error_code().or(self.kafka.last_error);
-                    return;
+                    break;
                 }
             }
+        }
+        if self.kafka.messages % 256 == 0 {
+            p.poll(Duration::ZERO);
+        }
+    }
+
+    /// Serves delivery reports.
+    pub(crate) fn poll(&self) {
+        if let Some(p) = &self.producer {
+            p.poll(Duration::ZERO);
+        }
+    }
+
+    /// The counts so far: failed as reported until now, delivered = the messages neither
+    /// failed, overflowed nor still in the producer's queue.
+    pub(crate) fn stats(&self) -> KafkaStats {
+        let mut k = self.kafka;
+        k.failed += self.reports.failed.load(Ordering::Relaxed);
+        let queued = self
+            .producer
+            .as_ref()
+            .map_or(0, |p| u64::try_from(p.in_flight_count()).unwrap_or(0));
+        k.delivered = k
+            .messages
+            .saturating_sub(k.failed + k.overflow)
+            .saturating_sub(queued);
+        k
+    }
+
+    /// Waits up to the delivery timeout for pending messages, then purges what is left (each
+    /// purged message is reported as failed) and counts: delivered = the messages neither
+    /// failed nor overflowed. Later calls return the same counts.
+    pub(crate) fn finish(&mut self) -> KafkaStats {
+        let r = self.reports.clone();
+        if let Some(p) = self.producer.take() {
+            // flush polls; an Err is a timeout, and what is left is purged below
+            let flushed = p.flush(Duration::from_millis(
+                u64::from(self.out.delivery_timeout_ms) + 5_000,
+            ));
+            // still queued after the wait: failed, whether or not the purge reports them all
+            // (the queue's length may hold a few non-message events too: those count as
+            // failed, never as delivered)
+            let left = match flushed {
+                Ok(()) => 0,
+                Err(_) => u64::try_from(p.in_flight_count()).unwrap_or(0),
+            };
+            let before = r.failed.load(Ordering::Relaxed);
+            drop(p); // purges the queue and serves the purge's delivery reports
+            let purged = r.failed.load(Ordering::Relaxed) - before;
+            self.kafka.failed += left.saturating_sub(purged);
+            self.kafka.failed += r.failed.load(Ordering::Relaxed);
+            if let Ok(l) = r.last_error.lock() {
+                self.kafka.last_error = l.or(self.kafka.last_error);
+            }
+        }
+        self.kafka.delivered = self
+            .kafka
+            .messages
+            .saturating_sub(self.kafka.failed + self.kafka.overflow);
+        self.kafka
+    }
+}
+
+/// The Kafka sink of flow records (see the module documentation).
+pub(crate) struct KafkaSink {
+    core: Producer,
+    topic: String,
+    /// Messages made so far (protobuf's sequence_num).
+    seq: u64,
+    records: u64,
+    key: String,
+    /// A JSON record's line, then its payload: both reused from record to record.
+    line: String,
+    payload: Vec<u8>,
+}
+
+impl KafkaSink {
+    /// Creates the producer and checks that a broker answers (within
+    /// [`KafkaOutput::connect_timeout_ms`]).
+    pub(crate) fn open(out: &KafkaOutput) -> Result<KafkaSink, ExportError> {
+        Ok(KafkaSink {
+            core: Producer::open(out)?,
+            topic: out.topic.clone(),
+            seq: 0,
+            records: 0,
+            key: String::new(),
+            line: String::with_capacity(512),
+            payload: Vec::with_capacity(512),
+        })
+    }
+
+    /// The export counters of `k`.
+    fn totals(&self, k: KafkaStats) -> ExportStats {
+        ExportStats {
+            records: self.records,
+            bytes: self.core.bytes,
+            datagrams: k.messages,
+            dropped: k.failed + k.overflow,
+            kafka: Some(k),
+            ..ExportStats::default()
         }
     }
 }
@@ -436,100 +533,46 @@ fn push_addr(out: &mut String, addr: IpAddr) {
 
 impl FlowSink for KafkaSink {
     fn export(&mut self, rec: &FlowRecord) -> Result<(), ExportError> {
-        flow_key(&self.out.sensor, rec, &mut self.key);
-        self.stats.records += 1;
-        match self.out.format {
+        flow_key(&self.core.output().sensor, rec, &mut self.key);
+        self.records += 1;
+        let topic = &self.topic;
+        match self.core.output().format {
             KafkaFormat::Json => {
                 // formatted into the sink's own line buffer: no allocation per record
-                let mut line = std::mem::take(&mut self.line);
-                line.clear();
-                push_line(TextFormat::Json, rec, false, &mut line);
-                line.pop(); // the newline
-                self.send(line.as_bytes());
-                self.line = line;
+                self.line.clear();
+                push_line(TextFormat::Json, rec, false, &mut self.line);
+                self.line.pop(); // the newline
+                self.core
+                    .send(topic, self.key.as_bytes(), self.line.as_bytes());
             }
             KafkaFormat::Protobuf => {
-                let mut payload = std::mem::take(&mut self.payload);
                 for m in crate::flowpb::messages(rec, &mut self.seq) {
-                    payload.clear();
-                    m.encode_length_delimited(&mut payload)
-                        .map_err(|e| ExportError::Kafka(format!("protobuf encoding: {e}")))?;
-                    self.send(&payload);
+                    self.payload.clear();
+                    if let Err(e) = m.encode_length_delimited(&mut self.payload) {
+                        return Err(ExportError::Kafka(format!("protobuf encoding: {e}")));
+                    }
+                    self.core.send(topic, self.key.as_bytes(), &self.payload);
                 }
-                self.payload = payload;
-            }
-        }
-        if self.kafka.messages % 256 == 0 {
-            if let Some(p) = &self.producer {
-                p.poll(Duration::ZERO);
             }
         }
         Ok(())
     }
 
-    /// The totals so far: failed as reported until now, delivered = the messages neither
-    /// failed, overflowed nor still in the producer's queue.
+    /// The totals so far (see [`Producer::stats`]).
     fn stats(&self) -> ExportStats {
-        let mut k = self.kafka;
-        k.failed += self.reports.failed.load(Ordering::Relaxed);
-        let queued = self
-            .producer
-            .as_ref()
-            .map_or(0, |p| u64::try_from(p.in_flight_count()).unwrap_or(0));
-        k.delivered = k
-            .messages
-            .saturating_sub(k.failed + k.overflow)
-            .saturating_sub(queued);
-        ExportStats {
-            datagrams: k.messages,
-            dropped: k.failed + k.overflow,
-            kafka: Some(k),
-            ..self.stats
-        }
+        self.totals(self.core.stats())
     }
 
     /// Serves delivery reports.
     fn tick(&mut self, _now_ns: u64) -> Result<(), ExportError> {
-        if let Some(p) = &self.producer {
-            p.poll(Duration::ZERO);
-        }
+        self.core.poll();
         Ok(())
     }
 
-    /// Waits up to the delivery timeout for pending messages, then purges what is left (each
-    /// purged message is reported as failed) and counts: delivered = the messages neither
-    /// failed nor overflowed.
+    /// Waits for pending messages and counts (see [`Producer::finish`]).
     fn finish(&mut self) -> Result<ExportStats, ExportError> {
-        let r = self.reports.clone();
-        if let Some(p) = self.producer.take() {
-            // flush polls; an Err is a timeout, and what is left is purged below
-            let flushed = p.flush(Duration::from_millis(
-                u64::from(self.out.delivery_timeout_ms) + 5_000,
-            ));
-            // still queued after the wait: failed, whether or not the purge reports them all
-            // (the queue's length may hold a few non-message events too: those count as
-            // failed, never as delivered)
-            let left = match flushed {
-                Ok(()) => 0,
-                Err(_) => u64::try_from(p.in_flight_count()).unwrap_or(0),
-            };
-            let before = r.failed.load(Ordering::Relaxed);
-            drop(p); // purges the queue and serves the purge's delivery reports
-            let purged = r.failed.load(Ordering::Relaxed) - before;
-            self.kafka.failed += left.saturating_sub(purged);
-        }
-        self.kafka.failed += r.failed.load(Ordering::Relaxed);
-        if let Ok(l) = r.last_error.lock() {
-            self.kafka.last_error = l.or(self.kafka.last_error);
-        }
-        self.kafka.delivered = self
-            .kafka
-            .messages
-            .saturating_sub(self.kafka.failed + self.kafka.overflow);
-        self.stats.dropped = self.kafka.failed + self.kafka.overflow;
-        self.stats.datagrams = self.kafka.messages;
-        self.stats.kafka = Some(self.kafka);
-        Ok(self.stats)
+        let k = self.core.finish();
+        Ok(self.totals(k))
     }
 }
 
@@ -625,7 +668,7 @@ mod tests {
             connect_timeout_ms: 1000,
             ..KafkaOutput::new(&format!("127.0.0.1:{port}"), "t")
         };
-        let Err(e) = KafkaSink::open(&out) else {
+        let Err(e) = Producer::open(&out) else {
             panic!("opened a producer with no broker")
         };
         assert!(

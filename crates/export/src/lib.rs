@@ -44,6 +44,9 @@ mod fanout;
 mod flowpb;
 mod ipfix;
 mod kafka;
+#[cfg(feature = "clap")]
+mod kafka_args;
+mod kafka_log;
 mod netflow;
 mod open;
 mod outputs;
@@ -67,6 +70,9 @@ pub use kafka::{
     check_topic, host_name, KafkaCompression, KafkaFormat, KafkaOutput, KafkaStats,
     DEFAULT_FLOWS_TOPIC,
 };
+#[cfg(feature = "clap")]
+pub use kafka_args::{kafka_seconds, KafkaLogArgs};
+pub use kafka_log::{KafkaLines, KafkaLog, LogKind, LogTopics, Teed};
 pub use netflow::{ExportOptions, NetflowFormat};
 pub use open::{open_sink, open_sink_with, SinkSpec};
 pub use outputs::{NetflowOutput, OpenError, Outputs};

@@ -71,10 +71,10 @@ pub use frag::FragTable;
 pub use key::{Key, KeyHasher, RawKey};
 pub use live::{
     comment_tag, meter_live, meter_live_polling, wall_clock_ns, LiveError, LiveMeter, LiveRun,
-    Metered,
+    Metered, TopBy, TopError, TopFlow, TopFlows, TopFlowsHandle,
 };
 pub use meter::{Config, Finished, Meter, MeterStats, RecordSink, RANGE_BYTES};
 pub use prepare::{Prepared, Preparer};
 pub use record::{Direction, EndReason, FlowKey, FlowRecord, Tag};
 pub use route::{Routed, Router};
-pub use table::{FlowTable, TableConfig, TableStats};
+pub use table::{FlowTable, OpenFlow, TableConfig, TableStats};

@@ -49,6 +49,7 @@ pub struct LiveMeter<S: RecordSink> {
     packets: Arc<AtomicU64>,
     table: Arc<std::sync::Mutex<Option<(u64, crate::MeterStats)>>>,
     swaps: std::sync::mpsc::Sender<Replace<S>>,
+    tops: std::sync::mpsc::Sender<TopAsk>,
     thread: JoinHandle<Finished<S>>,
 }
 
@@ -80,10 +81,16 @@ impl<S: RecordSink> LiveMeter<S> {
         let table = Arc::new(std::sync::Mutex::new(None));
         let (st, pk, tb) = (stop.clone(), packets.clone(), table.clone());
         let (swaps, swap_rx) = std::sync::mpsc::channel::<Replace<S>>();
+        let (tops, top_rx) = std::sync::mpsc::channel::<TopAsk>();
         let thread = std::thread::spawn(move || {
             let mut n = 0u64;
             let mut last_tick = Instant::now();
+            let mut base = TopBase::new();
             loop {
+                // between two batches, like a swap: the table is read, never changed
+                while let Ok(ask) = top_rx.try_recv() {
+                    let _ = ask.reply.send(base.rank(&meter, ask.n, ask.by));
+                }
                 // between two batches: every packet before goes to the old meter, every one
                 // after to the new
                 if let Ok(next) = swap_rx.try_recv() {
@@ -92,6 +99,7 @@ impl<S: RecordSink> LiveMeter<S> {
                         meter: meter.finish(),
                     };
                     meter = next(old);
+                    base = TopBase::new();
                     n = 0;
                     pk.store(0, Ordering::Relaxed);
                     *tb.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -133,6 +141,7 @@ impl<S: RecordSink> LiveMeter<S> {
             packets,
             table,
             swaps,
+            tops,
             thread,
         }
     }
@@ -146,6 +155,14 @@ impl<S: RecordSink> LiveMeter<S> {
     pub fn replace(&self, next: Replace<S>) {
         // the thread only ends in finish(), which takes self
         let _ = self.swaps.send(next);
+    }
+
+    /// A handle that ranks the open flows on the meter's thread ([`TopFlowsHandle::top`]);
+    /// it outlives a [`replace`](Self::replace) (the thread is the same).
+    pub fn top_handle(&self) -> TopFlowsHandle {
+        TopFlowsHandle {
+            tops: self.tops.clone(),
+        }
     }
 
     /// Records metered so far.
@@ -171,6 +188,237 @@ impl<S: RecordSink> LiveMeter<S> {
             packets: self.packets.load(Ordering::Relaxed),
             meter,
         }
+    }
+}
+
+/// What a ranking of flows orders by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopBy {
+    /// IP bytes (both directions).
+    Bytes,
+    /// Packets (both directions).
+    Packets,
+}
+
+/// One open flow of a ranking ([`TopFlows`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TopFlow {
+    /// The flow, the initiator as source.
+    pub key: crate::FlowKey,
+    /// Packets both ways since the flow started.
+    pub packets: u64,
+    /// IP bytes both ways since the flow started.
+    pub bytes: u64,
+    /// Packets over the interval ([`TopFlows::interval_s`]).
+    pub interval_packets: u64,
+    /// Bytes over the interval.
+    pub interval_bytes: u64,
+    /// Its first packet's time, ns since the epoch.
+    pub start_ns: u64,
+}
+
+/// The biggest open flows of a live meter ([`TopFlowsHandle::top`]). Flows already ended
+/// (exported) are not in it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopFlows {
+    /// Flows open.
+    pub open: u64,
+    /// Seconds the interval covers: since the latest earlier ranking at least a second old
+    /// (since the meter started while there is none); a flow that started within it counts
+    /// whole.
+    pub interval_s: f64,
+    /// The biggest over the interval, biggest first (ties: the older flow first); flows with
+    /// nothing in the interval are left out.
+    pub interval: Vec<TopFlow>,
+    /// The biggest since they started, biggest first.
+    pub since_start: Vec<TopFlow>,
+}
+
+/// Why a ranking could not be had.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TopError {
+    /// The meter runs on worker threads: their tables are theirs.
+    #[error("the flow meter runs on several threads: no live ranking of its flows")]
+    Sharded,
+    /// The meter's thread has ended.
+    #[error("the flow meter has stopped")]
+    Stopped,
+    /// The meter's thread did not answer in time (a very long batch).
+    #[error("the flow meter did not answer within {0:?}")]
+    Late(Duration),
+}
+
+struct TopAsk {
+    n: usize,
+    by: TopBy,
+    reply: std::sync::mpsc::SyncSender<Result<TopFlows, TopError>>,
+}
+
+/// Asks a [`LiveMeter`]'s thread for its biggest open flows (see [`LiveMeter::top_handle`]).
+#[derive(Clone, Debug)]
+pub struct TopFlowsHandle {
+    tops: std::sync::mpsc::Sender<TopAsk>,
+}
+
+impl TopFlowsHandle {
+    /// The `n` biggest open flows by `by`, over the last interval and since they started,
+    /// ranked on the meter's thread between two batches (one walk of the table: O(flows
+    /// held), nothing added to the packet path). Waits at most `wait` for the answer.
+    pub fn top(&self, n: usize, by: TopBy, wait: Duration) -> Result<TopFlows, TopError> {
+        let (reply, rx) = std::sync::mpsc::sync_channel(1);
+        self.tops
+            .send(TopAsk { n, by, reply })
+            .map_err(|_| TopError::Stopped)?;
+        rx.recv_timeout(wait).map_err(|e| match e {
+            std::sync::mpsc::RecvTimeoutError::Timeout => TopError::Late(wait),
+            std::sync::mpsc::RecvTimeoutError::Disconnected => TopError::Stopped,
+        })?
+    }
+}
+
+/// Per slot of a flow table: (start_ns, packets, bytes) of its flow at a ranking; start 0:
+/// nothing.
+type SlotCounts = Vec<(u64, u64, u64)>;
+
+/// The counters each open flow had at the ranking the interval starts from, by slot.
+struct TopBase {
+    at: Instant,
+    slots: SlotCounts,
+    /// No ranking is a second old yet: the interval starts with the meter.
+    first: bool,
+    /// The latest ranking's counters, while younger than a second (then the base).
+    pending: Option<(Instant, SlotCounts)>,
+}
+
+/// A ranked flow: its value, its start (older first on ties) and its slot.
+type Ranked = (u64, std::cmp::Reverse<u64>, u32);
+
+/// The `n` largest of a stream of values, kept in a min-heap.
+struct Best {
+    n: usize,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<Ranked>>,
+}
+
+impl Best {
+    fn new(n: usize) -> Best {
+        Best {
+            n,
+            heap: std::collections::BinaryHeap::with_capacity(n.min(1 << 16) + 1),
+        }
+    }
+
+    /// Offers `v` for the flow at `slot` starting at `start` (older first on ties).
+    fn offer(&mut self, v: u64, start: u64, slot: u32) {
+        if self.n == 0 {
+            return;
+        }
+        let item = std::cmp::Reverse((v, std::cmp::Reverse(start), slot));
+        if self.heap.len() < self.n {
+            self.heap.push(item);
+        } else if self.heap.peek().is_some_and(|min| item < *min) {
+            self.heap.pop();
+            self.heap.push(item);
+        }
+    }
+
+    /// The slots kept, biggest first.
+    fn slots(self) -> Vec<u32> {
+        let mut v: Vec<_> = self.heap.into_iter().map(|r| r.0).collect();
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v.into_iter().map(|(_, _, slot)| slot).collect()
+    }
+}
+
+impl TopBase {
+    fn new() -> TopBase {
+        TopBase {
+            at: Instant::now(),
+            slots: Vec::new(),
+            first: true,
+            pending: None,
+        }
+    }
+
+    fn rank<S: RecordSink>(
+        &mut self,
+        meter: &Meter<S>,
+        n: usize,
+        by: TopBy,
+    ) -> Result<TopFlows, TopError> {
+        if self.pending.as_ref().is_some_and(|p| p.0.elapsed() >= TICK) {
+            if let Some((at, slots)) = self.pending.take() {
+                (self.at, self.slots, self.first) = (at, slots, false);
+            }
+        }
+        let renew = self.pending.is_none();
+        let mut next: SlotCounts = Vec::new();
+        let mut flows: std::collections::HashMap<u32, TopFlow> = std::collections::HashMap::new();
+        let (mut by_interval, mut by_total) = (Best::new(n), Best::new(n));
+        let mut open = 0u64;
+        let mut all: Vec<(u32, TopFlow)> = Vec::new();
+        let walked = meter.each_open(&mut |f| {
+            open += 1;
+            let (ip, ib) = match self.slots.get(f.slot as usize) {
+                Some(&(start, p, b)) if start == f.start_ns && !self.first => {
+                    (f.packets.saturating_sub(p), f.bytes.saturating_sub(b))
+                }
+                _ => (f.packets, f.bytes),
+            };
+            let pick = |p: u64, b: u64| match by {
+                TopBy::Bytes => b,
+                TopBy::Packets => p,
+            };
+            if ip + ib > 0 {
+                by_interval.offer(pick(ip, ib), f.start_ns, f.slot);
+            }
+            by_total.offer(pick(f.packets, f.bytes), f.start_ns, f.slot);
+            if renew {
+                let i = f.slot as usize;
+                if next.len() <= i {
+                    next.resize(i + 1, (0, 0, 0));
+                }
+                next[i] = (f.start_ns, f.packets, f.bytes);
+            }
+            all.push((
+                f.slot,
+                TopFlow {
+                    key: f.key,
+                    packets: f.packets,
+                    bytes: f.bytes,
+                    interval_packets: ip,
+                    interval_bytes: ib,
+                    start_ns: f.start_ns,
+                },
+            ));
+            // keep only what a ranking can still pick: the memory stays O(n)
+            if all.len() >= 4 * n.max(1024) {
+                let keep: std::collections::HashSet<u32> = by_interval
+                    .heap
+                    .iter()
+                    .chain(by_total.heap.iter())
+                    .map(|r| r.0 .2)
+                    .collect();
+                all.retain(|(s, _)| keep.contains(s));
+            }
+        });
+        if !walked {
+            return Err(TopError::Sharded);
+        }
+        flows.extend(all);
+        let interval_s = self.at.elapsed().as_secs_f64();
+        let pick = |slots: Vec<u32>| -> Vec<TopFlow> {
+            slots.iter().filter_map(|s| flows.get(s).copied()).collect()
+        };
+        let top = TopFlows {
+            open,
+            interval_s,
+            interval: pick(by_interval.slots()),
+            since_start: pick(by_total.slots()),
+        };
+        if renew {
+            self.pending = Some((Instant::now(), next));
+        }
+        Ok(top)
     }
 }
 
@@ -305,6 +553,89 @@ mod tests {
             ),
             (3, 96, 1000, 3000)
         );
+    }
+
+    /// The ranking of open flows: three flows of 5, 3 and 1 packets (by hand), biggest first
+    /// by packets and by bytes; a second ranking within the second sees nothing new in its
+    /// interval; the handle still answers after the meter is replaced, and says when it ended.
+    #[test]
+    fn the_biggest_open_flows_are_ranked_on_the_meters_thread() {
+        let buffer = weir_buffer::PacketBuffer::new(4 << 20, 1).unwrap();
+        let cfg = Config {
+            seed: Some(1),
+            ..Config::default()
+        };
+        let live = LiveMeter::spawn(
+            Meter::new(&cfg, Vec::<FlowRecord>::new()),
+            buffer.reader(0).unwrap(),
+            vec![LinkType::IPV4],
+            || 0,
+        );
+        let q = [
+            0x45u8, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x03, 0xe8, 0,
+            53, 0, 12, 0, 0, 1, 2, 3, 4,
+        ];
+        let mut w = buffer.writer().unwrap();
+        let mut t = 1000;
+        // flow to .2: 5 packets of 32 bytes; to .3: 3 of 32; to .4: 1 of 32 + 200 bytes
+        for (dst, count) in [(2u8, 5), (3, 3)] {
+            let mut p = q;
+            p[19] = dst;
+            for _ in 0..count {
+                w.push(0, t, 32, &p).unwrap();
+                t += 1000;
+            }
+        }
+        let mut big = vec![0u8; 232];
+        big[..32].copy_from_slice(&q);
+        big[2..4].copy_from_slice(&232u16.to_be_bytes());
+        big[19] = 4;
+        w.push(0, t, 232, &big).unwrap();
+        drop(w);
+        let h = live.top_handle();
+        let wait = Duration::from_secs(10);
+        let dst = |f: &TopFlow| f.key.dst.to_string();
+        let mut top = h.top(2, TopBy::Packets, wait).unwrap();
+        while top.since_start.iter().map(|f| f.packets).sum::<u64>() < 8 {
+            std::thread::sleep(Duration::from_millis(5));
+            top = h.top(2, TopBy::Packets, wait).unwrap();
+        }
+        assert_eq!(top.open, 3);
+        let got: Vec<(String, u64, u64)> = top
+            .since_start
+            .iter()
+            .map(|f| (dst(f), f.packets, f.bytes))
+            .collect();
+        assert_eq!(
+            got,
+            [("10.0.0.2".into(), 5, 160), ("10.0.0.3".into(), 3, 96)]
+        );
+        let bytes = h.top(3, TopBy::Bytes, wait).unwrap();
+        let order: Vec<String> = bytes.since_start.iter().map(dst).collect();
+        assert_eq!(order, ["10.0.0.4", "10.0.0.2", "10.0.0.3"]);
+        assert_eq!(bytes.since_start[0].bytes, 232);
+        for f in &bytes.interval {
+            assert!(f.interval_packets <= f.packets && f.interval_bytes <= f.bytes);
+        }
+        // nothing came since: once a ranking a second old is the base, the interval is empty
+        let mut quiet = h.top(3, TopBy::Bytes, wait).unwrap();
+        while !quiet.interval.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
+            quiet = h.top(3, TopBy::Bytes, wait).unwrap();
+        }
+        assert_eq!(quiet.since_start.len(), 3);
+        live.replace(Box::new(move |old| {
+            assert_eq!(old.packets, 9);
+            Meter::new(&cfg, old.meter.sink)
+        }));
+        let mut after = h.top(3, TopBy::Bytes, wait).unwrap();
+        while after.open != 0 {
+            after = h.top(3, TopBy::Bytes, wait).unwrap();
+        }
+        assert!(after.since_start.is_empty());
+        let done = live.finish();
+        assert_eq!(done.meter.sink.len(), 3);
+        assert_eq!(h.top(3, TopBy::Bytes, wait), Err(TopError::Stopped));
     }
 
     /// A record whose comment is a rules tag is metered with it; other comments are ignored.

@@ -63,35 +63,73 @@ pub const BATCH: usize = 256;
 /// Batches in flight per worker.
 const QUEUE: usize = 4;
 
-/// Settings of a [`Meter`].
+/// Settings of a [`Meter`]; with the `clap` feature, the meter's options of `weir flows` (the doc
+/// comments are their help, durations are given in seconds and held in ns).
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Config {
-    /// A flow with no packet for this long ends (default 30 s).
+    /// Seconds without a packet after which a flow ends.
+    #[cfg_attr(feature = "clap", arg(long = "idle-timeout", value_name = "S", default_value = "30",
+          value_parser = seconds_ns, allow_negative_numbers = true))]
     pub idle_timeout_ns: u64,
-    /// A flow is exported (and restarted) after this long (default 120 s).
+    /// Seconds after which a long flow is exported and restarted.
+    #[cfg_attr(feature = "clap", arg(long = "active-timeout", value_name = "S", default_value = "120",
+          value_parser = seconds_ns, allow_negative_numbers = true))]
     pub active_timeout_ns: u64,
-    /// A TCP flow ends this long after a FIN or RST (and its last packet) (default 1 s).
+    /// Seconds a TCP flow lives on after a FIN or RST (for the other side's FIN and last ACKs).
+    #[cfg_attr(feature = "clap", arg(long = "fin-grace", value_name = "S", default_value = "1",
+          value_parser = seconds_ns, allow_negative_numbers = true))]
     pub fin_grace_ns: u64,
-    /// Most flows held at once, over all shards; each shard holds `max_flows / workers`
-    /// (rounded up) and evicts its least recently seen flow beyond that (default 1 000 000).
-    pub max_flows: u64,
-    /// Shards of the flow table (`--workers`): parts of the table, each metered in order by
-    /// one thread at a time. [`Meter::new`] gives each its own worker thread (1: inline on the
-    /// caller's thread); [`meter_parallel`](crate::meter_parallel) lets the threads reading a
-    /// file run them.
+    /// Shards of the flow table, 1 to 256: each meters its part of the flows in packet order,
+    /// on one thread at a time. Reading several files, pcapng or live traffic, each shard has a
+    /// worker thread of its own (1: all on the reading thread); reading one large pcap file, the
+    /// reading threads (one per core) run the shards themselves. The default is the number of
+    /// cores.
+    // [`Meter::new`] gives each shard its own worker thread (1: inline on the caller's thread);
+    // [`meter_parallel`](crate::meter_parallel) lets the threads reading a file run them.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", default_value_t = default_workers(),
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256),
+          allow_negative_numbers = true))]
     pub workers: usize,
-    /// Put the IP TOS / traffic class in the flow key (ffProbe does; nProbe does not).
-    pub tos_key: bool,
-    /// One bidirectional record per flow (RFC 5103) instead of one per direction.
-    pub biflow: bool,
-    /// TCP records with fewer bytes are not exported (0: all are).
+    /// Most flows held at once, at least 1 (split over the shards, at most 16777214 each);
+    /// beyond it the least recently seen flow of the shard is exported early ("lack of
+    /// resources").
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", default_value_t = 1_000_000,
+          value_parser = clap::value_parser!(u64).range(1..), allow_negative_numbers = true))]
+    pub max_flows: u64,
+    /// Do not export TCP records with fewer bytes than this.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", default_value_t = 0))]
     pub min_tcp_bytes: u64,
-    /// Hash seed; `None` draws a random one per run.
+    /// One record per flow with both directions (IPFIX RFC 5103; reverse columns in JSON/CSV).
+    /// v5 and v9 still send one record per direction.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub biflow: bool,
+    /// Put the IP TOS / traffic class in the flow key.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tos_key: bool,
+    /// Hash seed (default: random per run). With one worker, or input in time order, results do
+    /// not depend on it; with several workers and a clock that runs backwards inside one file
+    /// (captures concatenated into one), expiry follows each shard's own clock, so fix the seed
+    /// for repeatable runs. (A file that starts before the clock, as in `-r LATER -r EARLIER`,
+    /// ends every flow and restarts the clock: each file is metered as if alone.)
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub seed: Option<u64>,
     /// Most fragmented datagrams remembered at once (split over the shards).
+    #[cfg_attr(feature = "clap", arg(skip = 65_536usize))]
     pub frag_capacity: usize,
     /// How long a first fragment's ports are remembered (default 30 s, Linux's `ipfrag_time`).
+    #[cfg_attr(feature = "clap", arg(skip = 30_000_000_000u64))]
     pub frag_timeout_ns: u64,
+}
+
+/// A duration in seconds ([`weir_packet::value::seconds`]: finite, 1 ns to 10⁹ s) in ns.
+pub fn seconds_ns(s: &str) -> Result<u64, String> {
+    weir_packet::value::seconds(s).map(weir_packet::value::ns)
+}
+
+/// The default of `--workers`: one shard per core (at most 256).
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(256))
 }
 
 impl Default for Config {
@@ -735,6 +773,18 @@ impl<S: RecordSink> Meter<S> {
             Stage::Threaded(_) => return None,
         }
         Some((active, stats))
+    }
+
+    /// Every open flow ([`FlowTable::each_open`](crate::table::FlowTable::each_open)), when the
+    /// shard is the caller's (one shard inline); `false` with worker threads.
+    pub fn each_open(&self, f: &mut dyn FnMut(crate::table::OpenFlow)) -> bool {
+        match &self.stage {
+            Stage::Inline(s) => {
+                s.shard.table.each_open(f);
+                true
+            }
+            Stage::Threaded(_) => false,
+        }
     }
 
     /// Expires what is due at the last packet's time, ends every other flow

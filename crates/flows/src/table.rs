@@ -149,6 +149,22 @@ pub struct TableStats {
     pub tags_lost: u64,
 }
 
+/// One open flow as [`FlowTable::each_open`] shows it: both directions summed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenFlow {
+    /// Its slot in the shard's table: with `start_ns`, names the flow while it is open (a slot
+    /// reused by a later flow has another start).
+    pub slot: u32,
+    /// The flow, the initiator as source.
+    pub key: crate::FlowKey,
+    /// Packets both ways so far.
+    pub packets: u64,
+    /// IP bytes both ways so far.
+    pub bytes: u64,
+    /// Its first packet's time, ns.
+    pub start_ns: u64,
+}
+
 /// The flow table of one shard (see the module documentation).
 pub struct FlowTable {
     cfg: TableConfig,
@@ -221,6 +237,24 @@ impl FlowTable {
         let slab = self.entries.capacity() * std::mem::size_of::<Entry>();
         let tags = self.tags.capacity() * std::mem::size_of::<u16>();
         (slab + self.table.allocation_size() + tags) as f64 / f64::from(self.cfg.capacity)
+    }
+
+    /// Every open flow, oldest first (the age list), read only: for live rankings
+    /// ([`Meter::each_open`](crate::Meter::each_open)); O(flows held), nothing on the packet path.
+    pub fn each_open(&self, f: &mut dyn FnMut(OpenFlow)) {
+        let mut i = self.age.head;
+        while i != NIL {
+            let e = &self.entries[i as usize];
+            let init = usize::from(e.state & INIT_B);
+            f(OpenFlow {
+                slot: i,
+                key: e.key.flow_key(init == 1, e.tos),
+                packets: u64::from(e.packets[0]) + u64::from(e.packets[1]),
+                bytes: e.bytes[0] + e.bytes[1],
+                start_ns: e.start(),
+            });
+            i = e.links[3];
+        }
     }
 
     /// The index of `tag` in the tag table (plus one), 0 when the table is full.

@@ -99,7 +99,7 @@ pub enum JobError {
 
 impl Job {
     fn replay(&self, path: &std::path::Path, max_len: usize) -> Result<Replay, JobError> {
-        let pace = spec::replay_pace(self.multiplier, self.spec.rate);
+        let pace = spec::replay_pace(self.multiplier, self.spec.rate());
         Replay::open(path, pace, self.loops, max_len).map_err(|source| JobError::Replay {
             path: path.to_owned(),
             source,

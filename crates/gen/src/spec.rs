@@ -60,49 +60,97 @@ pub fn parse_vlan(s: &str) -> Result<(u16, u8), GenError> {
     Ok((vid, pcp))
 }
 
-/// Settings of synthetic streams, as a user gives them.
+/// Settings of synthetic streams, as a user gives them: with the `clap` feature, the options
+/// of `weir gen` that describe its streams (doc comments are their help; every number goes
+/// through a value parser that refuses what is out of range by name).
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct StreamSpec {
-    /// Source address.
-    pub src: IpAddr,
-    /// Destination address.
-    pub dst: IpAddr,
-    /// Source port of the first flow (flow `k` uses `sport + k`).
-    pub sport: u16,
-    /// Destination port.
-    pub dport: u16,
-    /// Source MAC as text (default: the interface's, [`FILE_SRC_MAC`] for a file).
-    pub src_mac: Option<String>,
-    /// Destination MAC as text (default: the neighbour entry of `dst` on the interface, else
-    /// broadcast; [`FILE_DST_MAC`] for a file).
-    pub dst_mac: Option<String>,
-    /// TOS byte / traffic class.
-    pub tos: u8,
-    /// DSCP (0-63), in place of `tos` when given.
-    pub dscp: Option<u8>,
-    /// TTL / hop limit.
-    pub ttl: u8,
-    /// 802.1Q tag as text (`VID` or `VID:PCP`).
-    pub vlan: Option<String>,
-    /// TCP-shaped segments instead of UDP datagrams.
-    pub tcp: bool,
-    /// Number of flows (≥ 1).
+    /// Rate in packets per second (all flows together).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PPS", conflicts_with_all = ["mbps", "top"],
+          value_parser = weir_packet::value::pps, allow_negative_numbers = true))]
+    pub pps: Option<f64>,
+    /// Rate in megabits per second of frames (all flows together).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "MBPS", conflicts_with = "top",
+          value_parser = weir_packet::value::mbps, allow_negative_numbers = true))]
+    pub mbps: Option<f64>,
+    /// As fast as possible (the default for synthetic streams on an interface).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub top: bool,
+    /// Stop after this many packets (synthetic streams; default: no limit with --duration,
+    /// else 1000).
+    #[cfg_attr(feature = "clap", arg(short = 'c', long = "count", value_name = "N",
+          value_parser = weir_packet::value::count, allow_negative_numbers = true))]
+    pub count: Option<u64>,
+    /// Stop after this many seconds (planned time for files, wall time on an interface).
+    #[cfg_attr(feature = "clap", arg(long = "duration", value_name = "SECONDS",
+          value_parser = weir_packet::value::seconds, allow_negative_numbers = true))]
+    pub duration_s: Option<f64>,
+    /// Frame size without FCS, up to 65535: N, `imix` (60/590/1514 in 7:4:1) or a uniform
+    /// range LO-HI.
+    #[cfg_attr(feature = "clap", arg(long = "size", default_value = "60", value_name = "SIZE",
+          value_parser = SizeMix::parse_frames))]
+    pub sizes: SizeMix,
+    /// Number of flows (source ports sport, sport+1, ...), each its own stream.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..), allow_negative_numbers = true))]
     pub flows: u16,
     /// Stream id of the first flow.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0, value_name = "ID"))]
     pub stream: u16,
-    /// Frame sizes.
-    pub sizes: SizeMix,
+    /// Source address.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, default_value = "10.0.0.1", value_name = "IP")
+    )]
+    pub src: IpAddr,
+    /// Destination address.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, default_value = "10.0.0.2", value_name = "IP")
+    )]
+    pub dst: IpAddr,
+    /// Source port (of the first flow).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 40_000))]
+    pub sport: u16,
+    /// Destination port.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 9_000))]
+    pub dport: u16,
+    /// Source MAC (default: the interface's, 02:00:00:00:00:01 for files).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "MAC"))]
+    pub src_mac: Option<String>,
+    /// Destination MAC (default: the destination's neighbour entry on the interface, else
+    /// broadcast; 02:00:00:00:00:02 for files).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "MAC"))]
+    pub dst_mac: Option<String>,
+    /// TOS byte / traffic class (decimal or 0x hex), e.g. 0xc0.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = parse_tos, default_value = "0"))]
+    pub tos: u8,
+    /// DSCP (0-63), sets the upper six bits of the TOS byte.
+    #[cfg_attr(feature = "clap", arg(long, conflicts_with = "tos",
+          value_parser = clap::value_parser!(u8).range(0..=63), allow_negative_numbers = true))]
+    pub dscp: Option<u8>,
+    /// TTL / hop limit.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 64))]
+    pub ttl: u8,
+    /// 802.1Q tag: VID or VID:PRIORITY.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "VID[:PCP]"))]
+    pub vlan: Option<String>,
+    /// TCP-shaped segments instead of UDP datagrams.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tcp: bool,
     /// Seed of the uniform size draws.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
     pub seed: u64,
-    /// Rate (default: top speed).
-    pub rate: Option<Rate>,
-    /// Packets in total (default: no limit with a duration, else 1000).
-    pub count: Option<u64>,
-    /// Planned duration in seconds.
-    pub duration_s: Option<f64>,
 }
 
 impl StreamSpec {
+    /// The rate asked for ([`rate_of`]: packets per second, else megabits per second, else top
+    /// speed), or `None` when none is given.
+    pub fn rate(&self) -> Option<Rate> {
+        rate_of(self.pps, self.mbps, self.top)
+    }
+
     /// The source MAC and destination MAC of the frames: sent on `interface`, or written to a
     /// file when it is `None`. `warn` hears about a destination sent to the broadcast MAC.
     pub fn macs(
@@ -173,7 +221,7 @@ impl StreamSpec {
             stream_base: self.stream,
             sizes: self.sizes.clone(),
             seed: self.seed,
-            rate: self.rate.unwrap_or(Rate::Top),
+            rate: self.rate().unwrap_or(Rate::Top),
             count,
             duration_ns,
         })
@@ -225,7 +273,9 @@ mod tests {
             stream: 0,
             sizes: SizeMix::Fixed(60),
             seed: 1,
-            rate: None,
+            pps: None,
+            mbps: None,
+            top: false,
             count: None,
             duration_s: None,
         }

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod http;
+pub mod ja4;
 pub mod live;
 pub mod log;
 pub mod reassembly;
@@ -216,6 +217,9 @@ pub struct TlsRecord {
     pub client_version: Option<String>,
     /// A ServerHello was seen.
     pub established: bool,
+    /// The ClientHello's JA4 fingerprint ([`ja4`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ja4: Option<String>,
 }
 
 /// What the analyzer hands out.
@@ -761,6 +765,7 @@ fn tls_record(flow: &Flow, h: &tls::Hello) -> TlsRecord {
         next_protocol: h.next_protocol.clone(),
         client_version: h.client_version.map(tls::version_name),
         established: h.established,
+        ja4: h.ja4.clone(),
     }
 }
 

@@ -7,7 +7,8 @@
 //! across records (at most [`MAX_HANDSHAKE`] bytes) until the hello message is whole. The hello
 //! bodies are read by `tls-parser`; the extensions of interest by hand, so one malformed
 //! extension does not hide the others. Anything else (SSLv2, a bad length, a message too long)
-//! ends the side's parsing and is counted; nothing panics on hostile bytes.
+//! ends the side's parsing and is counted; nothing panics on hostile bytes. The ClientHello's
+//! JA4 fingerprint ([`crate::ja4`]) is computed from the same parse.
 
 /// Most handshake bytes joined for one hello message.
 pub const MAX_HANDSHAKE: usize = 64 * 1024;
@@ -27,6 +28,7 @@ pub(crate) struct Hello {
     pub(crate) next_protocol: Option<String>,
     pub(crate) established: bool,
     pub(crate) client_hello: bool,
+    pub(crate) ja4: Option<String>,
 }
 
 /// Counters of the TLS parser.
@@ -106,6 +108,26 @@ fn alpn_list(d: &[u8]) -> Vec<String> {
         l = &rest[usize::from(n)..];
     }
     out
+}
+
+/// A vector of u16 behind a length prefix of `prefix` bytes (1 or 2); empty when cut short.
+fn u16_list(d: &[u8], prefix: usize) -> Vec<u16> {
+    let n = match prefix {
+        1 => d.first().map_or(0, |&n| usize::from(n)),
+        _ => be16(d, 0).map_or(0, usize::from),
+    };
+    d.get(prefix..prefix + n)
+        .unwrap_or(&[])
+        .chunks_exact(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect()
+}
+
+/// The raw bytes of the first ALPN value (JA4 reads its first and last byte).
+fn first_alpn(d: &[u8]) -> Option<Vec<u8>> {
+    let l = d.get(2..)?;
+    let (&n, rest) = l.split_first()?;
+    rest.get(..usize::from(n)).map(<[u8]>::to_vec)
 }
 
 /// The host name of a server_name extension.
@@ -235,22 +257,28 @@ impl Tls {
                 h.client_hello = true;
                 h.ts_ns = ts;
                 h.client_version = Some(ch.version.0);
+                let mut facts = crate::ja4::ClientHelloFacts {
+                    version: ch.version.0,
+                    ciphers: ch.ciphers.iter().map(|c| c.0).collect(),
+                    ..Default::default()
+                };
                 for (ty, d) in extensions(ch.ext.unwrap_or(&[])) {
+                    facts.extensions.push(ty);
                     match ty {
                         0 => h.server_name = sni(d),
-                        16 => h.alpn = alpn_list(d),
+                        13 => facts.signature_algorithms = u16_list(d, 2),
+                        16 => {
+                            h.alpn = alpn_list(d);
+                            facts.first_alpn = first_alpn(d);
+                        }
                         43 => {
-                            let n = d.first().map_or(0, |&n| usize::from(n));
-                            h.client_supported_versions = d
-                                .get(1..1 + n)
-                                .unwrap_or(&[])
-                                .chunks_exact(2)
-                                .map(|c| u16::from_be_bytes([c[0], c[1]]))
-                                .collect();
+                            h.client_supported_versions = u16_list(d, 1);
+                            facts.supported_versions = h.client_supported_versions.clone();
                         }
                         _ => {}
                     }
                 }
+                h.ja4 = Some(crate::ja4::ja4(&facts));
                 self.client.done = true;
             }
             (false, 2) => {

@@ -11,6 +11,15 @@
 //! order), deduplicated and merged into the sorted words of before: the postings of every key
 //! are then runs of consecutive words, written out as they are.
 //!
+//! The words are of **blocks** ([`BLOCKS_PER_CHUNK`] per chunk: 4 KiB with 128 KiB chunks),
+//! repeats filtered per block by stamps (the block number last seen per port, protocol or
+//! address slot: nothing to clear between blocks). At serialization each key's list is written
+//! as blocks when the key is rare ([`FINE_ALWAYS`] blocks at most) or in few blocks of its
+//! chunks (at most [`FINE_PER_CHUNK`] per chunk on average) for an index at most 1.5 times as
+//! large: a rare host's extraction reads a few KiB per packet. Else as chunks (on 64-byte frames
+//! with random source ports, every port's blocks in the file would make the index 2.3 → 5 % of
+//! the data, bench_index).
+//!
 //! Before (session 12) the keys of each chunk went through a hash set and a hash map of
 //! postings: ≈ 1 µs per packet on 64-byte frames with random source ports and a few thousand
 //! addresses, 2.3× the CPU of the whole capture (bench_index, bench/README.md).
@@ -21,9 +30,17 @@ use weir_packet::LinkType;
 use crate::format::{self, ChunkInfo, NONE};
 use crate::keys::{keys_of_decoded, Key};
 
-/// Slots of the per-chunk IPv4 repeat filter (a power of two).
+/// Blocks per chunk.
+pub(crate) const BLOCKS_PER_CHUNK: u32 = 32;
+/// A key in at most this many blocks lists its blocks.
+pub(crate) const FINE_ALWAYS: usize = 16;
+/// A key whose blocks are at most this many times its chunks, and whose block list is at most
+/// 1.5 times as long in bytes as its chunk list, lists its blocks.
+pub(crate) const FINE_PER_CHUNK: usize = 4;
+
+/// Slots of the per-block IPv4 repeat filter (a power of two).
 const V4_SLOTS: usize = 1 << 12;
-/// Slots of the per-chunk IPv6 repeat filter (a power of two).
+/// Slots of the per-block IPv6 repeat filter (a power of two).
 const V6_SLOTS: usize = 1 << 8;
 
 /// Sorted-and-new words of one key kind: `(key << 32) | chunk`.
@@ -69,7 +86,7 @@ impl Words {
 
     /// Writes the postings of every key (sorted words only), `key` making a key of the high
     /// 32 bits.
-    fn write(&self, out: &mut Vec<u8>, key: impl Fn(u32) -> Key) {
+    fn write(&self, out: &mut Vec<u8>, per: u32, key: impl Fn(u32) -> Key) {
         let v = &self.v[..self.sorted];
         let mut i = 0;
         while i < v.len() {
@@ -78,10 +95,46 @@ impl Words {
                 .iter()
                 .take_while(|w| (**w >> 32) as u32 == k)
                 .count();
-            format::write_key(out, key(k), n, v[i..i + n].iter().map(|w| *w as u32));
+            write_list(out, key(k), per, v[i..i + n].iter().map(|w| *w as u32));
             i += n;
         }
     }
+}
+
+/// Writes key `k` with its blocks (increasing), as blocks or as chunks (see the module doc).
+fn write_list(out: &mut Vec<u8>, k: Key, per: u32, blocks: impl Iterator<Item = u32> + Clone) {
+    let n = blocks.clone().count();
+    let chunks = || {
+        let mut last = u32::MAX;
+        blocks.clone().filter_map(move |b| {
+            let c = b / per;
+            (c != last).then(|| {
+                last = c;
+                c
+            })
+        })
+    };
+    let nchunks = chunks().count();
+    let fine = per == 1
+        || n <= FINE_ALWAYS
+        || (n <= FINE_PER_CHUNK * nchunks
+            && 2 * list_bytes(blocks.clone()) <= 3 * list_bytes(chunks()));
+    if fine {
+        format::write_key(out, k, false, n, blocks);
+    } else {
+        format::write_key(out, k, true, nchunks, chunks());
+    }
+}
+
+/// Bytes of a delta-coded list's varints.
+fn list_bytes(v: impl Iterator<Item = u32>) -> usize {
+    let mut prev = 0;
+    v.map(|x| {
+        let d = x - prev;
+        prev = x;
+        (32 - d.leading_zeros()).div_ceil(7).max(1) as usize
+    })
+    .sum()
 }
 
 /// Bits per radix digit.
@@ -161,6 +214,7 @@ fn merge(a: &[u64], b: &[u64]) -> Vec<u64> {
 /// Accumulates the index of one segment.
 pub struct IndexBuilder {
     chunk_size: u32,
+    block_size: u32,
     chunks: Vec<ChunkInfo>,
     wildcard: Vec<u32>,
     protos: Words,
@@ -169,12 +223,12 @@ pub struct IndexBuilder {
     /// IPv6 addresses and their chunks (fewer: sorted by comparison); `v6[..v6_sorted]` sorted.
     v6: Vec<(u128, u32)>,
     v6_sorted: usize,
-    /// The chunk being filled (`u32::MAX`: none yet).
+    /// The block being filled (`u32::MAX`: none yet).
     chunk: u32,
-    /// Protocols and ports already added for the current chunk.
-    proto_seen: [u64; 4],
-    port_seen: Box<[u64; 1024]>,
-    /// Recent IPv4 addresses of the current chunk: `(chunk << 32) | address` per slot.
+    /// The block each protocol and port was last added for.
+    proto_seen: [u32; 256],
+    port_seen: Box<[u32; 65536]>,
+    /// Recent IPv4 addresses: `(block << 32) | address` per slot.
     v4_seen: Box<[u64; V4_SLOTS]>,
     /// The same for IPv6: `(address, chunk)` per slot.
     v6_seen: Box<[(u128, u32); V6_SLOTS]>,
@@ -200,8 +254,15 @@ impl IndexBuilder {
     /// An empty index with chunks of `chunk_size` bytes of segment file.
     pub fn new(chunk_size: u32) -> IndexBuilder {
         assert!(chunk_size >= 4096, "chunks of at least 4 KiB");
+        // A chunk size the blocks do not divide (not a power of two): one block per chunk.
+        let per = if chunk_size % BLOCKS_PER_CHUNK == 0 {
+            BLOCKS_PER_CHUNK
+        } else {
+            1
+        };
         IndexBuilder {
             chunk_size,
+            block_size: chunk_size / per,
             chunks: Vec::new(),
             wildcard: Vec::new(),
             protos: Words::default(),
@@ -210,8 +271,8 @@ impl IndexBuilder {
             v6: Vec::new(),
             v6_sorted: 0,
             chunk: u32::MAX,
-            proto_seen: [0; 4],
-            port_seen: Box::new([0; 1024]),
+            proto_seen: [u32::MAX; 256],
+            port_seen: Box::new([u32::MAX; 65536]),
             v4_seen: Box::new([u64::MAX; V4_SLOTS]),
             v6_seen: Box::new([(0, u32::MAX); V6_SLOTS]),
             keys: Vec::with_capacity(16),
@@ -235,6 +296,8 @@ impl IndexBuilder {
         self.v6.clear();
         self.v6_sorted = 0;
         self.chunk = u32::MAX;
+        self.proto_seen.fill(u32::MAX);
+        self.port_seen.fill(u32::MAX);
         self.v4_seen.fill(u64::MAX);
         self.v6_seen.fill((0, u32::MAX));
         self.packets = 0;
@@ -250,9 +313,9 @@ impl IndexBuilder {
     /// Adds the packet whose record starts at file offset `offset` (records must come in file
     /// order).
     pub fn add(&mut self, offset: u64, ts_ns: u64, link: LinkType, data: &[u8]) {
-        // Chunk numbers are u32 in the file: a segment of 2^32 chunks (16 TiB at 4 KiB) would
-        // be needed to overflow, and the recorder cuts segments long before.
-        let chunk = (offset / u64::from(self.chunk_size)).min(u64::from(u32::MAX - 1)) as u32;
+        // Block numbers are u32 in the file: a segment of 2^32 blocks (512 GiB at the smallest,
+        // 128 bytes) would be needed to overflow, and the recorder cuts segments long before.
+        let chunk = (offset / u64::from(self.block_size)).min(u64::from(u32::MAX - 1)) as u32;
         if chunk != self.chunk {
             self.start_chunk(chunk);
         }
@@ -299,12 +362,10 @@ impl IndexBuilder {
         self.last_ns = self.last_ns.max(ts_ns);
     }
 
-    /// Moves on to chunk `chunk` (later than the current one).
+    /// Moves on to block `chunk` (later than the current one).
     #[cold]
     fn start_chunk(&mut self, chunk: u32) {
         self.chunk = chunk;
-        self.proto_seen = [0; 4];
-        self.port_seen.fill(0);
         while self.chunks.len() <= chunk as usize {
             self.chunks.push(ChunkInfo {
                 first: NONE,
@@ -316,9 +377,9 @@ impl IndexBuilder {
 
     #[inline(always)]
     fn add_proto(&mut self, p: u8) {
-        let (w, b) = (usize::from(p >> 6), 1u64 << (p & 63));
-        if self.proto_seen[w] & b == 0 {
-            self.proto_seen[w] |= b;
+        let seen = &mut self.proto_seen[usize::from(p)];
+        if *seen != self.chunk {
+            *seen = self.chunk;
             self.protos
                 .v
                 .push(u64::from(p) << 32 | u64::from(self.chunk));
@@ -327,9 +388,9 @@ impl IndexBuilder {
 
     #[inline(always)]
     fn add_port(&mut self, p: u16) {
-        let (w, b) = (usize::from(p >> 6), 1u64 << (p & 63));
-        if self.port_seen[w] & b == 0 {
-            self.port_seen[w] |= b;
+        let seen = &mut self.port_seen[usize::from(p)];
+        if *seen != self.chunk {
+            *seen = self.chunk;
             self.ports
                 .v
                 .push(u64::from(p) << 32 | u64::from(self.chunk));
@@ -387,23 +448,25 @@ impl IndexBuilder {
                 first_ns: self.first_ns.unwrap_or(0),
                 last_ns: self.last_ns,
                 chunk_size: self.chunk_size,
+                per: self.chunk_size / self.block_size,
             },
             &self.chunks,
             &self.wildcard,
             nkeys,
         );
         // In the file's key order: protocols, ports, IPv4, IPv6 (`Key`'s `Ord`).
-        self.protos.write(&mut out, |k| Key::Proto(k as u8));
-        self.ports.write(&mut out, |k| Key::Port(k as u16));
-        self.v4.write(&mut out, Key::V4);
+        let per = self.chunk_size / self.block_size;
+        self.protos.write(&mut out, per, |k| Key::Proto(k as u8));
+        self.ports.write(&mut out, per, |k| Key::Port(k as u16));
+        self.v4.write(&mut out, per, Key::V4);
         let mut i = 0;
         while i < self.v6.len() {
             let a = self.v6[i].0;
             let n = self.v6[i..].iter().take_while(|w| w.0 == a).count();
-            format::write_key(
+            write_list(
                 &mut out,
                 Key::V6(a),
-                n,
+                per,
                 self.v6[i..i + n].iter().map(|w| w.1),
             );
             i += n;

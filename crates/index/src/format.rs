@@ -1,21 +1,35 @@
 //! The index file format, and reading it back.
 //!
 //! ```text
-//! "WEIRIDX1"                                  8 bytes
+//! "WEIRIDX2"                                  8 bytes
 //! covered_len, head_hash, packets,            u64 each
 //! first_ns, last_ns
-//! chunk_size, chunk count N                   u32 each
+//! chunk_size, block count N,                  u32 each
+//! blocks per chunk P
 //! N × (first record offset, min ts, max ts)   u64 each (offset u64::MAX: no record starts there)
-//! wildcard chunk list                         varint count, delta varints
+//! wildcard block list                         varint count, delta varints
 //! key count K                                 u32
-//! K × (tag u8, value, chunk list)             value: 1 (proto), 2 (port), 4 (IPv4), 16 (IPv6) bytes
+//! K × (tag u8, value, list)                   value: 1 (proto), 2 (port), 4 (IPv4), 16 (IPv6) bytes;
+//!                                             tag | 0x80: the list is of chunks, else of blocks
 //! CRC-32 of all the above                     u32
 //! ```
+//!
+//! A block is `chunk_size / P` bytes of the segment (4 KiB with the default 128 KiB chunks and
+//! P = 32). A key found in few blocks of its chunks (a rare host, a port of a few calls) lists
+//! its blocks, so an extraction reads a few KiB per packet; a key spread over most blocks of its
+//! chunks lists the chunks (a smaller list; reading the blocks would save little).
+//!
+//! Version 1 (`"WEIRIDX1"`, weir before session 15) has no P: its blocks are its chunks and
+//! every list is of chunks. It is still read (stores written before keep their indexes).
 
 use crate::keys::Key;
 use crate::query::Query;
 
-const MAGIC: &[u8; 8] = b"WEIRIDX1";
+const MAGIC: &[u8; 8] = b"WEIRIDX2";
+/// Version 1: one block per chunk.
+const MAGIC_V1: &[u8; 8] = b"WEIRIDX1";
+/// The tag bit of a key whose list is of chunks.
+const COARSE: u8 = 0x80;
 /// "No record starts in this chunk."
 pub(crate) const NONE: u64 = u64::MAX;
 /// Bytes at the start of a segment whose hash an index records (to tell its segment from
@@ -53,9 +67,11 @@ pub(crate) struct Header {
     pub first_ns: u64,
     pub last_ns: u64,
     pub chunk_size: u32,
+    /// Blocks per chunk.
+    pub per: u32,
 }
 
-/// What the index knows of one chunk.
+/// What the index knows of one block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ChunkInfo {
     pub first: u64,
@@ -80,7 +96,7 @@ fn list(out: &mut Vec<u8>, chunks: &[u32]) {
     }
 }
 
-/// The file up to and including the key count: header, chunk table, wildcard list.
+/// The file up to and including the key count: header, block table, wildcard list.
 pub(crate) fn write_head(
     h: &Header,
     chunks: &[ChunkInfo],
@@ -94,6 +110,7 @@ pub(crate) fn write_head(
     }
     out.extend_from_slice(&h.chunk_size.to_le_bytes());
     out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
+    out.extend_from_slice(&h.per.to_le_bytes());
     for c in chunks {
         for v in [c.first, c.min_ns, c.max_ns] {
             out.extend_from_slice(&v.to_le_bytes());
@@ -104,9 +121,16 @@ pub(crate) fn write_head(
     out
 }
 
-/// One key and its `n` chunks (strictly increasing); keys must come in [`Key`]'s order.
-pub(crate) fn write_key(out: &mut Vec<u8>, k: Key, n: usize, chunks: impl Iterator<Item = u32>) {
-    out.push(k.tag());
+/// One key and its `n` blocks, or chunks when `coarse` (strictly increasing); keys must come in
+/// [`Key`]'s order.
+pub(crate) fn write_key(
+    out: &mut Vec<u8>,
+    k: Key,
+    coarse: bool,
+    n: usize,
+    chunks: impl Iterator<Item = u32>,
+) {
+    out.push(k.tag() | if coarse { COARSE } else { 0 });
     match k {
         Key::Proto(p) => out.push(p),
         Key::Port(p) => out.extend_from_slice(&p.to_le_bytes()),
@@ -143,10 +167,15 @@ pub struct Index {
     pub last_ns: u64,
     /// Chunk size in bytes.
     pub chunk_size: u32,
-    chunks: Vec<ChunkInfo>,
+    /// Block size in bytes (the chunk size in a version 1 index).
+    pub block_size: u32,
+    /// Blocks per chunk (1 in a version 1 index).
+    per: u32,
+    blocks: Vec<ChunkInfo>,
+    /// Blocks.
     wildcard: Vec<u32>,
-    /// Sorted by key.
-    keys: Vec<(Key, Vec<u32>)>,
+    /// Sorted by key: the key, whether its list is of chunks (else of blocks), the list.
+    keys: Vec<(Key, bool, Vec<u32>)>,
 }
 
 struct Cursor<'a> {
@@ -206,7 +235,8 @@ impl<'a> Cursor<'a> {
 impl Index {
     /// Parses and checks an index file's bytes.
     pub fn parse(bytes: &[u8]) -> Result<Index, IndexError> {
-        if bytes.len() < 8 + 40 + 8 + 4 || &bytes[..8] != MAGIC {
+        let v1 = bytes.get(..8) == Some(&MAGIC_V1[..]);
+        if bytes.len() < 8 + 40 + 8 + 4 || !(v1 || &bytes[..8] == MAGIC) {
             return Err(IndexError::Corrupt("not a weir index"));
         }
         let (body, crc) = bytes.split_at(bytes.len() - 4);
@@ -218,12 +248,18 @@ impl Index {
             (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
         let chunk_size = c.u32()?;
         let n = c.u32()?;
-        if chunk_size < 4096 || u64::from(n) * 24 > body.len() as u64 {
+        let per = if v1 { 1 } else { c.u32()? };
+        if chunk_size < 4096
+            || u64::from(n) * 24 > body.len() as u64
+            || per == 0
+            || chunk_size % per != 0
+        {
             return Err(IndexError::Corrupt("bad chunk table"));
         }
-        let mut chunks = Vec::with_capacity(n as usize);
+        let nchunks = n.div_ceil(per);
+        let mut blocks = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            chunks.push(ChunkInfo {
+            blocks.push(ChunkInfo {
                 first: c.u64()?,
                 min_ns: c.u64()?,
                 max_ns: c.u64()?,
@@ -234,14 +270,18 @@ impl Index {
         let mut keys = Vec::with_capacity((k as usize).min(body.len()));
         for _ in 0..k {
             let tag = c.take(1)?[0];
-            let key = match tag {
+            let coarse = !v1 && tag & COARSE != 0;
+            let key = match tag & !COARSE {
                 1 => Key::Proto(c.take(1)?[0]),
                 2 => Key::Port(u16::from_le_bytes(c.take(2)?.try_into().expect("2"))),
                 3 => Key::V4(u32::from_le_bytes(c.take(4)?.try_into().expect("4"))),
                 4 => Key::V6(u128::from_le_bytes(c.take(16)?.try_into().expect("16"))),
                 _ => return Err(IndexError::Corrupt("unknown key tag")),
             };
-            keys.push((key, c.list(n)?));
+            if v1 && tag & COARSE != 0 {
+                return Err(IndexError::Corrupt("unknown key tag"));
+            }
+            keys.push((key, coarse, c.list(if coarse { nchunks } else { n })?));
         }
         if c.at != body.len() {
             return Err(IndexError::Corrupt("trailing bytes"));
@@ -256,7 +296,9 @@ impl Index {
             first_ns,
             last_ns,
             chunk_size,
-            chunks,
+            block_size: chunk_size / per,
+            per,
+            blocks,
             wildcard,
             keys,
         })
@@ -281,7 +323,12 @@ impl Index {
 
     /// Number of chunks.
     pub fn chunks(&self) -> usize {
-        self.chunks.len()
+        self.blocks.len().div_ceil(self.per as usize)
+    }
+
+    /// Number of blocks (chunks in a version 1 index).
+    pub fn blocks(&self) -> usize {
+        self.blocks.len()
     }
 
     /// Number of distinct keys.
@@ -290,26 +337,43 @@ impl Index {
     }
 
     /// Every key with its chunks (both in increasing order).
-    pub fn postings_list(&self) -> impl Iterator<Item = (Key, &[u32])> {
-        self.keys.iter().map(|(k, v)| (*k, v.as_slice()))
+    pub fn postings_list(&self) -> impl Iterator<Item = (Key, Vec<u32>)> + '_ {
+        self.keys.iter().map(|(k, coarse, v)| {
+            let mut chunks: Vec<u32> = if *coarse {
+                v.clone()
+            } else {
+                v.iter().map(|b| b / self.per).collect()
+            };
+            chunks.dedup();
+            (*k, chunks)
+        })
     }
 
-    /// The chunks holding a packet the key parser could not read all the way (candidates of
-    /// every query).
-    pub fn wildcard(&self) -> &[u32] {
-        &self.wildcard
+    /// Keys whose list is of blocks, and keys whose list is of chunks.
+    pub fn fine_and_coarse_keys(&self) -> (usize, usize) {
+        let coarse = self.keys.iter().filter(|k| k.1).count();
+        (self.keys.len() - coarse, coarse)
     }
 
-    /// The chunks that may hold a packet matching `q` with a timestamp in `[from, to]`, in
-    /// file order, each as the file range of the records that start in it: `(first record
-    /// offset, end of the chunk)`. Ranges end at [`covered_len`](Self::covered_len): the index
-    /// of a segment being written may know records past it (added, not yet on disk when it was
-    /// saved); those, and everything else from `covered_len` on, are the reader's to scan from
-    /// [`tail_start`](Self::tail_start), so no record is both a candidate and in the tail.
+    /// The chunks holding a packet the key parser could not read all the way (their blocks
+    /// are candidates of every query).
+    pub fn wildcard(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.wildcard.iter().map(|b| b / self.per).collect();
+        v.dedup();
+        v
+    }
+
+    /// The blocks that may hold a packet matching `q` with a timestamp in `[from, to]`, in
+    /// file order, as file ranges of the records that start in them: `(first record offset,
+    /// end)`, consecutive blocks merged into one range. Ranges end at
+    /// [`covered_len`](Self::covered_len): the index of a segment being written may know
+    /// records past it (added, not yet on disk when it was saved); those, and everything else
+    /// from `covered_len` on, are the reader's to scan from [`tail_start`](Self::tail_start),
+    /// so no record is both a candidate and in the tail.
     pub fn candidates(&self, q: &Query, from: u64, to: u64) -> Vec<(u64, u64)> {
         let mut set = self.eval(q);
         if let Some(s) = &mut set {
-            // Chunks the decoder could not fully read are always candidates.
+            // Blocks the decoder could not fully read are always candidates.
             let mut merged = Vec::with_capacity(s.len() + self.wildcard.len());
             merge_union(s, &self.wildcard, &mut merged);
             *s = merged;
@@ -318,18 +382,32 @@ impl Index {
         let ids: &[u32] = match &set {
             Some(s) => s,
             None => {
-                all = (0..self.chunks.len() as u32).collect();
+                all = (0..self.blocks.len() as u32).collect();
                 &all
             }
         };
-        ids.iter()
-            .filter_map(|&c| {
-                let info = self.chunks[c as usize];
-                let timely = info.min_ns <= to && info.max_ns >= from;
-                let end = ((u64::from(c) + 1) * u64::from(self.chunk_size)).min(self.covered_len);
-                (info.first != NONE && info.first < end && timely).then_some((info.first, end))
-            })
-            .collect()
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let mut last = u32::MAX;
+        for &b in ids {
+            let info = self.blocks[b as usize];
+            let timely = info.min_ns <= to && info.max_ns >= from;
+            let end = ((u64::from(b) + 1) * u64::from(self.block_size)).min(self.covered_len);
+            if !(info.first != NONE && info.first < end && timely) {
+                continue;
+            }
+            match out.last_mut() {
+                // The block after the last one: no record starts between the two ranges.
+                Some(r)
+                    if last.wrapping_add(1) == b
+                        && r.1 == u64::from(b) * u64::from(self.block_size) =>
+                {
+                    r.1 = end
+                }
+                _ => out.push((info.first, end)),
+            }
+            last = b;
+        }
+        out
     }
 
     /// A record boundary at or before [`covered_len`](Self::covered_len) (the start of the last
@@ -337,7 +415,7 @@ impl Index {
     /// does not cover: the records starting at or after `covered_len`. `covered_len` itself may
     /// fall inside a record (the recorder covers what is on disk, to a disk block).
     pub fn tail_start(&self) -> u64 {
-        self.chunks
+        self.blocks
             .iter()
             .rev()
             .map(|c| c.first)
@@ -345,22 +423,22 @@ impl Index {
             .unwrap_or(0)
     }
 
-    /// Chunks matching `q`, or `None` for "all of them".
+    /// Blocks matching `q`, or `None` for "all of them".
     fn eval(&self, q: &Query) -> Option<Vec<u32>> {
         match q {
             Query::All => None,
-            Query::Key(k) => Some(self.postings(*k).to_vec()),
+            Query::Key(k) => Some(self.postings(*k)),
             Query::V4Net(net, mask) => {
                 let lo = Key::V4(net & mask);
                 let hi = Key::V4((net & mask) | !mask);
                 let mut acc = Vec::new();
-                let start = self.keys.partition_point(|(k, _)| *k < lo);
-                for (k, list) in &self.keys[start..] {
+                let start = self.keys.partition_point(|(k, _, _)| *k < lo);
+                for (i, (k, _, _)) in self.keys[start..].iter().enumerate() {
                     if *k > hi {
                         break;
                     }
                     let mut out = Vec::new();
-                    merge_union(&acc, list, &mut out);
+                    merge_union(&acc, &self.blocks_of(start + i), &mut out);
                     acc = out;
                 }
                 Some(acc)
@@ -380,11 +458,27 @@ impl Index {
         }
     }
 
-    fn postings(&self, k: Key) -> &[u32] {
-        match self.keys.binary_search_by(|(x, _)| x.cmp(&k)) {
-            Ok(i) => &self.keys[i].1,
-            Err(_) => &[],
+    /// The blocks of key `k`.
+    fn postings(&self, k: Key) -> Vec<u32> {
+        match self.keys.binary_search_by(|(x, _, _)| x.cmp(&k)) {
+            Ok(i) => self.blocks_of(i),
+            Err(_) => Vec::new(),
         }
+    }
+
+    /// The blocks of the `i`th key (a chunk list made blocks).
+    fn blocks_of(&self, i: usize) -> Vec<u32> {
+        let (_, coarse, list) = &self.keys[i];
+        if !*coarse {
+            return list.clone();
+        }
+        let n = self.blocks.len() as u32;
+        let mut v = Vec::with_capacity(list.len() * self.per as usize);
+        for &c in list {
+            let first = c.saturating_mul(self.per);
+            v.extend(first..first.saturating_add(self.per).min(n));
+        }
+        v
     }
 }
 
@@ -444,15 +538,22 @@ mod tests {
     /// An index of `nchunks` empty chunks whose wildcard list is `deltas`, varint-coded as they
     /// are (no check that they make a sorted list: a crafted file), with a valid checksum.
     fn crafted(nchunks: u32, deltas: &[u64]) -> Vec<u8> {
+        crafted_v1(nchunks, deltas, 0, &[])
+    }
+
+    /// A version 1 index (weir before session 15: one list per key, of chunks) of `nchunks`
+    /// chunks of 4 KiB, chunk `c`'s first record at `c * 4096` with timestamp `c`, the
+    /// wildcard list `deltas`, and `nkeys` keys written in `keys` as a version 1 writer did.
+    fn crafted_v1(nchunks: u32, deltas: &[u64], nkeys: u32, keys: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(MAGIC_V1);
         for v in [0u64, 0, 0, 0, 0] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.extend_from_slice(&4096u32.to_le_bytes());
         out.extend_from_slice(&nchunks.to_le_bytes());
         for c in 0..u64::from(nchunks) {
-            for v in [c * 4096, 0, 0] {
+            for v in [c * 4096, c, c] {
                 out.extend_from_slice(&v.to_le_bytes());
             }
         }
@@ -460,7 +561,8 @@ mod tests {
         for &d in deltas {
             varint(&mut out, d);
         }
-        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&nkeys.to_le_bytes());
+        out.extend_from_slice(keys);
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
@@ -473,6 +575,37 @@ mod tests {
         assert!(matches!(Index::parse(&bytes), Err(IndexError::Corrupt(_))));
         let ok = crafted(8, &[5, 2]);
         assert_eq!(Index::parse(&ok).unwrap().wildcard, vec![5, 7]);
+    }
+
+    /// A version 1 index (stores written before session 15) still answers: its chunk lists
+    /// are read as they were written, and a chunk is one block.
+    #[test]
+    fn a_version_1_index_still_answers() {
+        // Port 53 in chunks 2 and 5; 10.0.0.1 in chunk 3; wildcard chunk 7.
+        let mut keys = vec![2u8, 53, 0, 2, 2, 3];
+        keys.extend([3u8]);
+        keys.extend(0x0a00_0001u32.to_le_bytes());
+        keys.extend([1u8, 3]);
+        let ix = Index::parse(&crafted_v1(8, &[7], 2, &keys)).expect("version 1 parses");
+        assert_eq!((ix.chunks(), ix.blocks(), ix.block_size), (8, 8, 4096));
+        let ix = Index {
+            covered_len: 8 * 4096,
+            ..ix
+        };
+        let port = Query::Key(Key::Port(53));
+        let chunk = |c: u64| (c * 4096, (c + 1) * 4096);
+        assert_eq!(
+            ix.candidates(&port, 0, u64::MAX),
+            [chunk(2), chunk(5), chunk(7)]
+        );
+        assert_eq!(ix.candidates(&port, 3, 6), [chunk(5)]);
+        let host = Query::Key(Key::V4(0x0a00_0001));
+        assert_eq!(ix.candidates(&host, 0, u64::MAX), [chunk(3), chunk(7)]);
+        assert_eq!(
+            ix.postings_list().collect::<Vec<_>>(),
+            [(Key::Port(53), vec![2, 5]), (Key::V4(0x0a00_0001), vec![3])]
+        );
+        assert_eq!(ix.wildcard(), [7]);
     }
 
     /// The index of a segment being written covers part of it and knows records past that:

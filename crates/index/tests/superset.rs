@@ -67,7 +67,6 @@ fn candidates_cover_every_matching_packet_on_the_corpus() {
         files += 1;
         let ifaces = r.interfaces().to_vec();
         let ix = Index::parse(&b.serialize(r.offset(), 0)).expect("own index parses");
-        let chunk = u64::from(ix.chunk_size);
         for (expr, q) in exprs.iter().zip(&queries) {
             let filters: Vec<Option<Filter>> = ifaces
                 .iter()
@@ -82,12 +81,8 @@ fn candidates_cover_every_matching_packet_on_the_corpus() {
                 })
                 .collect();
             let cands = ix.candidates(q, 0, u64::MAX);
-            let in_cands = |off: u64| {
-                cands
-                    .iter()
-                    .any(|&(s, e)| off >= s && off < e && off / chunk == s / chunk)
-            };
-            if cands.len() < ix.chunks() {
+            let in_cands = |off: u64| cands.iter().any(|&(s, e)| off >= s && off < e);
+            if cands.len() < ix.blocks() {
                 narrowed += 1;
             }
             for p in &pkts {

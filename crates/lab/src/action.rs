@@ -8,51 +8,67 @@ use crate::bench::{self, Bench};
 use crate::scenario::{self, Scenario};
 use crate::{caps, knobs, LabError};
 
-/// What `weir lab` can do.
+/// What `weir lab` can do; with the `clap` feature, its subcommands (the doc comments are
+/// their help).
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Subcommand))]
 pub enum Action {
-    /// Build the bench.
+    /// Build the bench: sender — router — receiver, joined by veth pairs.
     Up,
-    /// Remove the bench (every weir lab bench with `all`).
+    /// Remove the bench and everything running in it (also what a crashed run left).
     Down {
-        /// Every bench on this machine.
+        /// Remove every weir lab bench on this machine.
+        #[cfg_attr(feature = "clap", arg(long))]
         all: bool,
     },
     /// Show the bench and what the kernel offers.
     Status,
-    /// Probe what the kernel offers.
+    /// Probe what the kernel offers (qdiscs, BQL, TSQ, XDP) in a scratch namespace.
     Caps,
-    /// A root qdisc on the bottleneck: kind and tc arguments.
+    /// Put a root qdisc on the bottleneck (router out0): KIND [tc arguments...].
     Qdisc {
-        /// Its kind.
+        /// Qdisc kind: pfifo_fast, pfifo, tbf, htb, prio, fq_codel, hfsc...
         kind: String,
-        /// Its arguments, as tc takes them.
+        /// Its arguments, as tc takes them (`rate 10mbit burst 5kb latency 20ms`).
         args: Vec<String>,
     },
-    /// The bottleneck's byte queue limit.
+    /// Set the byte queue limit (bytes) of the bottleneck.
     Bql {
-        /// limit_max in bytes.
+        /// limit_max in bytes (0 to 1879048192, the kernel's DQL_MAX_LIMIT).
+        #[cfg_attr(feature = "clap", arg(value_parser = knobs::parse_bql, allow_negative_numbers = true))]
         limit: u64,
     },
-    /// The sender's TCP small queues.
+    /// Set TCP small queues (net.ipv4.tcp_limit_output_bytes) on the sender.
     Tsq {
-        /// Bytes.
+        /// Bytes (0 to 2147483647).
+        #[cfg_attr(feature = "clap", arg(value_parser = knobs::parse_tsq, allow_negative_numbers = true))]
         bytes: u64,
     },
-    /// XDP forwarding in the router on or off.
+    /// Forward in the router with an XDP program (on) or the kernel's stack (off).
     Xdp {
-        /// On.
+        /// on or off.
+        #[cfg_attr(feature = "clap", arg(value_name = "STATE", required = true,
+            action = clap::ArgAction::Set, value_parser = on_off()))]
         on: bool,
     },
-    /// Run a scenario.
+    /// Run a scenario: every setup measured, tables and charts overlaid.
     Run {
-        /// The scenario file.
+        /// The scenario file (TOML; see scenarios/).
         scenario: PathBuf,
-        /// Output folder (default: [`scenario::default_out`]).
+        /// Output folder (default lab-results/NAME-TIME).
+        #[cfg_attr(feature = "clap", arg(long))]
         out: Option<PathBuf>,
         /// Keep the bench up afterwards.
+        #[cfg_attr(feature = "clap", arg(long))]
         keep: bool,
     },
+}
+
+/// `on` or `off`, as `weir lab xdp` takes it.
+#[cfg(feature = "clap")]
+fn on_off() -> impl clap::builder::TypedValueParser<Value = bool> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(["on", "off"]).map(|s| s == "on")
 }
 
 /// Errors of an [`Action`], each in the words of what it was doing.

@@ -187,13 +187,63 @@ pub fn series(results: &[(String, Run)]) -> Vec<Series<'_>> {
 /// What a whole `weir latency` session writes: the JSON document, the CSV rows (one per matched
 /// packet) and the charts; `-` is stdout. The table goes to stdout unless JSON or CSV does.
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Outputs {
-    /// The JSON document.
+    /// Write the results as JSON to this file (`-` for stdout).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FILE"))]
     pub json: Option<PathBuf>,
-    /// One CSV row per matched packet.
+    /// Write one CSV row per matched packet to this file (`-` for stdout).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FILE"))]
     pub csv: Option<PathBuf>,
-    /// The chart folder.
+    /// Draw CDF, box-plot and latency-over-time charts (SVG and PNG) into this directory.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR"))]
     pub plot: Option<PathBuf>,
+}
+
+/// A whole session as a user gives it (with the `clap` feature, the options of `weir
+/// latency`): two captures or labelled runs, the matching settings and the outputs.
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct Session {
+    /// Capture at the first point (sender side) and at the second point (receiver side).
+    #[cfg_attr(feature = "clap", arg(value_names = ["A", "B"], num_args = 2))]
+    pub files: Vec<PathBuf>,
+    /// A labelled run, LABEL=A,B (repeat to overlay several runs in the table and charts).
+    #[cfg_attr(feature = "clap", arg(long = "run", value_name = "LABEL=A,B"))]
+    pub runs: Vec<String>,
+    /// Longest latency a match may have, in seconds (memory holds two windows of packets).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1.0, value_name = "SECONDS",
+          value_parser = weir_packet::value::seconds, allow_negative_numbers = true))]
+    pub window: f64,
+    /// Clock offset of B relative to A in ns, subtracted from B's timestamps.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long,
+            default_value_t = 0,
+            allow_hyphen_values = true,
+            value_name = "NS"
+        )
+    )]
+    pub offset: i64,
+    /// Ignore weir gen stamps: match every packet by its invariant bytes.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub no_stamps: bool,
+    /// How packets without a stamp are grouped into streams.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = Unstamped::One))]
+    pub unstamped: Unstamped,
+    /// What the session writes.
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub outputs: Outputs,
+}
+
+impl Session {
+    /// Checks the settings and the runs, then [`run`]s them; true when an input was damaged.
+    pub fn run(&self, say: &mut dyn FnMut(Say<'_>)) -> Result<bool, SessionError> {
+        let cfg = Config::new(self.window, self.offset, !self.no_stamps, self.unstamped)?;
+        let runs = RunSpec::all(&self.files, &self.runs)?;
+        run(&cfg, runs, &self.outputs, say)
+    }
 }
 
 /// What [`run`] tells its caller as it goes.

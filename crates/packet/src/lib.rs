@@ -11,6 +11,7 @@ use std::fmt;
 pub mod bytes;
 pub mod output;
 pub mod time;
+pub mod value;
 
 /// Asks the CPU to bring the cache line holding `r` into its caches, ahead of a use a few
 /// packets later. A hint only: no effect on any result, and a no-op off x86-64. Used where a

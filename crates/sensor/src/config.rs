@@ -185,7 +185,7 @@ struct RawFlows {
 /// `[record.flows.kafka]`: the flow records to Kafka (see weir_export::KafkaOutput).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawKafka {
+pub(super) struct RawKafka {
     brokers: Spanned<String>,
     topic: Option<Spanned<String>>,
     format: Option<Spanned<String>>,

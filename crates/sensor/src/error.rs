@@ -103,6 +103,9 @@ pub enum SensorError {
     /// An output (stdout, a file) could not be written.
     #[error(transparent)]
     Output(#[from] std::io::Error),
+    /// The analyzers' Kafka output could not be opened, or lost messages.
+    #[error(transparent)]
+    Kafka(#[from] weir_export::ExportError),
     /// A job's thread panicked.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),

@@ -13,6 +13,8 @@ use weir_http::live::{Keep, LiveAnalyzer, LiveEnd};
 use weir_http::log::{Format, LogWriter};
 use weir_http::Analyzer;
 
+use weir_export::{KafkaLog, KafkaStats, LogKind, Teed};
+
 use crate::{Controls, Event, SensorError};
 
 /// Where the analyzer's records go.
@@ -24,6 +26,9 @@ pub struct HttpLogs {
     pub http: PathBuf,
     /// The TLS log (JSON lines), if any (`-`: stdout).
     pub tls: Option<PathBuf>,
+    /// Both logs to Kafka too (topics weir.http and weir.tls, the JSON lines: see
+    /// [`weir_export::KafkaLog`]); the HTTP log must then be JSON.
+    pub kafka: Option<weir_export::KafkaOutput>,
 }
 
 /// An output that names itself in its errors (`cannot write PATH: ...`, the kind kept).
@@ -64,11 +69,52 @@ pub(crate) fn open(path: &Path) -> Result<Named, SensorError> {
 }
 
 impl HttpLogs {
-    /// Opens (creates or truncates) the logs, in place.
+    /// Opens (creates or truncates) the logs, in place (without Kafka: see
+    /// [`HttpLogs::open_with`]).
     pub fn open(&self) -> Result<LogWriter<Named>, SensorError> {
+        self.open_with(None)
+    }
+
+    /// Opens the Kafka producer of [`HttpLogs::kafka`], if any (a broker must answer).
+    pub fn open_kafka(&self) -> Result<Option<KafkaLog>, SensorError> {
+        let Some(out) = &self.kafka else {
+            return Ok(None);
+        };
+        if self.format != Format::Json {
+            return Err(weir_export::ExportError::Kafka(
+                "Kafka takes the HTTP log as JSON, not in Apache's format".into(),
+            )
+            .into());
+        }
+        Ok(Some(KafkaLog::open(
+            out,
+            weir_export::LogTopics::default(),
+        )?))
+    }
+
+    /// Opens (creates or truncates) the logs, in place; with `kafka`, every line goes there
+    /// too (the TLS records as well when there is no TLS log).
+    pub fn open_with(&self, kafka: Option<&KafkaLog>) -> Result<LogWriter<Named>, SensorError> {
         let http = open(&self.http)?;
         let tls = self.tls.as_deref().map(open).transpose()?;
-        Ok(LogWriter::new(self.format, http, tls))
+        let Some(k) = kafka else {
+            return Ok(LogWriter::new(self.format, http, tls));
+        };
+        let teed = |out: Option<Named>, kind| {
+            let (out, name) = match out {
+                Some(o) => (Some(o.out), o.name),
+                None => (None, k.name().to_owned()),
+            };
+            Named {
+                name,
+                out: Box::new(Teed::new(out, Some(k.lines(kind)))),
+            }
+        };
+        Ok(LogWriter::new(
+            self.format,
+            teed(Some(http), LogKind::Http),
+            Some(teed(tls, LogKind::Tls)),
+        ))
     }
 }
 
@@ -114,6 +160,7 @@ impl HttpBeside {
                 format: Format::Json,
                 http,
                 tls: None,
+                kafka: None,
             },
         }
     }
@@ -155,6 +202,8 @@ pub struct HttpLiveReport {
     pub live: crate::flows::LiveEnd,
     /// A capture thread's error, if capture failed.
     pub capture_error: Option<weir_capture::CaptureError>,
+    /// The Kafka output and its counts, with [`HttpLogs::kafka`].
+    pub kafka: Option<(KafkaLog, KafkaStats)>,
 }
 
 /// Runs `weir http -i` until `controls.stop` is set, the duration has passed or capture fails;
@@ -165,13 +214,14 @@ pub fn run_live(
     controls: &Controls,
     events: &mut dyn FnMut(Event),
 ) -> Result<HttpLiveReport, SensorError> {
+    let kafka = cfg.logs.open_kafka()?;
     let (end, live, capture_error) = crate::live::run_one_analyzer(
         &cfg.pipeline,
         cfg.duration,
         controls,
         events,
         "analyzing HTTP and TLS",
-        || cfg.logs.open(),
+        || cfg.logs.open_with(kafka.as_ref()),
         |writer, reader, links| {
             LiveAnalyzer::spawn(Analyzer::new(cfg.analyzer), reader, links, writer)
                 .map_err(SensorError::Thread)
@@ -182,6 +232,10 @@ pub fn run_live(
         end,
         live,
         capture_error,
+        kafka: kafka.map(|k| {
+            let s = k.finish();
+            (k, s)
+        }),
     })
 }
 

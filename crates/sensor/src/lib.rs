@@ -18,6 +18,9 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "clap")]
+pub mod args;
+pub mod beside_args;
 pub mod capture;
 pub mod config;
 pub mod convert;

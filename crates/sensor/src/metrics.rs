@@ -568,6 +568,15 @@ fn series(
             "1 when writing stopped on a disk error.",
             r.failed.load(Ordering::Relaxed),
         );
+        if r.indexing.load(Ordering::Relaxed) {
+            e.single(
+                "weir_record_index_lag_seconds",
+                Kind::Gauge,
+                "Seconds the packets recorded since the open segment's index was last written \
+                 have waited for it (0 when the index covers every packet recorded).",
+                r.index_lag_s(weir_flows::wall_clock_ns()),
+            );
+        }
     }
     if let Some(avail) = live
         .store

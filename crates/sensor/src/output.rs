@@ -1,6 +1,7 @@
 //! Where a command's outputs go: whether two output paths name the same place ([`same_output`],
 //! so that two logs would interleave) and whether the reader of stdout went away
-//! ([`stdout_gone`], for a live job that has nothing to write while it waits for traffic).
+//! ([`stdout_gone`], for a live job that has nothing to write while it waits for traffic), and
+//! whether an error is that reader going away ([`is_broken_pipe`]: not an error, a quiet end).
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -67,6 +68,26 @@ pub fn reader_gone(fd: &impl AsFd) -> bool {
     };
     matches!(poll(&mut fds, Some(&now)), Ok(1))
         && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
+}
+
+/// True when an error in `chain` (an error and its sources) is a broken pipe: the reader of
+/// our stdout went away.
+pub fn is_broken_pipe<'a>(
+    mut chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> bool {
+    use std::io;
+    let pipe = |k: Option<io::ErrorKind>| k == Some(io::ErrorKind::BrokenPipe);
+    chain.any(|e| {
+        e.downcast_ref::<crate::SensorError>()
+            .is_some_and(crate::SensorError::is_broken_pipe)
+            || pipe(e.downcast_ref::<io::Error>().map(io::Error::kind))
+            || matches!(e.downcast_ref::<weir_pcap::WriteError>(),
+                Some(weir_pcap::WriteError::Io(io)) if io.kind() == io::ErrorKind::BrokenPipe)
+            || pipe(
+                e.downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind),
+            )
+    })
 }
 
 #[cfg(test)]

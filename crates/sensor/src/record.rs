@@ -153,6 +153,9 @@ pub struct RecordReport {
     pub http: Option<weir_http::live::LiveEnd>,
     /// The VoIP analyzer's end (counters, first write error), when it ran.
     pub voip: Option<crate::voip::VoipEnd>,
+    /// The analyzers' Kafka outputs (HTTP's, then VoIP's): each one's summary line and, when
+    /// messages were lost, the error saying so.
+    pub analyzers_kafka: Vec<(String, Option<String>)>,
     /// Each live stream's end, in the config's order.
     pub streams: Vec<crate::stream::StreamReport>,
     /// The error that ended live capture, if any (everything captured was still written).
@@ -189,6 +192,9 @@ impl RecordReport {
                 s.pending_evictions
             );
         }
+        for (line, _) in &self.analyzers_kafka {
+            let _ = writeln!(out, "  {line}");
+        }
         if let Some(v) = &self.voip {
             let s = &v.stats;
             let _ = writeln!(
@@ -207,6 +213,7 @@ impl RecordReport {
         let voip = self.voip.as_ref().and_then(|v| v.error.as_ref());
         http.map(|e| format!("http: {e}"))
             .or_else(|| voip.map(|e| format!("voip: {e}")))
+            .or_else(|| self.analyzers_kafka.iter().find_map(|k| k.1.clone()))
     }
 
     /// True when a packet was lost by the writer or the recorder stopped on an error.
@@ -331,8 +338,19 @@ pub fn run(
         SourceConfig::Live(_) => None,
     };
     // opened first: a bad path fails before the store is touched
-    let mut http_log = cfg.http.as_ref().map(|h| h.logs.open()).transpose()?;
-    let mut voip_out = cfg.voip.as_ref().map(|v| v.outputs.open()).transpose()?;
+    let http_kafka = cfg.http.as_ref().map(|h| h.logs.open_kafka()).transpose()?;
+    let voip_kafka = cfg
+        .voip
+        .as_ref()
+        .map(|v| v.outputs.open_kafka())
+        .transpose()?;
+    let (http_kafka, voip_kafka) = (http_kafka.flatten(), voip_kafka.flatten());
+    let mut http_log = (cfg.http.as_ref())
+        .map(|h| h.logs.open_with(http_kafka.as_ref()))
+        .transpose()?;
+    let mut voip_out = (cfg.voip.as_ref())
+        .map(|v| v.outputs.open_with(voip_kafka.as_ref()))
+        .transpose()?;
     let lock = weir_store::StoreLock::take(&cfg.dir)?;
     let readers = 1;
     let best_effort = usize::from(cfg.flows.is_some())
@@ -491,6 +509,9 @@ pub fn run(
         }
         None => None,
     };
+    if let (Some(p), Some(m)) = (&controls.published, &meter) {
+        p.set_top_flows(m.top_handle());
+    }
     // the HTTP analyzer reads after the flow meter
     let http_reader = 1 + usize::from(cfg.flows.is_some());
     let http = match (&cfg.http, http_log.take()) {
@@ -573,15 +594,22 @@ pub fn run(
         if let Some(next) = new_flows {
             match (&meter, &flows_now) {
                 (Some(m), Some(old)) => {
-                    let (now, exports) = restart_meter(m, old, next, &cfg.dir, events);
+                    let (now, exports, outcome) = restart_meter(m, old, next, &cfg.dir, events);
                     flows_now = Some(now);
+                    if let Some(p) = &controls.published {
+                        p.set_flows_outcome(outcome);
+                    }
                     if let (Some(board), Some(e)) = (&controls.metrics, exports) {
                         board.set_exports(e);
                     }
                 }
-                _ => events(Event::Warning(
-                    "flows: new settings for a job without a flow meter: not applied".into(),
-                )),
+                _ => {
+                    let e = "flows: new settings for a job without a flow meter: not applied";
+                    events(Event::Warning(e.into()));
+                    if let Some(p) = &controls.published {
+                        p.set_flows_outcome(Err(e.into()));
+                    }
+                }
             }
         }
         if let (Some(m), Some(p)) = (&meter, &flows_packets) {
@@ -645,6 +673,15 @@ pub fn run(
     });
     let http = http.map(weir_http::live::LiveAnalyzer::finish);
     let voip = voip.map(crate::voip::VoipLive::finish);
+    // after the analyzers wrote their last records
+    let analyzers_kafka = [http_kafka, voip_kafka]
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            let (line, lost) = k.end();
+            (line, lost.err().map(|e| e.to_string()))
+        })
+        .collect();
     let totals = counters
         .as_ref()
         .map(Counters::totals)
@@ -690,6 +727,7 @@ pub fn run(
         flows,
         http,
         voip,
+        analyzers_kafka,
         streams,
         capture_error: source_result.err(),
     })
@@ -708,7 +746,11 @@ fn restart_meter(
     next: FlowsConfig,
     dir: &Path,
     events: &mut dyn FnMut(Event),
-) -> (FlowsConfig, Option<weir_export::LiveExports>) {
+) -> (
+    FlowsConfig,
+    Option<weir_export::LiveExports>,
+    Result<(), String>,
+) {
     type Restarted = (
         FlowsReport,
         Vec<(PathBuf, PathBuf)>,
@@ -738,18 +780,28 @@ fn restart_meter(
         };
         let (mut sinks, settings, applied, problem) = match opened {
             Ok(s) => (s, new_meter, true, None),
-            Err(e) => match old_out.open() {
-                Ok(s) => (s, old_meter, false, Some(e)),
-                Err(e2) => (
-                    Fanout::new(),
-                    old_meter,
-                    false,
-                    Some(format!(
-                        "{e}; the old outputs did not open either: {}",
-                        error_chain(&e2)
-                    )),
-                ),
-            },
+            Err(e) => {
+                // the old outputs open again: the flows they wrote until now are kept aside
+                for p in text_files(&old_out) {
+                    if p.exists() {
+                        if let Ok(to) = move_aside(&p) {
+                            moved.push((p, to));
+                        }
+                    }
+                }
+                match old_out.open() {
+                    Ok(s) => (s, old_meter, false, Some(e)),
+                    Err(e2) => (
+                        Fanout::new(),
+                        old_meter,
+                        false,
+                        Some(format!(
+                            "{e}; the old outputs did not open either: {}",
+                            error_chain(&e2)
+                        )),
+                    ),
+                }
+            }
         };
         let live = sinks.live();
         let _ = tx.send((
@@ -763,7 +815,11 @@ fn restart_meter(
     }));
     let Ok((end, moved, problem, live, applied)) = rx.recv() else {
         // the meter's thread had ended (the job is stopping)
-        return (old.clone(), None);
+        return (
+            old.clone(),
+            None,
+            Err("the job is stopping: the flow meter was not restarted".into()),
+        );
     };
     events(Event::Notice(format!(
         "flows: the meter restarted with the new [record.flows] (capture and recording go on); \
@@ -780,12 +836,18 @@ fn restart_meter(
             to.display()
         )));
     }
-    if let Some(e) = problem {
-        events(Event::Warning(format!(
-            "flows: the new outputs did not open ({e}): the meter goes on with the old settings"
-        )));
-    }
-    (if applied { next } else { old.clone() }, live)
+    let outcome = match problem {
+        Some(e) => {
+            let e = format!(
+                "flows: the new outputs did not open ({e}): the meter goes on with the old \
+                 settings"
+            );
+            events(Event::Warning(e.clone()));
+            Err(e)
+        }
+        None => Ok(()),
+    };
+    (if applied { next } else { old.clone() }, live, outcome)
 }
 
 /// The JSON and CSV files of `outputs` (not standard output).
@@ -872,6 +934,10 @@ pub fn stats_json(
             "failed": r.failed.load(Ordering::Relaxed),
             "paused": r.pause.load(Ordering::Relaxed),
             "paused_packets": l(&r.paused),
+            "index_lag_s": r
+                .indexing
+                .load(Ordering::Relaxed)
+                .then(|| r.index_lag_s(weir_flows::wall_clock_ns())),
         },
         "flows": flows,
         "rules": rules.map(|r| r.json(&t.feed)),

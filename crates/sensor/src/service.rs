@@ -6,11 +6,12 @@
 //!
 //! | request | reply (besides `"ok": true`) |
 //! |---|---|
-//! | `{"cmd":"status"}` | `pid`, `config`, `uptime_s`, `jobs`: each `{name, kind, interface, interface_present, store, rules, state, uptime_s, error}`; `state` is `starting`, `running`, `stopping`, `stopped` or `failed` |
+//! | `{"cmd":"status"}` | `pid`, `config`, `uptime_s`, `jobs`: each `{name, kind, interface, interface_present, store, rules, state, paused, index_lag_s, uptime_s, error}` (`index_lag_s`: seconds the packets recorded since the open segment's index was last written have waited, `null` without an index or before recording); `state` is `starting`, `running`, `stopping`, `stopped` or `failed` |
 //! | `{"cmd":"counters"}` | `jobs`: each job's name → its live counters (the same object as `weir record --stats-json`: `capture`, `buffer`, `writer`, `flows`, `rules`), refreshed every second; `null` until the first second |
 //! | `{"cmd":"rules.list" ...}` and the other rule commands of [`weir_control::rules`] | the job's reply; with several jobs that have rules, the request names one with `"job": NAME` |
 //!
-//! | `{"cmd":"config.reload"}` | `queued`: the config file is read again (as on SIGHUP, see [`run`]) |
+//! | `{"cmd":"top"}`, with `"n"` (1..=1000, default 10), `"by"` (`"bytes"` or `"packets"`), `"job"` | `n`, `by`, `jobs`: each job's name → `{flows, rules}`: `flows` (`null` without a meter) `{open, interval_s, interval, since_start}`, the `n` biggest open flows over the last interval and since they started, each `{proto, src, src_port, dst, dst_port, vlan, packets, bytes, interval_packets, interval_bytes, start_ns}`, ranked on the meter's thread between two batches ([`weir_flows::TopFlowsHandle`]); `rules` (`null` without rules) `{interval_s, ranked, rules}`: the `n` rules with most hits over the last interval, each `{id, kind, rule, interval_packets, packets, bytes}` ([`weir_control::top::top_rules`]). The interval runs from the ranking before that is at least a second old |
+//! | `{"cmd":"config.reload"}` | `queued`, `done`, `said`, `flows`, `warnings`: the config file is read again (as on SIGHUP, see [`run`]); answered once the reload is done and each flow meter it restarts has restarted or kept its old settings (see [`config_reload`]) |
 //! | `{"cmd":"rotate"}`, `{"cmd":"rotate","job":NAME}` | `rotated`: `[{job, segments_started}]`, once each recorder closed its segment at a block boundary (the next packet starts a new one) |
 //! | `{"cmd":"pause","job":NAME}`, `{"cmd":"resume","job":NAME}` | `job`, `paused`, `changed`, `paused_packets`: a paused job closes its segment and counts every packet it does not record (`paused_packets`, `weir_writer_paused_packets_total`); capture, flows and rules go on |
 //!
@@ -60,6 +61,11 @@ pub struct Published {
     counters: Mutex<Option<Value>>,
     engine: Mutex<Option<Engine>>,
     recorder: Mutex<Option<Arc<weir_store::RecorderStats>>>,
+    top_flows: Mutex<Option<weir_flows::TopFlowsHandle>>,
+    /// How the last flow meter restart a reload asked for went (`None`: not done yet).
+    flows_outcome: Mutex<Option<Result<(), String>>>,
+    /// The rule counters the `top` interval starts from.
+    rules_base: Mutex<Option<weir_control::top::RulesBase>>,
 }
 
 impl Published {
@@ -77,6 +83,55 @@ impl Published {
     /// The job's recorder (its counters, and its rotate and pause requests).
     pub fn set_recorder(&self, r: Arc<weir_store::RecorderStats>) {
         *self.recorder.lock().unwrap_or_else(PoisonError::into_inner) = Some(r);
+    }
+
+    /// How the flow meter restart asked by a reload went (`Err`: what kept the old settings).
+    pub fn set_flows_outcome(&self, r: Result<(), String>) {
+        *self
+            .flows_outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(r);
+    }
+
+    fn take_flows_outcome(&self) -> Option<Result<(), String>> {
+        self.flows_outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// The job's flow meter, for `top` ([`weir_flows::LiveMeter::top_handle`]).
+    pub fn set_top_flows(&self, h: weir_flows::TopFlowsHandle) {
+        *self
+            .top_flows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(h);
+    }
+
+    /// The job's `top` answer: its `n` biggest open flows by `by` and its `n` rules with most
+    /// hits over the last interval (`null` each when the job has no meter / no rules).
+    pub fn top(&self, n: usize, by: weir_flows::TopBy) -> Value {
+        let handle = self
+            .top_flows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let flows = match handle.map(|h| h.top(n, by, TOP_WAIT)) {
+            None => Value::Null,
+            Some(Ok(t)) => top_flows_json(&t),
+            Some(Err(e)) => json!({ "error": e.to_string() }),
+        };
+        let rules = match self.engine() {
+            None => Value::Null,
+            Some(e) => {
+                let mut base = self
+                    .rules_base
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                weir_control::top::top_rules(&e, n, &mut base)
+            }
+        };
+        json!({ "flows": flows, "rules": rules })
     }
 
     /// The recorder, once the job records.
@@ -102,6 +157,59 @@ impl Published {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+}
+
+/// How long `top` waits for a flow meter's thread to rank its flows.
+const TOP_WAIT: Duration = Duration::from_secs(2);
+
+/// Most flows or rules a `top` request may ask for.
+pub const TOP_MAX: usize = 1000;
+
+/// A ranking of open flows as `top` answers it.
+fn top_flows_json(t: &weir_flows::TopFlows) -> Value {
+    let flow = |f: &weir_flows::TopFlow| {
+        json!({
+            "proto": f.key.proto,
+            "src": f.key.src.to_string(),
+            "src_port": f.key.src_port,
+            "dst": f.key.dst.to_string(),
+            "dst_port": f.key.dst_port,
+            "vlan": f.key.vlan,
+            "packets": f.packets,
+            "bytes": f.bytes,
+            "interval_packets": f.interval_packets,
+            "interval_bytes": f.interval_bytes,
+            "start_ns": f.start_ns,
+        })
+    };
+    json!({
+        "open": t.open,
+        "interval_s": t.interval_s,
+        "interval": t.interval.iter().map(flow).collect::<Vec<_>>(),
+        "since_start": t.since_start.iter().map(flow).collect::<Vec<_>>(),
+    })
+}
+
+/// The `top` request's `n` and `by`.
+fn top_args(req: &Map<String, Value>) -> Result<(usize, weir_flows::TopBy), String> {
+    let n = match req.get("n") {
+        None | Some(Value::Null) => 10,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=TOP_MAX as u64).contains(&n) => n as usize,
+            _ => {
+                return Err(format!(
+                    "\"n\" must be a whole number from 1 to {TOP_MAX}, not {v}"
+                ))
+            }
+        },
+    };
+    let by = match req.get("by") {
+        None | Some(Value::Null) => weir_flows::TopBy::Bytes,
+        Some(Value::String(s)) if s == "bytes" => weir_flows::TopBy::Bytes,
+        Some(Value::String(s)) if s == "packets" => weir_flows::TopBy::Packets,
+        Some(v) => return Err(format!("\"by\" must be \"bytes\" or \"packets\", not {v}")),
+    };
+    Ok((n, by))
 }
 
 /// The rule commands the control socket passes on to a job's engine.
@@ -252,6 +360,29 @@ impl ServiceReport {
     }
 }
 
+/// The config reloads asked through the control socket and how they went, for the
+/// `config.reload` answer.
+#[derive(Default)]
+struct Reloads {
+    state: Mutex<ReloadState>,
+    done: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct ReloadState {
+    /// Reloads asked (the socket's requests).
+    asked: u64,
+    /// Reloads done: every request up to this one has been handled.
+    done: u64,
+    /// What the last reload said (notices and warnings), and the jobs whose flow meter it
+    /// restarts.
+    said: Vec<Value>,
+    flows: Vec<Arc<Job>>,
+}
+
+/// How long `config.reload` waits for the reload, then for each flow meter it restarts.
+const RELOAD_WAIT: Duration = Duration::from_secs(10);
+
 /// The jobs as the control socket sees them (replaced on a config reload).
 type JobList = Arc<Mutex<Vec<Arc<Job>>>>;
 
@@ -355,9 +486,10 @@ pub fn run(
     let started = Instant::now();
     let list: JobList = Arc::default();
     let reload_config = Arc::new(AtomicBool::new(false));
+    let reloads = Arc::new(Reloads::default());
     let _server = match &cfg.control {
         Some(c) => {
-            let server = serve(c, &list, cfg, started, &reload_config)?;
+            let server = serve(c, &list, cfg, started, &reload_config, &reloads)?;
             events(
                 None,
                 Event::Notice(format!("control socket on {}", c.socket.display())),
@@ -367,18 +499,9 @@ pub fn run(
         None => None,
     };
 
-    let _metrics = match &cfg.metrics {
+    let mut metrics = match &cfg.metrics {
         Some(m) => {
-            let jobs = Arc::clone(&list);
-            let server = weir_metrics::Server::start(
-                &m.listen.to_string(),
-                Arc::new(move || {
-                    let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                    crate::metrics::Board::render_jobs(
-                        jobs.iter().map(|j| (j.name.as_str(), &*j.board)),
-                    )
-                }),
-            )?;
+            let server = start_metrics(m, &list)?;
             events(
                 None,
                 Event::Notice(format!("metrics on http://{}/metrics", server.local_addr())),
@@ -387,6 +510,7 @@ pub fn run(
         }
         None => None,
     };
+    let mut metrics_config = cfg.metrics.clone();
     let _web = web_page::start(cfg, &list, started, events)?;
 
     let (tx, rx) = mpsc::channel::<(String, Event)>();
@@ -413,8 +537,25 @@ pub fn run(
         }
         let hup = reload.swap(false, Ordering::Relaxed);
         let asked = reload_config.swap(false, Ordering::Relaxed);
+        let generation = reloads
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .asked;
+        let mut said: Vec<Value> = Vec::new();
+        let mut flows_jobs: Vec<Arc<Job>> = Vec::new();
+        let mut reload_events = |job: Option<&str>, e: Event| {
+            if asked {
+                match &e {
+                    Event::Notice(t) => said.push(json!({"job": job, "notice": t})),
+                    Event::Warning(t) => said.push(json!({"job": job, "warning": t})),
+                    _ => {}
+                }
+            }
+            events(job, e)
+        };
         if (hup || asked) && stop_at.is_none() {
-            events(
+            reload_events(
                 None,
                 Event::Notice(format!(
                     "{}: reading {} again",
@@ -423,7 +564,7 @@ pub fn run(
                 )),
             );
             match crate::config::load(&cfg.path) {
-                Err(e) => events(
+                Err(e) => reload_events(
                     None,
                     Event::Warning(format!(
                         "config not reloaded ({e}); the jobs go on as they were"
@@ -431,13 +572,17 @@ pub fn run(
                 ),
                 Ok(new) => {
                     if new.user != cfg.user {
-                        events(
+                        reload_events(
                             None,
                             Event::Warning("the user changed: restart weir to apply it".into()),
                         );
                     }
+                    if new.metrics != metrics_config {
+                        reload_metrics(&new.metrics, &list, &mut metrics, &mut reload_events);
+                        metrics_config = new.metrics.clone();
+                    }
                     if new.control != cfg.control {
-                        events(
+                        reload_events(
                             None,
                             Event::Warning(
                                 "the [control] table changed: restart weir to apply it".into(),
@@ -452,20 +597,22 @@ pub fn run(
                             !unchanged && r.thread.is_some() && only_flows_changed(j, &r.config)
                         });
                         if let (Some(j), false) = (flows_only, r.retiring) {
-                            events(
+                            reload_events(
                                 Some(&r.job.name),
                                 Event::Notice(
                                     "its [record.flows] changed: restarting the flow meter only"
                                         .into(),
                                 ),
                             );
+                            r.job.published.take_flows_outcome();
                             *r.job
                                 .new_flows
                                 .lock()
                                 .unwrap_or_else(PoisonError::into_inner) = j.record.flows.clone();
+                            flows_jobs.push(Arc::clone(&r.job));
                             r.config = j.clone();
                         } else if !unchanged && !r.retiring {
-                            events(
+                            reload_events(
                                 Some(&r.job.name),
                                 Event::Notice(if same.is_some() {
                                     "its config changed: restarting the job".into()
@@ -493,6 +640,14 @@ pub fn run(
                 r.job.reload.store(true, Ordering::Relaxed);
             }
         }
+        if asked {
+            let mut st = reloads.state.lock().unwrap_or_else(PoisonError::into_inner);
+            st.done = generation;
+            st.said = std::mem::take(&mut said);
+            st.flows = std::mem::take(&mut flows_jobs);
+            reloads.done.notify_all();
+        }
+
         if stop_at.is_none() && stop.load(Ordering::Relaxed) {
             stop_at = Some(Instant::now());
             pending.clear();
@@ -639,6 +794,76 @@ pub fn run(
     })
 }
 
+/// Serves the Prometheus series of `jobs` on `m`'s address.
+fn start_metrics(
+    m: &crate::config::MetricsConfig,
+    jobs: &JobList,
+) -> Result<weir_metrics::Server, SensorError> {
+    let jobs = Arc::clone(jobs);
+    Ok(weir_metrics::Server::start(
+        &m.listen.to_string(),
+        Arc::new(move || {
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            crate::metrics::Board::render_jobs(jobs.iter().map(|j| (j.name.as_str(), &*j.board)))
+        }),
+    )?)
+}
+
+/// A reload's new `[metrics]`: the listener is closed (table gone), opened (table new) or
+/// moved (new address: the new one is opened first, then the old closed; one that cannot be
+/// opened leaves the old one serving, with a warning). The jobs go on untouched.
+fn reload_metrics(
+    new: &Option<crate::config::MetricsConfig>,
+    jobs: &JobList,
+    server: &mut Option<weir_metrics::Server>,
+    events: &mut dyn FnMut(Option<&str>, Event),
+) {
+    match new {
+        None => {
+            if let Some(old) = server.take() {
+                let addr = old.local_addr();
+                drop(old);
+                events(
+                    None,
+                    Event::Notice(format!("[metrics] removed: http://{addr}/metrics closed")),
+                );
+            }
+        }
+        Some(m) => match start_metrics(m, jobs) {
+            Ok(s) => {
+                let addr = s.local_addr();
+                if let Some(old) = server.replace(s) {
+                    let was = old.local_addr();
+                    drop(old);
+                    events(
+                        None,
+                        Event::Notice(format!(
+                            "[metrics] changed: metrics moved from http://{was}/metrics to \
+                             http://{addr}/metrics"
+                        )),
+                    );
+                } else {
+                    events(
+                        None,
+                        Event::Notice(format!("[metrics] added: metrics on http://{addr}/metrics")),
+                    );
+                }
+            }
+            Err(e) => events(
+                None,
+                Event::Warning(format!(
+                    "[metrics] not changed ({}){}",
+                    error_chain(&e),
+                    match server {
+                        Some(s) => format!(": metrics stay on http://{}/metrics", s.local_addr()),
+                        None => ": no metrics served".into(),
+                    }
+                )),
+            ),
+        },
+    }
+}
+
 /// Whether `new` differs from `old` in its flow meter's settings only, both having a meter:
 /// the job restarts its meter, not capture and recording.
 fn only_flows_changed(new: &crate::config::JobConfig, old: &crate::config::JobConfig) -> bool {
@@ -663,6 +888,7 @@ fn serve(
     cfg: &ServiceConfig,
     started: Instant,
     reload_config: &Arc<AtomicBool>,
+    reloads: &Arc<Reloads>,
 ) -> Result<Server, SensorError> {
     let mut commands = Commands::new();
     {
@@ -682,6 +908,7 @@ fn serve(
                         "rules": j.rules_file.as_ref().map(|p| p.display().to_string()),
                         "state": state,
                         "paused": j.published.recorder().is_some_and(|r| r.pause.load(Ordering::Relaxed)),
+                        "index_lag_s": j.published.recorder().filter(|r| r.indexing.load(Ordering::Relaxed)).map(|r| r.index_lag_s(weir_flows::wall_clock_ns())),
                         "interface_present": interface_present(&j.interface),
                         "error": error,
                         "uptime_s": j.started.elapsed().as_secs_f64(),
@@ -698,10 +925,8 @@ fn serve(
     }
     {
         let flag = Arc::clone(reload_config);
-        commands.add("config.reload", move |_| {
-            flag.store(true, Ordering::Relaxed);
-            Ok(obj(json!({"queued": true})))
-        });
+        let reloads = Arc::clone(reloads);
+        commands.add("config.reload", move |_| Ok(config_reload(&flag, &reloads)));
     }
     {
         let jobs = Arc::clone(jobs);
@@ -715,6 +940,22 @@ fn serve(
                 );
             }
             Ok(obj(json!({ "jobs": m })))
+        });
+    }
+    {
+        let jobs = Arc::clone(jobs);
+        commands.add("top", move |req| {
+            let (n, by) = top_args(req)?;
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let chosen: Vec<&Arc<Job>> = match req.get("job") {
+                None => jobs.iter().collect(),
+                Some(_) => vec![named_job(&jobs, req, "top")?],
+            };
+            let mut m = Map::new();
+            for j in chosen {
+                m.insert(j.name.clone(), j.published.top(n, by));
+            }
+            Ok(obj(json!({ "n": n, "by": if by == weir_flows::TopBy::Bytes { "bytes" } else { "packets" }, "jobs": m })))
         });
     }
     {
@@ -765,6 +1006,62 @@ fn serve(
         })?;
     }
     Ok(server)
+}
+
+/// `config.reload`: asks the service loop to read the config file again and answers once it
+/// has, and once each flow meter the reload restarts has (or has kept its old settings):
+/// `queued`, `done` (false: not within [`RELOAD_WAIT`]), `said` (the reload's notices and
+/// warnings, each `{job, notice|warning}`), `flows` (job → `"restarted"` or why not),
+/// `warnings` (how many were said).
+fn config_reload(flag: &AtomicBool, reloads: &Reloads) -> Map<String, Value> {
+    let deadline = Instant::now() + RELOAD_WAIT;
+    let mut st = reloads.state.lock().unwrap_or_else(PoisonError::into_inner);
+    st.asked += 1;
+    let mine = st.asked;
+    flag.store(true, Ordering::Relaxed);
+    while st.done < mine {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return obj(json!({"queued": true, "done": false}));
+        }
+        st = reloads
+            .done
+            .wait_timeout(st, left)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
+    let mut said = st.said.clone();
+    let jobs = st.flows.clone();
+    drop(st);
+    let mut flows = Map::new();
+    for j in jobs {
+        let outcome = loop {
+            if let Some(o) = j.published.take_flows_outcome() {
+                break Some(o);
+            }
+            if Instant::now() >= deadline || j.state().0 != "running" {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let v = match outcome {
+            Some(Ok(())) => json!("restarted"),
+            Some(Err(e)) => {
+                said.push(json!({"job": j.name, "warning": e}));
+                json!(e)
+            }
+            None => json!("not done yet (the job is busy or stopping)"),
+        };
+        flows.insert(j.name.clone(), v);
+    }
+    let warnings = said.iter().filter(|v| v.get("warning").is_some()).count();
+    obj(json!({
+        "queued": true,
+        "done": true,
+        "said": said,
+        "flows": flows,
+        "warnings": warnings,
+    }))
 }
 
 /// The job a request names with `"job"` (required).

@@ -6,6 +6,9 @@
 //! (SIGINT/SIGTERM, the duration) every call and stream still pending is written too. With no
 //! traffic the thread advances the analyzer's clock from the wall clock (the capture's).
 //! The outputs are opened (created, emptied) when the job starts, so a bad path fails first.
+//! With a chart directory ([`VoipOutputs::plot`]) each call's jitter/loss chart is drawn when
+//! its records are written ([`weir_voip::plot::Plotter`], the same files as `weir voip -r
+//! --plot`): when the call ends, and at the job's end for the calls still open.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -17,6 +20,8 @@ use std::time::Duration;
 use weir_capture::PipelineConfig;
 use weir_decode::LinkType;
 use weir_voip::{Analyzer, Event as VoipEvent, Stats};
+
+use weir_export::{KafkaLines, KafkaLog, KafkaStats, LogKind};
 
 use crate::http::{open, Named};
 use crate::{Controls, Event, SensorError};
@@ -35,38 +40,95 @@ pub struct VoipOutputs {
     pub calls: PathBuf,
     /// The stream records (JSON lines; `-`: stdout), if apart from the calls.
     pub streams: Option<PathBuf>,
+    /// Every record to Kafka too (topics weir.calls and weir.rtp, the JSON lines: see
+    /// [`weir_export::KafkaLog`]).
+    pub kafka: Option<weir_export::KafkaOutput>,
+    /// The directory of the calls' jitter and loss charts (created if missing), if any; the
+    /// analyzer's [`weir_voip::Config::timeline_ns`] must be set for the charts to have points.
+    pub plot: Option<PathBuf>,
 }
 
 /// The opened outputs of [`VoipOutputs`].
 pub struct VoipWriter {
     calls: BufWriter<Named>,
     streams: Option<BufWriter<Named>>,
+    kafka: Option<KafkaLines>,
+    plot: Option<weir_voip::plot::Plotter>,
 }
 
 impl VoipOutputs {
-    /// Opens (creates or truncates) the outputs, in place.
+    /// Opens (creates or truncates) the outputs, in place (without Kafka: see
+    /// [`VoipOutputs::open_with`]).
     pub fn open(&self) -> Result<VoipWriter, SensorError> {
+        self.open_with(None)
+    }
+
+    /// Opens the Kafka producer of [`VoipOutputs::kafka`], if any (a broker must answer).
+    pub fn open_kafka(&self) -> Result<Option<KafkaLog>, SensorError> {
+        match &self.kafka {
+            Some(out) => Ok(Some(KafkaLog::open(
+                out,
+                weir_export::LogTopics::default(),
+            )?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Opens (creates or truncates) the outputs, in place; with `kafka`, every record goes
+    /// there too.
+    pub fn open_with(&self, kafka: Option<&KafkaLog>) -> Result<VoipWriter, SensorError> {
         let calls = BufWriter::with_capacity(1 << 16, open(&self.calls)?);
         let streams = match &self.streams {
             Some(p) => Some(BufWriter::with_capacity(1 << 16, open(p)?)),
             None => None,
         };
-        Ok(VoipWriter { calls, streams })
+        let plot = match &self.plot {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).map_err(|source| SensorError::Write {
+                    path: dir.clone(),
+                    source,
+                })?;
+                Some(weir_voip::plot::Plotter::new(dir))
+            }
+            None => None,
+        };
+        Ok(VoipWriter {
+            calls,
+            streams,
+            kafka: kafka.map(|k| k.lines(LogKind::Voip)),
+            plot,
+        })
     }
 }
 
 impl VoipWriter {
-    /// Writes one record as a JSON line (each says its `type`).
+    /// Writes one record as a JSON line (each says its `type`), and charts it.
     pub fn write(&mut self, e: &VoipEvent) -> io::Result<()> {
-        match e {
-            VoipEvent::Call(r) => line(&mut self.calls, r),
-            VoipEvent::Stream(r) => line(self.streams.as_mut().unwrap_or(&mut self.calls), r),
+        if let Some(p) = &mut self.plot {
+            p.event(e)
+                .map_err(|err| io::Error::new(err.source.kind(), err.to_string()))?;
         }
+        match e {
+            VoipEvent::Call(r) => line(&mut self.calls, r)?,
+            VoipEvent::Stream(r) => line(self.streams.as_mut().unwrap_or(&mut self.calls), r)?,
+        }
+        match &mut self.kafka {
+            Some(k) => event_line(k, e),
+            None => Ok(()),
+        }
+    }
+
+    /// Charts drawn so far (0 without a chart directory).
+    pub fn charts(&self) -> u64 {
+        self.plot.as_ref().map_or(0, |p| p.written())
     }
 
     /// Flushes both outputs.
     pub fn flush(&mut self) -> io::Result<()> {
         self.calls.flush()?;
+        if let Some(k) = &mut self.kafka {
+            k.flush()?;
+        }
         match &mut self.streams {
             Some(s) => s.flush(),
             None => Ok(()),
@@ -80,6 +142,14 @@ pub fn line<W: Write, T: serde::Serialize>(w: &mut W, r: &T) -> io::Result<()> {
     w.write_all(b"\n")
 }
 
+/// Writes the record of `e` as one JSON line.
+pub fn event_line<W: Write>(w: &mut W, e: &VoipEvent) -> io::Result<()> {
+    match e {
+        VoipEvent::Call(r) => line(w, r),
+        VoipEvent::Stream(r) => line(w, r),
+    }
+}
+
 /// What the VoIP analyzer of a live run hands back.
 #[derive(Debug)]
 pub struct VoipEnd {
@@ -89,6 +159,8 @@ pub struct VoipEnd {
     pub packets: u64,
     /// The first write error (nothing was written after it).
     pub error: Option<io::Error>,
+    /// Charts drawn (with a chart directory).
+    pub charts: u64,
 }
 
 /// The wall clock in ns since the epoch (the clock software capture timestamps come from).
@@ -192,6 +264,7 @@ impl VoipLive {
                     stats,
                     packets: n,
                     error,
+                    charts: writer.charts(),
                 }
             })?;
         Ok(VoipLive {
@@ -245,6 +318,8 @@ impl VoipBeside {
             outputs: VoipOutputs {
                 calls,
                 streams: None,
+                kafka: None,
+                plot: None,
             },
         }
     }
@@ -286,6 +361,8 @@ pub struct VoipLiveReport {
     pub live: crate::flows::LiveEnd,
     /// A capture thread's error, if capture failed.
     pub capture_error: Option<weir_capture::CaptureError>,
+    /// The Kafka output and its counts, with [`VoipOutputs::kafka`].
+    pub kafka: Option<(KafkaLog, KafkaStats)>,
 }
 
 /// Runs `weir voip -i` until `controls.stop` is set, the duration has passed or capture fails;
@@ -295,13 +372,14 @@ pub fn run_live(
     controls: &Controls,
     events: &mut dyn FnMut(Event),
 ) -> Result<VoipLiveReport, SensorError> {
+    let kafka = cfg.outputs.open_kafka()?;
     let (end, live, capture_error) = crate::live::run_one_analyzer(
         &cfg.pipeline,
         cfg.duration,
         controls,
         events,
         "analyzing SIP and RTP",
-        || cfg.outputs.open(),
+        || cfg.outputs.open_with(kafka.as_ref()),
         |writer, reader, links| {
             VoipLive::spawn(Analyzer::new(cfg.analyzer), reader, links, writer)
                 .map_err(SensorError::Thread)
@@ -312,6 +390,10 @@ pub fn run_live(
         end,
         live,
         capture_error,
+        kafka: kafka.map(|k| {
+            let s = k.finish();
+            (k, s)
+        }),
     })
 }
 

@@ -5,7 +5,7 @@
 //! | path | answer |
 //! |---|---|
 //! | `/` | the page (HTML, inline CSS, JS and SVG) |
-//! | `/api/live` | `{"now": SNAPSHOT, "history": [...]}`: the snapshot is `status` + `counters` of the control socket in one object (`pid`, `config`, `uptime_s`, `jobs`: each with `name`, `interface`, `state`, `counters`); `history` holds one sample a second for the last 5 minutes: `{"t": seconds since start, "jobs": {NAME: {"pps", "bps", "disk_bps", "drops"}}}` |
+//! | `/api/live` | `{"now": SNAPSHOT, "history": [...]}`: the snapshot is `status` + `counters` of the control socket in one object (`pid`, `config`, `uptime_s`, `jobs`: each with `name`, `interface`, `state`, `counters`, `top`: the `top` reply of the job, ten flows and rules); `history` holds one sample a second for the last 5 minutes: `{"t": seconds since start, "jobs": {NAME: {"pps", "bps", "disk_bps", "drops"}}}` |
 //!
 //! Only GET and HEAD are answered; nothing can be changed through it. The server is
 //! `weir_httpd`'s (one connection at a time), plus a sampler thread.

@@ -68,6 +68,35 @@ pub enum SizeError {
     },
 }
 
+impl SizeError {
+    /// The objection in terms of `weir record`'s options (`--segment-mib`, `--write-mib`,
+    /// `--max-mib`, `--index-chunk-kib`).
+    pub fn in_options(&self) -> String {
+        match self {
+            SizeError::SegmentTooSmall => "--segment-mib must be at least 1".into(),
+            SizeError::SegmentOverFilesystem {
+                segment_mib,
+                dir,
+                filesystem,
+            } => format!(
+                "--segment-mib {segment_mib} is larger than the filesystem that would hold {} ({})",
+                dir.display(),
+                weir_packet::output::human_bytes(*filesystem)
+            ),
+            SizeError::WriteOutOfRange => "--write-mib must be between 1 and 1024".into(),
+            SizeError::RetentionUnderSegment {
+                max_mib,
+                segment_mib,
+            } => format!(
+                "--max-mib {max_mib} is smaller than one segment (--segment-mib {segment_mib}): \
+                 retention would delete the segment being written"
+            ),
+            SizeError::IndexChunkTooSmall => "--index-chunk-kib must be at least 4".into(),
+            e => e.to_string(),
+        }
+    }
+}
+
 /// The sizes in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Bytes {

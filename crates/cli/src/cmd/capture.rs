@@ -17,7 +17,6 @@ use anyhow::Result;
 use weir_sensor::capture::{Capture, CaptureConfig, FileSink, Sink, Watched};
 
 use crate::args::{self, Format, LiveArgs, RulesArgs};
-use crate::metrics::MetricsArgs;
 use crate::output::{self, Status};
 
 /// Arguments of `weir capture`.
@@ -37,7 +36,7 @@ pub(crate) struct Args {
     #[command(flatten)]
     rules: RulesArgs,
     #[command(flatten)]
-    metrics: MetricsArgs,
+    metrics: weir_sensor::args::MetricsArgs,
     #[command(flatten)]
     expr: args::Expr,
 }
@@ -77,7 +76,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             ),
     };
     let mut controls = output::controls(cfg.rules.is_some())?;
-    let serving = args.metrics.start()?;
+    let serving = args.metrics.start(&mut |s| eprintln!("weir: {s}"))?;
     controls.metrics = serving.as_ref().map(|s| s.board.clone());
     let job = Capture::start(&cfg, &mut output::event)?;
     let sink = match &args.out.path {

@@ -1,5 +1,6 @@
 //! `weir ctl`: the client of a running `weir run`'s control socket: `status` (the jobs, their
-//! interfaces, states and uptimes), `counters` (each job's live counters), `reload` (the config
+//! interfaces, states and uptimes), `counters` (each job's live counters), `top` (biggest flows,
+//! busiest rules), `reload` (the config
 //! file read again), `rotate` (close the segments being written), `pause JOB` / `resume JOB`
 //! and `rules` (the rule commands, passed to one job's rules), as tables
 //! ([`weir_control::ctl`]) or as the socket's JSON (`--json`).
@@ -55,6 +56,19 @@ enum What {
         /// The job.
         #[arg(value_name = "JOB")]
         job: String,
+    },
+    /// Each job's biggest open flows (over the last interval and since they started) and its
+    /// rules with most hits over the last interval.
+    Top {
+        /// How many flows and rules per job.
+        #[arg(short = 'n', default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        n: u64,
+        /// Rank flows by bytes or by packets.
+        #[arg(long, default_value = "bytes", value_parser = ["bytes", "packets"])]
+        by: String,
+        /// Only this job.
+        #[arg(long, value_name = "NAME")]
+        job: Option<String>,
     },
     /// The rules of a job: list, stats, add, del, reload, kernel (see `weir rules`).
     Rules {
@@ -112,9 +126,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let (req, table): (Value, Table) = match &args.what {
         What::Status => (json!({"cmd": "status"}), ctl::status_table),
         What::Counters => (json!({"cmd": "counters"}), ctl::counters_table),
-        What::Reload => (json!({"cmd": "config.reload"}), |_| {
-            "config reload queued (the process says how it went on its stderr)\n".to_string()
-        }),
+        What::Reload => (json!({"cmd": "config.reload"}), ctl::reload_text),
         What::Commands => (json!({"cmd": "help"}), ctl::commands_text),
         What::Rotate { job } => {
             let mut req = json!({"cmd": "rotate"});
@@ -122,6 +134,17 @@ pub(crate) fn run(args: Args) -> Result<Status> {
                 req["job"] = json!(j);
             }
             (req, ctl::rotate_text)
+        }
+        What::Top { n, by, job } => {
+            let mut req = json!({"cmd": "top", "n": n, "by": by});
+            if let Some(j) = job {
+                req["job"] = json!(j);
+            }
+            (req, |r| {
+                weir_control::top::top_text(&Value::Object(r.clone()))
+                    .trim_start()
+                    .to_string()
+            })
         }
         What::Pause { job } => (json!({"cmd": "pause", "job": job}), ctl::pause_text),
         What::Resume { job } => (json!({"cmd": "resume", "job": job}), ctl::pause_text),

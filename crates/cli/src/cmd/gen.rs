@@ -2,7 +2,6 @@
 //! through an AF_PACKET TX ring or written to a file with the planned times as timestamps.
 
 use std::io::Write;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -11,8 +10,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use weir_gen::drive::SendOptions;
 use weir_gen::job::{Job, Target};
-use weir_gen::spec::{self, StreamSpec};
-use weir_gen::{SizeMix, TxConfig};
+use weir_gen::spec::StreamSpec;
+use weir_gen::TxConfig;
 
 use crate::args;
 use crate::args::Format;
@@ -51,76 +50,9 @@ pub(crate) struct Args {
           value_parser = clap::value_parser!(u64).range(1..),
           allow_negative_numbers = true)]
     loops: u64,
-    /// Rate in packets per second (all flows together).
-    #[arg(long, value_name = "PPS", conflicts_with_all = ["mbps", "top"], value_parser = args::pps,
-          allow_negative_numbers = true)]
-    pps: Option<f64>,
-    /// Rate in megabits per second of frames (all flows together).
-    #[arg(long, value_name = "MBPS", conflicts_with = "top", value_parser = args::mbps,
-          allow_negative_numbers = true)]
-    mbps: Option<f64>,
-    /// As fast as possible (the default for synthetic streams on an interface).
-    #[arg(long)]
-    top: bool,
-    /// Stop after this many packets (synthetic streams; default: no limit with --duration,
-    /// else 1000).
-    #[arg(short = 'c', long = "count", value_name = "N", value_parser = args::count,
-          allow_negative_numbers = true)]
-    count: Option<u64>,
-    /// Stop after this many seconds (planned time for files, wall time on an interface).
-    #[arg(long, value_name = "SECONDS", value_parser = args::seconds,
-          allow_negative_numbers = true)]
-    duration: Option<f64>,
-    /// Frame size without FCS, up to 65535: N, `imix` (60/590/1514 in 7:4:1) or a uniform
-    /// range LO-HI.
-    #[arg(long, default_value = "60", value_name = "SIZE", value_parser = SizeMix::parse_frames)]
-    size: SizeMix,
-    /// Number of flows (source ports sport, sport+1, ...), each its own stream.
-    #[arg(long, default_value_t = 1, value_name = "N",
-          value_parser = clap::value_parser!(u16).range(1..),
-          allow_negative_numbers = true)]
-    flows: u16,
-    /// Stream id of the first flow.
-    #[arg(long, default_value_t = 0, value_name = "ID")]
-    stream: u16,
-    /// Source address.
-    #[arg(long, default_value = "10.0.0.1", value_name = "IP")]
-    src: IpAddr,
-    /// Destination address.
-    #[arg(long, default_value = "10.0.0.2", value_name = "IP")]
-    dst: IpAddr,
-    /// Source port (of the first flow).
-    #[arg(long, default_value_t = 40_000)]
-    sport: u16,
-    /// Destination port.
-    #[arg(long, default_value_t = 9_000)]
-    dport: u16,
-    /// Source MAC (default: the interface's, 02:00:00:00:00:01 for files).
-    #[arg(long, value_name = "MAC")]
-    src_mac: Option<String>,
-    /// Destination MAC (default: the destination's neighbour entry on the interface, else
-    /// broadcast; 02:00:00:00:00:02 for files).
-    #[arg(long, value_name = "MAC")]
-    dst_mac: Option<String>,
-    /// TOS byte / traffic class (decimal or 0x hex), e.g. 0xc0.
-    #[arg(long, value_parser = spec::parse_tos, default_value = "0")]
-    tos: u8,
-    /// DSCP (0-63), sets the upper six bits of the TOS byte.
-    #[arg(long, conflicts_with = "tos", value_parser = clap::value_parser!(u8).range(0..=63),
-          allow_negative_numbers = true)]
-    dscp: Option<u8>,
-    /// TTL / hop limit.
-    #[arg(long, default_value_t = 64)]
-    ttl: u8,
-    /// 802.1Q tag: VID or VID:PRIORITY.
-    #[arg(long, value_name = "VID[:PCP]")]
-    vlan: Option<String>,
-    /// TCP-shaped segments instead of UDP datagrams.
-    #[arg(long)]
-    tcp: bool,
-    /// Seed of the uniform size draws.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// The streams: rate, count, sizes, flows, addresses, ports, marks.
+    #[command(flatten)]
+    spec: StreamSpec,
     /// Timestamp of the first packet of a file, ns since the epoch (default: now).
     #[arg(long, value_name = "NS")]
     start: Option<u64>,
@@ -189,33 +121,13 @@ impl Args {
                 },
                 send: SendOptions {
                     batch: self.batch,
-                    duration: self.duration.map(Duration::from_secs_f64),
+                    duration: self.spec.duration_s.map(Duration::from_secs_f64),
                 },
             },
         };
-        let spec = StreamSpec {
-            src: self.src,
-            dst: self.dst,
-            sport: self.sport,
-            dport: self.dport,
-            src_mac: self.src_mac.clone(),
-            dst_mac: self.dst_mac.clone(),
-            tos: self.tos,
-            dscp: self.dscp,
-            ttl: self.ttl,
-            vlan: self.vlan.clone(),
-            tcp: self.tcp,
-            flows: self.flows,
-            stream: self.stream,
-            sizes: self.size.clone(),
-            seed: self.seed,
-            rate: spec::rate_of(self.pps, self.mbps, self.top),
-            count: self.count,
-            duration_s: self.duration,
-        };
         Job {
             target,
-            spec,
+            spec: self.spec.clone(),
             replay: self.replay.clone(),
             multiplier: self.multiplier,
             loops: self.loops,

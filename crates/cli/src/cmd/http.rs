@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use weir_export::{LogKind, Teed};
 use weir_filter::FilterSet;
 use weir_http::log::{Format, LogWriter};
 use weir_http::Config;
@@ -60,13 +61,19 @@ pub(crate) struct Args {
           allow_negative_numbers = true)]
     idle_timeout: f64,
     #[command(flatten)]
+    kafka: weir_export::KafkaLogArgs,
+    #[command(flatten)]
     expr: args::Expr,
 }
 
 impl Args {
     /// Usage checks clap cannot express, against what was given (`m`).
     pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
-        self.source.check(m, "analyze")
+        self.source.check(m, "analyze")?;
+        if self.kafka.kafka.is_some() && self.format != LogFormat::Json {
+            return Err("--kafka sends the JSON records: leave out --format apache".into());
+        }
+        self.kafka.check(m)
     }
 
     fn analyzer(&self) -> Config {
@@ -88,7 +95,12 @@ fn format(f: LogFormat) -> Format {
 
 /// Runs `weir http`.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    let http_path = args.out.clone().unwrap_or_else(|| PathBuf::from("-"));
+    let no_w = if args.kafka.kafka.is_some() {
+        "/dev/null"
+    } else {
+        "-"
+    };
+    let http_path = args.out.clone().unwrap_or_else(|| PathBuf::from(no_w));
     if let Some(tls) = &args.tls_log {
         if output::same_output(tls, &http_path) {
             bail!(
@@ -106,17 +118,27 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     if let Some(t) = &args.tls_log {
         output::check_inputs(&args.source.inputs.files, Some(t))?;
     }
-    let http = output::create(&http_path)?;
+    let kafka = args.kafka.open()?;
+    let lines = |kind| kafka.as_ref().map(|k| k.lines(kind));
+    let http = Teed::new(Some(output::create(&http_path)?), lines(LogKind::Http));
     let tls = args.tls_log.as_deref().map(output::create).transpose()?;
+    let tls = (tls.is_some() || kafka.is_some()).then(|| Teed::new(tls, lines(LogKind::Tls)));
     let log = LogWriter::new(format(args.format), http, tls);
     let mut sink = HttpFiles::new(args.analyzer(), log);
     let status = read_filtered(&args.source.inputs.files, args.expr.joined(), &mut sink)?;
     let (stats, http, tls) = sink.finish()?;
-    http.commit()?;
-    if let Some(t) = tls {
-        t.commit()?;
+    for out in std::iter::once(http)
+        .chain(tls)
+        .filter_map(Teed::into_inner)
+    {
+        out.commit()?;
     }
     eprint!("{stats}");
+    if let Some(k) = kafka {
+        let (line, lost) = k.end();
+        eprintln!("weir: {line}");
+        lost?;
+    }
     Ok(status)
 }
 
@@ -129,6 +151,7 @@ fn run_live(args: Args, http_path: PathBuf) -> Result<Status> {
             format: format(args.format),
             http: http_path,
             tls: args.tls_log.clone(),
+            kafka: args.kafka.output().map_err(anyhow::Error::msg)?,
         },
         duration: args.source.live.duration.map(Duration::from_secs_f64),
     };
@@ -139,6 +162,10 @@ fn run_live(args: Args, http_path: PathBuf) -> Result<Status> {
         "{}",
         output::live_summary(&report.live.totals, &report.live.buffer)
     );
+    if let Some((k, s)) = &report.kafka {
+        eprintln!("weir: {}", k.summary(s));
+        k.check(s)?;
+    }
     if let Some(e) = report.end.error {
         return Err(e.into());
     }

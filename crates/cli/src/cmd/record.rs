@@ -17,16 +17,14 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use weir_sensor::live::SourceConfig;
-use weir_sensor::record::{FlowsConfig, RecordConfig};
+use weir_sensor::record::RecordConfig;
 use weir_sensor::Event;
-use weir_store::{Format, SizeError, Sizes};
+use weir_store::{Format, Sizes};
 
 use crate::args::{self, FlowArgs, RulesArgs};
-use crate::flow_output::{ns, outputs};
-use crate::metrics::MetricsArgs;
-use crate::output::{self, human_bytes, Status};
+use crate::output::{self, Status};
 
 /// Arguments of `weir record`.
 #[derive(clap::Args, Debug)]
@@ -78,18 +76,14 @@ pub(crate) struct Args {
     flows: bool,
     #[command(flatten)]
     flow: FlowArgs,
-    /// Also log HTTP transactions from the same buffer as JSON lines to FILE (see `weir
-    /// http`; written in place, `-` for stdout).
-    #[arg(long, value_name = "FILE")]
-    http: Option<PathBuf>,
-    /// Also analyze SIP calls and RTP streams from the same buffer: call and stream records as
-    /// JSON lines to FILE (see `weir voip`; written when recording stops, `-` for stdout).
-    #[arg(long, value_name = "FILE")]
-    voip: Option<PathBuf>,
+    #[command(flatten)]
+    http: weir_sensor::beside_args::HttpBesideArgs,
+    #[command(flatten)]
+    voip: weir_sensor::beside_args::VoipBesideArgs,
     #[command(flatten)]
     rules: RulesArgs,
     #[command(flatten)]
-    metrics: MetricsArgs,
+    metrics: weir_sensor::args::MetricsArgs,
     #[command(flatten)]
     expr: args::Expr,
 }
@@ -102,29 +96,6 @@ impl Args {
             write_mib: self.write_mib as u64,
             max_mib: self.max_mib,
             index_chunk_kib: (!self.no_index).then_some(self.index_chunk_kib),
-        }
-    }
-
-    /// The store's objection to the sizes, in terms of the options.
-    fn size_message(&self, e: SizeError) -> String {
-        match e {
-            SizeError::SegmentTooSmall => "--segment-mib must be at least 1".into(),
-            SizeError::SegmentOverFilesystem {
-                dir, filesystem, ..
-            } => format!(
-                "--segment-mib {} is larger than the filesystem that would hold {} ({})",
-                self.segment_mib,
-                dir.display(),
-                human_bytes(filesystem)
-            ),
-            SizeError::WriteOutOfRange => "--write-mib must be between 1 and 1024".into(),
-            SizeError::RetentionUnderSegment { max_mib, .. } => format!(
-                "--max-mib {max_mib} is smaller than one segment (--segment-mib {}): retention \
-                 would delete the segment being written",
-                self.segment_mib
-            ),
-            SizeError::IndexChunkTooSmall => "--index-chunk-kib must be at least 4".into(),
-            e => e.to_string(),
         }
     }
 
@@ -159,9 +130,7 @@ impl Args {
                 self.write_mib, self.segment_mib
             ));
         }
-        self.sizes()
-            .check(&self.dir)
-            .map_err(|e| self.size_message(e))?;
+        self.sizes().check(&self.dir).map_err(|e| e.in_options())?;
         if !self.flows {
             if let Some(flag) = args::first_given(m, FlowArgs::IDS) {
                 return Err(format!("{flag} configures --flows; give --flows too"));
@@ -174,22 +143,8 @@ impl Args {
 impl Args {
     /// The job these options describe.
     fn config(&self) -> Result<RecordConfig> {
-        if let Some(h) = &self.http {
-            output::check_inputs(&self.source.inputs.files, Some(h))?;
-        }
-        if let Some(v) = &self.voip {
-            output::check_inputs(&self.source.inputs.files, Some(v))?;
-            if self
-                .http
-                .as_deref()
-                .is_some_and(|h| output::same_output(h, v))
-            {
-                bail!(
-                    "--voip and --http both name {}: give the two logs different outputs",
-                    v.display()
-                );
-            }
-        }
+        weir_sensor::beside_args::check_outputs(&self.http, &self.voip, &self.source.inputs.files)
+            .map_err(anyhow::Error::msg)?;
         let source = if self.source.inputs.files.is_empty() {
             SourceConfig::Live(weir_capture::PipelineConfig {
                 kernel_rules: !self.rules.no_kernel_rules,
@@ -201,26 +156,9 @@ impl Args {
                 buffer_bytes: self.source.live.buffer_mib.unwrap_or(512) << 20,
             }
         };
-        let flows = if self.flows {
-            let f = &self.flow;
-            Some(FlowsConfig {
-                meter: weir_flows::Config {
-                    idle_timeout_ns: ns(f.flow_idle_timeout),
-                    active_timeout_ns: ns(f.flow_active_timeout),
-                    ..weir_flows::Config::default()
-                },
-                outputs: outputs(
-                    f.flow_export.as_deref(),
-                    f.flow_format,
-                    // with rules, the records carry the packets' tags
-                    (false, false, self.rules.rules.is_some()),
-                    f.flow_json.as_deref(),
-                    None,
-                )?,
-            })
-        } else {
-            None
-        };
+        // with rules, the flow records carry the packets' tags
+        let tags = self.rules.rules.is_some();
+        let flows = self.flows.then(|| self.flow.config(tags)).transpose()?;
         Ok(RecordConfig {
             source,
             dir: self.dir.clone(),
@@ -230,8 +168,8 @@ impl Args {
             duration: self.source.live.duration.map(Duration::from_secs_f64),
             stats_json: self.stats_json.clone(),
             flows,
-            http: self.http.clone().map(weir_sensor::http::HttpBeside::all_to),
-            voip: self.voip.clone().map(weir_sensor::voip::VoipBeside::all_to),
+            http: self.http.beside().map_err(anyhow::Error::msg)?,
+            voip: self.voip.beside().map_err(anyhow::Error::msg)?,
             rules: self.rules.config(),
             streams: Vec::new(),
         })
@@ -242,7 +180,7 @@ impl Args {
 pub(crate) fn run(args: Args) -> Result<Status> {
     let cfg = args.config()?;
     let mut controls = output::controls(cfg.rules.is_some())?;
-    let serving = args.metrics.start()?;
+    let serving = args.metrics.start(&mut |s| eprintln!("weir: {s}"))?;
     controls.metrics = serving.as_ref().map(|s| s.board.clone());
     let tty = std::io::stderr().is_terminal();
     let mut report = weir_sensor::record::run(&cfg, &controls, &mut |e| match e {

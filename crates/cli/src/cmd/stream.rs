@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use weir_sensor::capture::{Capture, CaptureConfig, PacketSink};
+use weir_sensor::capture::{Capture, CaptureConfig, Watched};
 use weir_sensor::stream::{Sink, Target};
 
 use crate::args::{self, LiveArgs};
@@ -52,42 +52,15 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     };
     let controls = output::controls(false)?;
     let job = Capture::start(&cfg, &mut output::event)?;
-    let mut sink = Stdout {
-        sink: Sink::open(&args.to, (args.queue_kib as usize) << 10, job.interfaces())?,
-        stdout: args.to == Target::Stdout,
-    };
+    let sink = Sink::open(&args.to, (args.queue_kib as usize) << 10, job.interfaces())?;
+    // with `-w -` the stream also ends when stdout's reader is seen gone while idle
+    let mut sink = Watched::new(sink, args.to == Target::Stdout);
     let report = job.run(&mut sink, &controls, &mut output::event)?;
-    let s = sink.sink.finish();
+    let s = sink.into_inner().finish();
     eprintln!(
         "weir: {}\n{}",
         s.line(),
         output::live_summary(&report.totals, &report.buffer)
     );
     Ok(Status::Clean)
-}
-
-/// The stream's sink, which also ends when standard output's reader went away while idle.
-struct Stdout {
-    sink: Sink,
-    stdout: bool,
-}
-
-impl PacketSink for Stdout {
-    type Error = weir_sensor::SensorError;
-
-    fn packet(
-        &mut self,
-        i: &[weir_pcap::Interface],
-        r: &weir_buffer::Record<'_>,
-    ) -> Result<(), Self::Error> {
-        self.sink.packet(i, r)
-    }
-
-    fn flush(&mut self) -> Result<(), Self::Error> {
-        self.sink.flush()
-    }
-
-    fn closed(&self) -> bool {
-        self.sink.closed() || (self.stdout && output::stdout_gone())
-    }
 }

@@ -1,6 +1,7 @@
 //! `weir top --socket PATH`: a running `weir run` seen from its control socket, one frame a
 //! second ([`weir_control::top::frame`]): rates per job, drops per stage, buffer fill, disk
-//! rate, live streams and rules. On a terminal the screen is redrawn; `--once` prints one
+//! rate, live streams and rules, then each job's biggest flows and busiest rules
+//! ([`weir_control::top::top_text`]). On a terminal the screen is redrawn; `--once` prints one
 //! frame (rates over one second) and ends, for scripts and pipes.
 
 use std::io::{IsTerminal, Write};
@@ -22,6 +23,9 @@ pub(crate) struct Args {
     /// Print one frame (rates over one second) and stop.
     #[arg(long)]
     once: bool,
+    /// Flows and rules shown per job.
+    #[arg(short = 'n', default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    n: u64,
 }
 
 /// Runs `weir top`.
@@ -35,6 +39,10 @@ pub(crate) fn run(args: Args) -> Result<Status> {
             Value::Object(ask(socket, &json!({"cmd": "counters"}))?),
         ))
     };
+    let top = || -> Result<String> {
+        let t = ask(socket, &json!({"cmd": "top", "n": args.n}))?;
+        Ok(weir_control::top::top_text(&Value::Object(t)))
+    };
     let tty = std::io::stdout().is_terminal();
     if !args.once && !tty {
         bail!("stdout is not a terminal: give --once for one frame");
@@ -45,7 +53,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         // the counters are refreshed once a second
         std::thread::sleep(Duration::from_millis(1100));
         let (status, now) = sample()?;
-        let frame = weir_control::top::frame(&status, &prev, &now);
+        let frame = weir_control::top::frame(&status, &prev, &now) + &top()?;
         let mut out = output::stdout();
         if args.once {
             out.write_all(frame.as_bytes())?;

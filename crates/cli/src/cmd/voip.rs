@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use weir_export::KafkaLines;
 use weir_filter::FilterSet;
 use weir_pcap::{Interface, Packet};
 use weir_sensor::read::Visitor;
@@ -56,7 +57,7 @@ pub(crate) struct Args {
           allow_negative_numbers = true)]
     call_timeout: f64,
     /// Draw each call's jitter and loss over time (SVG, with the numbers as CSV) into this
-    /// directory (created if missing); files only (-r).
+    /// directory (created if missing); live, each call's chart when it is written.
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
     /// The charts' interval: loss and jitter are sampled every this many seconds of the
@@ -65,13 +66,16 @@ pub(crate) struct Args {
           allow_negative_numbers = true, requires = "plot")]
     plot_interval: f64,
     #[command(flatten)]
+    kafka: weir_export::KafkaLogArgs,
+    #[command(flatten)]
     expr: args::Expr,
 }
 
 impl Args {
     /// Usage checks clap cannot express, against what was given (`m`).
     pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
-        self.source.check(m, "analyze")
+        self.source.check(m, "analyze")?;
+        self.kafka.check(m)
     }
 
     fn analyzer(&self) -> Config {
@@ -92,7 +96,12 @@ impl Args {
 
 /// Runs `weir voip`.
 pub(crate) fn run(args: Args) -> Result<Status> {
-    let calls_path = args.out.clone().unwrap_or_else(|| PathBuf::from("-"));
+    let no_w = if args.kafka.kafka.is_some() {
+        "/dev/null"
+    } else {
+        "-"
+    };
+    let calls_path = args.out.clone().unwrap_or_else(|| PathBuf::from(no_w));
     if let Some(s) = &args.streams {
         if output::same_output(s, &calls_path) {
             bail!(
@@ -102,9 +111,6 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         }
     }
     if args.source.is_live() {
-        if args.plot.is_some() {
-            bail!("--plot works on files (-r), not live (-i)");
-        }
         return run_live(args, calls_path);
     }
     // the expression and the inputs are checked before any output is created
@@ -122,7 +128,9 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         None => None,
     };
     let cfg = args.analyzer();
+    let kafka = args.kafka.open()?;
     let mut feed = Feed {
+        kafka: kafka.as_ref().map(|k| k.lines(weir_export::LogKind::Voip)),
         plot,
         analyzer: Analyzer::new(cfg),
         calls: BufWriter::with_capacity(1 << 16, output::create(&calls_path)?),
@@ -137,11 +145,13 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         mut calls,
         mut streams,
         mut plot,
+        kafka: mut lines,
     } = feed;
     let mut error: Option<anyhow::Error> = None;
     let stats = analyzer.finish(&mut |e| {
         if error.is_none() {
-            error = write(&mut calls, streams.as_mut(), plot.as_mut(), &e).err();
+            let outs = (streams.as_mut(), plot.as_mut(), lines.as_mut());
+            error = write(&mut calls, outs, &e).err();
         }
     });
     if let Some(e) = error {
@@ -155,6 +165,11 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     if let (Some(p), Some(dir)) = (&plot, &args.plot) {
         eprintln!("weir: {} charts in {}", p.written(), dir.display());
     }
+    if let Some(k) = kafka {
+        let (line, lost) = k.end();
+        eprintln!("weir: {line}");
+        lost?;
+    }
     Ok(status)
 }
 
@@ -166,16 +181,25 @@ fn run_live(args: Args, calls_path: PathBuf) -> Result<Status> {
         outputs: VoipOutputs {
             calls: calls_path,
             streams: args.streams.clone(),
+            kafka: args.kafka.output().map_err(anyhow::Error::msg)?,
+            plot: args.plot.clone(),
         },
         duration: args.source.live.duration.map(Duration::from_secs_f64),
     };
     let controls = output::controls(false)?;
     let report = weir_sensor::voip::run_live(&cfg, &controls, &mut output::event)?;
     summary(&report.end.stats);
+    if let Some(dir) = &args.plot {
+        eprintln!("weir: {} charts in {}", report.end.charts, dir.display());
+    }
     eprintln!(
         "{}",
         output::live_summary(&report.live.totals, &report.live.buffer)
     );
+    if let Some((k, s)) = &report.kafka {
+        eprintln!("weir: {}", k.summary(s));
+        k.check(s)?;
+    }
     if let Some(e) = report.end.error {
         return Err(e.into());
     }
@@ -215,15 +239,21 @@ pub(crate) fn summary(s: &Stats) {
 
 type Out = BufWriter<output::Output>;
 
-/// Writes one record: streams to `streams` when given, else beside the calls; charts it.
-fn write(
-    calls: &mut Out,
-    streams: Option<&mut Out>,
-    plot: Option<&mut weir_voip::plot::Plotter>,
-    e: &Event,
-) -> Result<()> {
+/// The other outputs of a record: the streams' file, the charts, Kafka.
+type Others<'a> = (
+    Option<&'a mut Out>,
+    Option<&'a mut weir_voip::plot::Plotter>,
+    Option<&'a mut KafkaLines>,
+);
+
+/// Writes one record: streams to `streams` when given, else beside the calls; charts it;
+/// sends it to Kafka.
+fn write(calls: &mut Out, (streams, plot, kafka): Others<'_>, e: &Event) -> Result<()> {
     if let Some(p) = plot {
         p.event(e)?;
+    }
+    if let Some(k) = kafka {
+        weir_sensor::voip::event_line(k, e)?;
     }
     match e {
         Event::Stream(r) => line(streams.unwrap_or(calls), r)?,
@@ -238,6 +268,7 @@ struct Feed {
     calls: Out,
     streams: Option<Out>,
     plot: Option<weir_voip::plot::Plotter>,
+    kafka: Option<KafkaLines>,
 }
 
 impl Visitor for Feed {
@@ -249,10 +280,15 @@ impl Visitor for Feed {
         if self.analyzer.has_ready() {
             let mut error: Option<anyhow::Error> = None;
             let (calls, mut streams) = (&mut self.calls, self.streams.as_mut());
-            let mut plot = self.plot.as_mut();
+            let (mut plot, mut kafka) = (self.plot.as_mut(), self.kafka.as_mut());
             self.analyzer.drain(&mut |e| {
                 if error.is_none() {
-                    error = write(calls, streams.as_deref_mut(), plot.as_deref_mut(), &e).err();
+                    let outs = (
+                        streams.as_deref_mut(),
+                        plot.as_deref_mut(),
+                        kafka.as_deref_mut(),
+                    );
+                    error = write(calls, outs, &e).err();
                 }
             });
             if let Some(e) = error {

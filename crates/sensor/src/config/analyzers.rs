@@ -21,6 +21,10 @@
 //! streams = "/var/log/weir/streams.jsonl"  # RTP stream records (optional)
 //! max_calls = 1000000         # Call-IDs tracked (1 ..= 100000000)
 //! max_streams = 1000000       # RTP streams tracked (1 ..= 100000000)
+//! call_linger_s = 2           # a call that is over is written after this long without a packet
+//! call_timeout_s = 300        # a call (or heuristic stream) idle this long is written as it stands
+//! plot = "/var/lib/weir/charts"   # each call's jitter/loss chart (SVG + CSV), when it is written
+//! plot_interval_s = 1         # the charts' interval
 //! ```
 
 use std::collections::BTreeMap;
@@ -45,6 +49,7 @@ pub(super) struct RawHttp {
     max_flows: Option<Spanned<i64>>,
     max_memory_mib: Option<Spanned<i64>>,
     idle_timeout_s: Option<Spanned<f64>>,
+    kafka: Option<Spanned<super::RawKafka>>,
 }
 
 /// One `[[voip]]` table as written.
@@ -57,9 +62,39 @@ pub(super) struct RawVoip {
     streams: Option<Spanned<String>>,
     max_calls: Option<Spanned<i64>>,
     max_streams: Option<Spanned<i64>>,
+    call_linger_s: Option<Spanned<f64>>,
+    call_timeout_s: Option<Spanned<f64>>,
+    plot: Option<Spanned<String>>,
+    plot_interval_s: Option<Spanned<f64>>,
+    kafka: Option<Spanned<super::RawKafka>>,
 }
 
 impl Cx<'_> {
+    /// An analyzer's `kafka` table: `[record.flows.kafka]`'s keys but `topic` and `format` (the
+    /// topics are weir.http/weir.tls or weir.calls/weir.rtp, the records JSON).
+    fn analyzer_kafka(
+        &self,
+        raw: Option<&Spanned<super::RawKafka>>,
+        key: &str,
+    ) -> Result<Option<weir_export::KafkaOutput>, ConfigError> {
+        let Some(r) = raw else { return Ok(None) };
+        let k = format!("{key}.kafka");
+        let r = r.get_ref();
+        for (v, name) in [(&r.topic, "topic"), (&r.format, "format")] {
+            if let Some(v) = v {
+                return Err(self.at(
+                    v,
+                    &format!("{k}.{name}"),
+                    format!(
+                        "an analyzer's records go to their own topics (weir.http, weir.tls, \
+                         weir.calls, weir.rtp) as JSON: leave out `{name}`"
+                    ),
+                ));
+            }
+        }
+        self.kafka(r, &k).map(Some)
+    }
+
     /// The record job an analyzer table attaches to: the one on `interface`, or the only one.
     fn analyzer_job(
         &self,
@@ -195,10 +230,24 @@ impl Cx<'_> {
                 analyzer.idle_timeout_ns =
                     (self.secs(v, &k("idle_timeout_s"), 1e-3, 1e6)? * 1e9) as u64;
             }
+            let kafka = self.analyzer_kafka(r.kafka.as_ref(), &key)?;
+            if kafka.is_some() && format != weir_http::log::Format::Json {
+                let at = r.format.as_ref().unwrap_or(&r.log);
+                return Err(self.at(
+                    at,
+                    &k("format"),
+                    "Kafka takes the HTTP log as JSON, not in Apache's format".to_owned(),
+                ));
+            }
             jobs[j].record.http = Some(HttpBeside {
                 filter,
                 analyzer,
-                logs: HttpLogs { format, http, tls },
+                logs: HttpLogs {
+                    format,
+                    http,
+                    tls,
+                    kafka,
+                },
             });
         }
         Ok(())
@@ -242,10 +291,50 @@ impl Cx<'_> {
             if let Some(v) = &r.max_streams {
                 analyzer.max_streams = self.int(v, &k("max_streams"), 1, 100_000_000)? as usize;
             }
+            if let Some(v) = &r.call_linger_s {
+                analyzer.linger_ns = (self.secs(v, &k("call_linger_s"), 1e-3, 1e6)? * 1e9) as u64;
+            }
+            if let Some(v) = &r.call_timeout_s {
+                analyzer.call_timeout_ns =
+                    (self.secs(v, &k("call_timeout_s"), 1e-3, 1e6)? * 1e9) as u64;
+            }
+            let plot = match &r.plot {
+                Some(v) => {
+                    let p = self.out_path(v, &k("plot"))?;
+                    if p.exists() && !p.is_dir() {
+                        return Err(self.at(
+                            v,
+                            &k("plot"),
+                            format!("{} is not a directory", p.display()),
+                        ));
+                    }
+                    let interval = match &r.plot_interval_s {
+                        Some(i) => self.secs(i, &k("plot_interval_s"), 1e-3, 1e6)?,
+                        None => 1.0,
+                    };
+                    analyzer.timeline_ns = ((interval * 1e9) as u64).max(1);
+                    Some(p)
+                }
+                None => {
+                    if let Some(i) = &r.plot_interval_s {
+                        return Err(self.at(
+                            i,
+                            &k("plot_interval_s"),
+                            "plot_interval_s configures plot: give plot too",
+                        ));
+                    }
+                    None
+                }
+            };
             jobs[j].record.voip = Some(VoipBeside {
                 filter,
                 analyzer,
-                outputs: VoipOutputs { calls, streams },
+                outputs: VoipOutputs {
+                    calls,
+                    streams,
+                    kafka: self.analyzer_kafka(r.kafka.as_ref(), &key)?,
+                    plot,
+                },
             });
         }
         Ok(())

@@ -1,5 +1,6 @@
 //! The service's side of the web page ([`crate::web`]): the snapshot it shows, made from the
-//! jobs the control socket sees (each job's state and its published counters).
+//! jobs the control socket sees (each job's state, its published counters, and its `top`: the
+//! biggest open flows by bytes and the rules with most hits, ten each).
 
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
@@ -7,6 +8,9 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::JobList;
+
+/// Flows and rules the page shows per job.
+const WEB_TOP: usize = 10;
 use crate::config::ServiceConfig;
 use crate::{Event, SensorError};
 
@@ -32,6 +36,7 @@ pub(super) fn start(
                     "interface": j.interface,
                     "state": j.state().0,
                     "counters": j.published.counters().unwrap_or(Value::Null),
+                    "top": j.published.top(WEB_TOP, weir_flows::TopBy::Bytes),
                 })
             })
             .collect();

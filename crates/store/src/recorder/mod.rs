@@ -144,6 +144,34 @@ pub struct RecorderStats {
     /// Request: while set, the recorder closes its segment (at a block boundary) and counts
     /// every packet as [`paused`](Self::paused) instead of recording it.
     pub pause: AtomicBool,
+    /// Wall clock (ns since the epoch) of the last index written that covered the packets
+    /// recorded then (the open segment's, every few seconds, or a closing segment's); the
+    /// recorder's start before the first.
+    pub index_written_ns: AtomicU64,
+    /// [`packets`](Self::packets) at that write.
+    pub index_packets: AtomicU64,
+    /// Whether the recorder indexes its segments.
+    pub indexing: AtomicBool,
+}
+
+impl RecorderStats {
+    /// Seconds the packets recorded since the last index write have waited for an index (the
+    /// time since that write, as of `now_ns`); 0 when the index covers every packet recorded.
+    pub fn index_lag_s(&self, now_ns: u64) -> f64 {
+        if self.packets.load(Ordering::Relaxed) <= self.index_packets.load(Ordering::Relaxed) {
+            return 0.0;
+        }
+        now_ns.saturating_sub(self.index_written_ns.load(Ordering::Relaxed)) as f64 / 1e9
+    }
+
+    fn indexed(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.index_written_ns.store(now, Ordering::Relaxed);
+        self.index_packets
+            .store(self.packets.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -298,9 +326,14 @@ impl Recorder {
         let mut store = store;
         store.manifest.interfaces = opts.interfaces.iter().map(InterfaceInfo::from).collect();
         store.save()?;
+        let stats = Arc::new(RecorderStats::default());
+        stats.indexed();
+        stats
+            .indexing
+            .store(opts.index_chunk.is_some(), Ordering::Relaxed);
         Ok(Recorder {
             store,
-            stats: Arc::default(),
+            stats,
             walked: None,
             release: 0,
             seg: None,
@@ -651,8 +684,9 @@ impl Recorder {
             };
         }
         let covered = seg.info.bytes;
-        if let Err(e) = write_index(&mut seg, covered) {
-            tracing::warn!("{}: cannot write the index: {e}", seg.info.file);
+        match write_index(&mut seg, covered) {
+            Err(e) => tracing::warn!("{}: cannot write the index: {e}", seg.info.file),
+            Ok(()) => self.stats.indexed(),
         }
         self.store.put(seg.info);
         let deleted =
@@ -753,8 +787,9 @@ impl Recorder {
                 }
             };
             if let Some(covered) = covered {
-                if let Err(e) = write_index(seg, covered) {
-                    tracing::warn!("{}: cannot write the index: {e}", seg.info.file);
+                match write_index(seg, covered) {
+                    Err(e) => tracing::warn!("{}: cannot write the index: {e}", seg.info.file),
+                    Ok(()) => self.stats.indexed(),
                 }
             }
             self.store.put(seg.info.clone());

@@ -1,0 +1,525 @@
+//! The command line's shared argument groups (behind the `clap` feature), declared once and
+//! flattened by every subcommand that takes them: input files (`-r`, [`Inputs`]), live capture
+//! ([`LiveArgs`]), the one-or-the-other choice of the two ([`Source`]), packet output
+//! ([`Output`]), the filter expression ([`Expr`]), the rules ([`RulesArgs`]) and the flow meter
+//! beside a recording ([`FlowArgs`]). Each group turns into the library config it describes
+//! ([`LiveArgs::pipeline`], [`RulesArgs::config`]) and checks what clap cannot express; every
+//! number goes through a value parser of [`weir_packet::value`] (finite and in range, or a usage
+//! error naming the limit), before anything is opened, created or allocated.
+//!
+//! Combinations clap cannot express are checked against the parsed matches ([`given`],
+//! [`first_given`]), also before the command runs.
+
+use std::path::{Path, PathBuf};
+
+use clap::parser::ValueSource;
+use clap::ArgMatches;
+use weir_export::{NetflowOutput, Outputs};
+use weir_packet::value::{block_size, buffer_mib, ns, seconds, snaplen, MAX_SNAPLEN};
+use weir_pcap::{FileFormat, Precision};
+
+/// Output file format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Classic pcap, nanosecond timestamps (microsecond ones with --micro where a command has it).
+    Pcap,
+    /// pcapng with one interface block per input interface, nanosecond timestamps.
+    Pcapng,
+}
+
+impl Format {
+    /// The writer's format; `micro` asks classic pcap for microsecond timestamps.
+    pub fn output(self, micro: bool) -> FileFormat {
+        match self {
+            Format::Pcap if micro => FileFormat::Pcap(Precision::Micro),
+            Format::Pcap => FileFormat::Pcap(Precision::Nano),
+            Format::Pcapng => FileFormat::Pcapng,
+        }
+    }
+}
+
+/// Input capture files (`-r`), repeated to concatenate.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Inputs {
+    /// Input capture file (pcap or pcapng); `-` reads stdin. Repeat to concatenate files.
+    #[arg(short = 'r', long = "read", value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+/// Where packets are written (`-w`) and in which format.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Output {
+    /// Write the packets to this file (`-` for stdout) instead of printing them.
+    #[arg(short = 'w', long = "write", value_name = "OUT")]
+    pub path: Option<PathBuf>,
+    /// Output file format [default: pcap; pcapng for `capture`, which records each packet's
+    /// interface].
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// Classic pcap with microsecond timestamps (the old magic) instead of nanoseconds; implies
+    /// `--format pcap`.
+    #[arg(long)]
+    pub micro: bool,
+}
+
+impl Output {
+    /// The writer's format: `--format`, else pcap with `--micro`, else `default`.
+    pub fn format(&self, default: Format) -> FileFormat {
+        match (self.format, self.micro) {
+            (Some(f), micro) => f.output(micro),
+            (None, true) => FileFormat::Pcap(Precision::Micro),
+            (None, false) => default.output(false),
+        }
+    }
+
+    /// `--micro` is for classic pcap; `--format`/`--micro` need `-w` (`needs_path`).
+    pub fn check(&self, needs_path: bool) -> Result<(), String> {
+        if self.micro && self.format == Some(Format::Pcapng) {
+            return Err("--micro is for classic pcap; pcapng timestamps are nanoseconds".into());
+        }
+        if needs_path && self.path.is_none() && (self.format.is_some() || self.micro) {
+            return Err("--format and --micro describe the file of -w OUT; give -w".into());
+        }
+        Ok(())
+    }
+}
+
+/// The rule engine's options (`crates/rules/RULES.md`), shared by every packet path: `read`,
+/// `capture`, `record` and `flows`, live and from files.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RulesArgs {
+    /// Rule file (one rule per line, see crates/rules/RULES.md): what to keep, slice, sample,
+    /// cut off per flow and tag, after the filter expression. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// Unix socket on which `weir rules add|del|list|stats` reach this process's rules
+    /// (created with mode 0660, removed on exit); needs `--rules`.
+    #[arg(long, value_name = "PATH", requires = "rules")]
+    pub control: Option<PathBuf>,
+    /// Keep every rule in user space: no drop rule goes into the kernel socket filter.
+    #[arg(long, requires = "rules")]
+    pub no_kernel_rules: bool,
+}
+
+impl RulesArgs {
+    /// The job's rules: the file and its control socket, when a file is given.
+    pub fn config(&self) -> Option<crate::rules::RulesConfig> {
+        self.rules.clone().map(|path| crate::rules::RulesConfig {
+            path,
+            control: self.control.clone(),
+        })
+    }
+}
+
+/// The filter expression, and tcpdump's `-n`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Expr {
+    /// Filter expression in tcpdump syntax (pcap-filter(7)): every word that is not an option,
+    /// joined with spaces, so options may come before, after or between its words; `--` ends
+    /// the options.
+    #[arg(value_name = "EXPR")]
+    pub words: Vec<String>,
+    /// Numeric addresses and ports: accepted for tcpdump users, weir never resolves names.
+    #[arg(short = 'n', action = clap::ArgAction::Count)]
+    pub numeric: u8,
+}
+
+impl Expr {
+    /// The expression as one string (empty: every packet).
+    pub fn joined(&self) -> String {
+        self.words.join(" ")
+    }
+}
+
+/// Refuses stdin (`-`) where a command needs files it can read twice (stores, indexed files).
+pub fn no_stdin<'a>(
+    mut inputs: impl Iterator<Item = &'a PathBuf>,
+    command: &str,
+) -> Result<(), String> {
+    if inputs.any(|p| p.as_os_str() == "-") {
+        return Err(format!(
+            "weir {command} reads stores and capture files, not stdin (`-`): \
+             save the capture to a file first"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the option `id` was given on the command line (not its default).
+pub fn given(m: &ArgMatches, id: &str) -> bool {
+    m.value_source(id) == Some(ValueSource::CommandLine)
+}
+
+/// The first of `ids` given on the command line, as `--long` (or `-s`) for messages.
+pub fn first_given(m: &ArgMatches, ids: &[(&str, &str)]) -> Option<String> {
+    ids.iter()
+        .find(|(id, _)| given(m, id))
+        .map(|(_, flag)| (*flag).to_string())
+}
+
+/// Where packets come from: capture files (`-r`) or live interfaces (`-i`, with the options of
+/// live capture), one or the other; shared by `flows`, `record`, `http` and `voip`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Source {
+    /// Capture files (`-r`).
+    #[command(flatten)]
+    pub inputs: Inputs,
+    /// Live capture (instead of -r): interfaces, threads, buffer...
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+impl Source {
+    /// Whether the packets come from interfaces (`-i`).
+    pub fn is_live(&self) -> bool {
+        !self.live.interfaces.is_empty()
+    }
+
+    /// The usage checks of every command that reads files or interfaces: the live options' own
+    /// checks, exactly one of the two, and no live-only option with files; `verb` is what the
+    /// command does (`meter`, `analyze`).
+    pub fn check(&self, m: &ArgMatches, verb: &str) -> Result<(), String> {
+        self.live.check()?;
+        let reading = !self.inputs.files.is_empty();
+        match (reading, self.is_live()) {
+            (true, true) => {
+                return Err(format!("-i and -r: {verb} live traffic or files, not both"))
+            }
+            (false, false) => return Err("give input files with -r, or interfaces with -i".into()),
+            _ => {}
+        }
+        if reading {
+            let live_only = [LIVE_ONLY, &[("buffer_mib", "--buffer-mib")]].concat();
+            if let Some(flag) = first_given(m, &live_only) {
+                return Err(format!(
+                    "{flag} is for live capture (-i), not for files (-r)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The options of live capture (`LiveArgs`) other than `-i`: refused with `-r`, where they do
+/// nothing.
+pub const LIVE_ONLY: &[(&str, &str)] = &[
+    ("threads", "--threads"),
+    ("fanout", "--fanout"),
+    ("no_promisc", "--no-promisc"),
+    ("snaplen", "-s/--snaplen"),
+    ("slice", "--slice"),
+    ("no_hw_timestamps", "--no-hw-timestamps"),
+    ("block_size", "--block-size"),
+    ("block_count", "--block-count"),
+    ("duration", "--duration"),
+    ("backend", "--backend"),
+];
+
+/// Most bytes one thread's ring may map (block size × block count).
+pub const MAX_RING_BYTES: u64 = 16 << 30;
+
+/// Flow options of `weir record --flows`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FlowArgs {
+    /// With --flows: export NetFlow/IPFIX to TARGET (as `weir flows --export`).
+    #[arg(long = "flow-export", value_name = "TARGET", num_args = 0..=1, default_missing_value = weir_export::DEFAULT_COLLECTOR)]
+    pub flow_export: Option<String>,
+    /// With --flows: format of --flow-export.
+    #[arg(long = "flow-format", value_enum, default_value_t = weir_export::NetflowFormat::Ipfix)]
+    pub flow_format: weir_export::NetflowFormat,
+    /// With --flows: write JSON lines to OUT (the default output is a file in the store:
+    /// DIR/flows.json).
+    #[arg(long = "flow-json", value_name = "OUT")]
+    pub flow_json: Option<PathBuf>,
+    /// With --flows: idle timeout in seconds.
+    #[arg(long = "flow-idle-timeout", value_name = "S", default_value_t = 30.0,
+          value_parser = seconds,
+          allow_negative_numbers = true)]
+    pub flow_idle_timeout: f64,
+    /// With --flows: active timeout in seconds.
+    #[arg(
+        long = "flow-active-timeout",
+        value_name = "S",
+        default_value_t = 120.0,
+        value_parser = seconds,
+          allow_negative_numbers = true)]
+    pub flow_active_timeout: f64,
+}
+
+impl FlowArgs {
+    /// The ids and flags of these options, for "given without --flows" checks.
+    pub const IDS: &'static [(&'static str, &'static str)] = &[
+        ("flow_export", "--flow-export"),
+        ("flow_format", "--flow-format"),
+        ("flow_json", "--flow-json"),
+        ("flow_idle_timeout", "--flow-idle-timeout"),
+        ("flow_active_timeout", "--flow-active-timeout"),
+    ];
+
+    /// The flow meter beside a recording these options describe; `tags`: a run with rules,
+    /// whose records carry the packets' tags.
+    pub fn config(&self, tags: bool) -> Result<crate::record::FlowsConfig, ExportTargetError> {
+        Ok(crate::record::FlowsConfig {
+            meter: weir_flows::Config {
+                idle_timeout_ns: ns(self.flow_idle_timeout),
+                active_timeout_ns: ns(self.flow_active_timeout),
+                ..weir_flows::Config::default()
+            },
+            outputs: outputs(
+                self.flow_export.as_deref(),
+                self.flow_format,
+                (false, false, tags),
+                self.flow_json.as_deref(),
+                None,
+            )?,
+        })
+    }
+}
+
+/// An `--export` target that does not parse (the option and its value, then why).
+#[derive(Debug, thiserror::Error)]
+#[error("--export {target}")]
+pub struct ExportTargetError {
+    target: String,
+    #[source]
+    source: weir_export::ExportError,
+}
+
+/// The flow outputs the options name (JSON lines on stdout when none is); `tags`: a run with
+/// rules, whose records carry tags (a CSV `tag` column, applicationName in v9/IPFIX templates).
+pub fn outputs(
+    export: Option<&str>,
+    format: weir_export::NetflowFormat,
+    (biflow, ts_nanos, tags): (bool, bool, bool),
+    json: Option<&Path>,
+    csv: Option<&Path>,
+) -> Result<Outputs, ExportTargetError> {
+    let netflow = export.map(|t| -> Result<NetflowOutput, ExportTargetError> {
+        Ok(NetflowOutput {
+            target: t.parse().map_err(|source| ExportTargetError {
+                target: t.to_owned(),
+                source,
+            })?,
+            label: t.to_owned(),
+            format,
+            biflow,
+            ts_nanos,
+        })
+    });
+    Ok(Outputs {
+        netflow: netflow.transpose()?,
+        csv: csv.map(Path::to_path_buf),
+        json: json.map(Path::to_path_buf),
+        tags,
+        ..Outputs::default()
+    })
+}
+
+/// Layers `--slice` keeps.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slice {
+    /// Link headers only.
+    L2,
+    /// Up to the IP header.
+    L3,
+    /// Up to the transport header.
+    L4,
+}
+
+/// Receive backend on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_PACKET TPACKET_V3 rings.
+    Packet,
+    /// AF_XDP sockets fed by weir's XDP program.
+    Xdp,
+}
+
+/// Fanout mode on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fanout {
+    /// By flow hash (both directions of a flow on one thread).
+    Hash,
+    /// Round robin.
+    Lb,
+    /// By receiving CPU.
+    Cpu,
+}
+
+/// Capture options common to the live commands (`capture`, `record`, `flows -i`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LiveArgs {
+    /// Interfaces to capture on, comma-separated (`-i eth0,eth1`).
+    #[arg(short = 'i', long = "interface", value_delimiter = ',')]
+    pub interfaces: Vec<String>,
+    /// Capture threads per interface (joined in one fanout group), 1 to 256.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256),
+          allow_negative_numbers = true)]
+    pub threads: usize,
+    /// How the fanout group spreads packets over threads.
+    #[arg(long, value_enum, default_value_t = Fanout::Hash)]
+    pub fanout: Fanout,
+    /// Do not put the interfaces in promiscuous mode.
+    #[arg(long)]
+    pub no_promisc: bool,
+    /// Keep at most this many bytes of each packet (the original length is recorded); 0 is the
+    /// whole packet (262144), as in tcpdump.
+    #[arg(short = 's', long, default_value_t = MAX_SNAPLEN, value_parser = snaplen,
+          allow_negative_numbers = true)]
+    pub snaplen: u32,
+    /// Keep only the headers up to this layer (the original length is recorded).
+    #[arg(long, value_enum)]
+    pub slice: Option<Slice>,
+    /// Do not ask the NIC for hardware timestamps.
+    #[arg(long)]
+    pub no_hw_timestamps: bool,
+    /// Ring block size in bytes (a power of two from 4096 to 1 GiB).
+    #[arg(long, default_value_t = 1 << 20, value_parser = block_size,
+          allow_negative_numbers = true)]
+    pub block_size: u32,
+    /// Ring blocks per thread (1 to 1048576; at most 16 GiB of ring per thread).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1 << 20),
+          allow_negative_numbers = true)]
+    pub block_count: u32,
+    /// Shared packet buffer size in MiB, a power of two up to 65536 (default: 512 for `record`,
+    /// 64 for `capture` and `flows`).
+    #[arg(long, value_name = "MIB", value_parser = buffer_mib,
+          allow_negative_numbers = true)]
+    pub buffer_mib: Option<usize>,
+    /// Receive backend: `packet` (AF_PACKET rings) or `xdp` (AF_XDP sockets, one per RX queue).
+    #[arg(long, value_enum, default_value_t = Backend::Packet)]
+    pub backend: Backend,
+    /// Stop after this many seconds (up to 10⁹).
+    #[arg(long, value_name = "SECONDS", value_parser = seconds,
+          allow_negative_numbers = true)]
+    pub duration: Option<f64>,
+}
+
+impl LiveArgs {
+    /// Usage checks clap cannot express: each interface once, a ring that the kernel can map.
+    pub fn check(&self) -> Result<(), String> {
+        for (k, i) in self.interfaces.iter().enumerate() {
+            if i.is_empty() {
+                return Err("-i: empty interface name".into());
+            }
+            if self.interfaces[..k].contains(i) {
+                return Err(format!(
+                    "interface {i} given twice: every packet would be captured twice"
+                ));
+            }
+        }
+        let ring = u64::from(self.block_size) * u64::from(self.block_count);
+        if ring > MAX_RING_BYTES {
+            return Err(format!(
+                "--block-size {} × --block-count {} is {ring} bytes of ring per thread; the \
+                 most is {} (16 GiB)",
+                self.block_size, self.block_count, MAX_RING_BYTES
+            ));
+        }
+        Ok(())
+    }
+
+    /// The capture library's fanout mode.
+    pub fn fanout_mode(&self) -> weir_capture::FanoutMode {
+        match self.fanout {
+            Fanout::Hash => weir_capture::FanoutMode::Hash,
+            Fanout::Lb => weir_capture::FanoutMode::LoadBalance,
+            Fanout::Cpu => weir_capture::FanoutMode::Cpu,
+        }
+    }
+
+    /// The live pipeline these options ask for, capturing what `expr` matches into a buffer of
+    /// `--buffer-mib` (else `default_buffer_mib`) with `readers` registered and `best_effort`
+    /// readers.
+    pub fn pipeline(
+        &self,
+        expr: &str,
+        readers: usize,
+        best_effort: usize,
+        default_buffer_mib: usize,
+    ) -> Result<weir_capture::PipelineConfig, UsageError> {
+        let buffer_mib = self.buffer_mib.unwrap_or(default_buffer_mib);
+        if self.interfaces.is_empty() {
+            return Err(UsageError("give at least one interface with -i".into()));
+        }
+        if self.threads == 0 {
+            return Err(UsageError("--threads must be at least 1".into()));
+        }
+        let buffer_bytes = buffer_mib
+            .checked_mul(1 << 20)
+            .filter(|s| s.is_power_of_two())
+            .ok_or_else(|| {
+                UsageError(format!("--buffer-mib {buffer_mib} must be a power of two"))
+            })?;
+        Ok(weir_capture::PipelineConfig {
+            interfaces: self.interfaces.clone(),
+            threads: self.threads,
+            fanout: self.fanout_mode(),
+            promiscuous: !self.no_promisc,
+            snaplen: self.snaplen,
+            slice: self.slice.map(|s| match s {
+                Slice::L2 => weir_decode::SliceLevel::L2,
+                Slice::L3 => weir_decode::SliceLevel::L3,
+                Slice::L4 => weir_decode::SliceLevel::L4,
+            }),
+            hw_timestamps: !self.no_hw_timestamps,
+            ring: weir_capture::RingConfig {
+                block_size: self.block_size,
+                block_count: self.block_count,
+                ..weir_capture::RingConfig::default()
+            },
+            filter: expr.to_string(),
+            buffer_bytes,
+            readers,
+            best_effort_readers: best_effort,
+            rules: None,
+            kernel_rules: true,
+            backend: match self.backend {
+                Backend::Packet => weir_capture::Backend::Packet,
+                Backend::Xdp => weir_capture::Backend::Xdp,
+            },
+        })
+    }
+}
+
+/// `--metrics [ADDR]` on the live commands (`weir record`, `weir capture`): Prometheus metrics
+/// served at `http://ADDR/metrics` while the job runs (off unless given). [`MetricsArgs::start`]
+/// runs before capture, so a bad address or a port in use stops the command before anything is
+/// captured; the job publishes its counters on the board the server renders
+/// ([`crate::metrics`]).
+#[derive(clap::Args, Debug, Clone)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics at http://ADDR/metrics while running (ADDR is HOST:PORT,
+    /// 127.0.0.1:9637 when --metrics is given alone; port 0 picks a free port, printed)
+    #[arg(long = "metrics", value_name = "ADDR", num_args = 0..=1,
+          default_missing_value = weir_metrics::DEFAULT_ADDR, value_parser = metrics_address)]
+    pub addr: Option<std::net::SocketAddr>,
+}
+
+/// Parses a metrics address (clap's value parser: a bad one is a usage error).
+fn metrics_address(s: &str) -> Result<std::net::SocketAddr, String> {
+    weir_metrics::http::parse_addr(s).map_err(|e| e.to_string())
+}
+
+impl MetricsArgs {
+    /// Starts the server when asked (and `say`s where), else nothing.
+    pub fn start(
+        &self,
+        say: &mut dyn FnMut(String),
+    ) -> Result<Option<crate::metrics::Serving>, weir_metrics::ServeError> {
+        let Some(addr) = self.addr else {
+            return Ok(None);
+        };
+        let serving = crate::metrics::serve(addr)?;
+        say(format!(
+            "metrics on http://{}/metrics",
+            serving.server.local_addr()
+        ));
+        Ok(Some(serving))
+    }
+}
+
+/// An option value or combination the library refuses, in the options' terms.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
