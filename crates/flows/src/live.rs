@@ -499,6 +499,32 @@ mod tests {
     use super::*;
     use crate::{Config, FlowRecord};
 
+    /// Raw IPv4: 10.0.0.1:1000 -> 10.0.0.2:53 over UDP, 32 bytes.
+    const UDP_QUERY: [u8; 32] = [
+        0x45, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x03, 0xe8, 0, 53, 0,
+        12, 0, 0, 1, 2, 3, 4,
+    ];
+
+    /// The meter's default settings with a fixed seed.
+    fn seeded() -> Config {
+        Config {
+            seed: Some(1),
+            ..Config::default()
+        }
+    }
+
+    /// A packet buffer and a live meter (raw IPv4 link, fixed seed) reading its one ring.
+    fn meter_on_a_buffer() -> (weir_buffer::PacketBuffer, LiveMeter<Vec<FlowRecord>>) {
+        let buffer = weir_buffer::PacketBuffer::new(4 << 20, 1).unwrap();
+        let live = LiveMeter::spawn(
+            Meter::new(&seeded(), Vec::<FlowRecord>::new()),
+            buffer.reader(0).unwrap(),
+            vec![LinkType::IPV4],
+            || 0,
+        );
+        (buffer, live)
+    }
+
     #[test]
     fn the_wall_clock_is_in_ns_since_the_epoch() {
         let s = SystemTime::now()
@@ -516,22 +542,8 @@ mod tests {
     /// by `finish`: one flow of three packets, hand-counted.
     #[test]
     fn records_in_the_buffer_are_metered() {
-        let buffer = weir_buffer::PacketBuffer::new(4 << 20, 1).unwrap();
-        let cfg = Config {
-            seed: Some(1),
-            ..Config::default()
-        };
-        let live = LiveMeter::spawn(
-            Meter::new(&cfg, Vec::<FlowRecord>::new()),
-            buffer.reader(0).unwrap(),
-            vec![LinkType::IPV4],
-            || 0,
-        );
-        // raw IPv4: 10.0.0.1:1000 -> 10.0.0.2:53 over UDP, 32 bytes
-        let q = [
-            0x45u8, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x03, 0xe8, 0,
-            53, 0, 12, 0, 0, 1, 2, 3, 4,
-        ];
+        let (buffer, live) = meter_on_a_buffer();
+        let q = UDP_QUERY;
         let mut w = buffer.writer().unwrap();
         for t in 1..=3u64 {
             w.push(0, t * 1000, q.len() as u32, &q).unwrap();
@@ -560,21 +572,8 @@ mod tests {
     /// interval; the handle still answers after the meter is replaced, and says when it ended.
     #[test]
     fn the_biggest_open_flows_are_ranked_on_the_meters_thread() {
-        let buffer = weir_buffer::PacketBuffer::new(4 << 20, 1).unwrap();
-        let cfg = Config {
-            seed: Some(1),
-            ..Config::default()
-        };
-        let live = LiveMeter::spawn(
-            Meter::new(&cfg, Vec::<FlowRecord>::new()),
-            buffer.reader(0).unwrap(),
-            vec![LinkType::IPV4],
-            || 0,
-        );
-        let q = [
-            0x45u8, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x03, 0xe8, 0,
-            53, 0, 12, 0, 0, 1, 2, 3, 4,
-        ];
+        let (buffer, live) = meter_on_a_buffer();
+        let q = UDP_QUERY;
         let mut w = buffer.writer().unwrap();
         let mut t = 1000;
         // flow to .2: 5 packets of 32 bytes; to .3: 3 of 32; to .4: 1 of 32 + 200 bytes
@@ -626,7 +625,7 @@ mod tests {
         assert_eq!(quiet.since_start.len(), 3);
         live.replace(Box::new(move |old| {
             assert_eq!(old.packets, 9);
-            Meter::new(&cfg, old.meter.sink)
+            Meter::new(&seeded(), old.meter.sink)
         }));
         let mut after = h.top(3, TopBy::Bytes, wait).unwrap();
         while after.open != 0 {
@@ -641,21 +640,8 @@ mod tests {
     /// A record whose comment is a rules tag is metered with it; other comments are ignored.
     #[test]
     fn a_record_comment_tags_its_flow() {
-        let buffer = weir_buffer::PacketBuffer::new(4 << 20, 1).unwrap();
-        let cfg = Config {
-            seed: Some(1),
-            ..Config::default()
-        };
-        let live = LiveMeter::spawn(
-            Meter::new(&cfg, Vec::<FlowRecord>::new()),
-            buffer.reader(0).unwrap(),
-            vec![LinkType::IPV4],
-            || 0,
-        );
-        let q = [
-            0x45u8, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x03, 0xe8, 0,
-            53, 0, 12, 0, 0, 1, 2, 3, 4,
-        ];
+        let (buffer, live) = meter_on_a_buffer();
+        let q = UDP_QUERY;
         let mut other = q;
         other[19] = 3; // to 10.0.0.3: another flow
         let mut w = buffer.writer().unwrap();
