@@ -8,8 +8,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 
 use common::*;
 use weir_export::{open_sink_with, ExportOptions, ExportStats, NetflowFormat, SinkSpec, Target};
@@ -67,44 +65,6 @@ fn expected_tags(recs: &[FlowRecord], biflow: bool) -> BTreeMap<String, usize> {
         }
     }
     m
-}
-
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args(["-d", "udp.port==2055,cflow"])
-        .args(args)
-        .output()
-        .expect("run tshark");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Every value of `field` over all frames (tshark separates occurrences with `;`; a tag with
-/// a `;` would not survive this, none of ours has one).
-fn values(pcap: &Path, field: &str) -> Vec<String> {
-    tshark(
-        pcap,
-        &[
-            "-T",
-            "fields",
-            "-e",
-            field,
-            "-E",
-            "occurrence=a",
-            "-E",
-            "aggregator=;",
-        ],
-    )
-    .lines()
-    .flat_map(|l| l.split(';').map(str::to_string).collect::<Vec<_>>())
-    .filter(|v| !v.is_empty())
-    .collect()
 }
 
 fn to_tshark(format: NetflowFormat, biflow: bool, name: &str) {

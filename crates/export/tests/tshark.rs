@@ -8,7 +8,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 use weir_export::{NetflowFormat, Target};
@@ -38,43 +37,6 @@ fn capture(format: NetflowFormat, biflow: bool, nanos: bool, extra: u32, tag: &s
         datagrams: dgs.len(),
         recs,
     }
-}
-
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args(["-d", "udp.port==2055,cflow"])
-        .args(args)
-        .output()
-        .expect("run tshark");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Every value of `field` over all frames.
-fn values(pcap: &Path, field: &str) -> Vec<String> {
-    tshark(
-        pcap,
-        &[
-            "-T",
-            "fields",
-            "-e",
-            field,
-            "-E",
-            "occurrence=a",
-            "-E",
-            "aggregator=;",
-        ],
-    )
-    .lines()
-    .flat_map(|l| l.split(';').map(str::to_string).collect::<Vec<_>>())
-    .filter(|v| !v.is_empty())
-    .collect()
 }
 
 fn sum(pcap: &Path, field: &str) -> u64 {

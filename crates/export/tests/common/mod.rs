@@ -531,3 +531,42 @@ pub(crate) fn nfdump_key(row: &serde_json::Value) -> Uniflow {
         dp,
     }
 }
+
+/// tshark's output for `pcap` with UDP port 2055 decoded as NetFlow/IPFIX (`cflow`).
+pub(crate) fn tshark(pcap: &Path, args: &[&str]) -> String {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-d", "udp.port==2055,cflow"])
+        .args(args)
+        .output()
+        .expect("run tshark");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every value of `field` over all frames (tshark separates occurrences with `;`; a value with
+/// a `;` would not survive this, none of ours has one).
+pub(crate) fn values(pcap: &Path, field: &str) -> Vec<String> {
+    tshark(
+        pcap,
+        &[
+            "-T",
+            "fields",
+            "-e",
+            field,
+            "-E",
+            "occurrence=a",
+            "-E",
+            "aggregator=;",
+        ],
+    )
+    .lines()
+    .flat_map(|l| l.split(';').map(str::to_string).collect::<Vec<_>>())
+    .filter(|v| !v.is_empty())
+    .collect()
+}
