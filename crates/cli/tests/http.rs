@@ -406,47 +406,7 @@ fn hostile_paths_and_numbers_are_clear_errors() {
 #[test]
 fn full_and_closed_outputs() {
     let Some(f) = sample() else { return };
-    // /dev/full as the file and as stdout: exit 1 naming it
-    let out = weir()
-        .args(["http", "-r"])
-        .arg(&f)
-        .args(["-w", "/dev/full"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr_of(&out).contains("cannot write /dev/full"),
-        "{}",
-        stderr_of(&out)
-    );
-    let full = std::fs::File::options()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
-    let out = weir()
-        .args(["http", "-r"])
-        .arg(&f)
-        .stdout(full)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr_of(&out).contains("cannot write to stdout"),
-        "{}",
-        stderr_of(&out)
-    );
-    // closed stdout: a quiet exit 0
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(r#""$0" http -r "$1" | head -c0; exit ${PIPESTATUS[0]}"#)
-        .arg(env!("CARGO_BIN_EXE_weir"))
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    // no error message (the summary, printed when weir wrote everything before head closed the
-    // pipe, counts "0 http parse errors": look for the message's prefix, not the word)
-    assert!(!stderr_of(&out).contains("error:"), "{}", stderr_of(&out));
+    common::full_and_closed_outputs("http", &f);
 }
 
 /// Special files as outputs: both logs to /dev/null is fine (nothing mixes); stdout named two

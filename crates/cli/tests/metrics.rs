@@ -15,33 +15,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::netns::VethBench;
-use common::prom::{promtool_check, samples};
+use common::prom::{get, number_after, prometheus, promtool_check, query, samples, served};
 use common::{run, weir, Running};
-use serde_json::Value;
-
-/// A plain HTTP/1.0 GET: the status code and the body.
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status: {head}"));
-    (status, body.to_string())
-}
 
 /// The scrape of weir's server at `addr`.
 fn scrape(addr: &str) -> (String, BTreeMap<String, f64>) {
@@ -68,29 +49,6 @@ fn settle(
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// The address a job says it serves metrics on (`weir: metrics on http://ADDR/metrics`).
-fn served(log: &str) -> String {
-    let rest = log
-        .split("metrics on http://")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no metrics line: {log}"));
-    rest.split('/').next().unwrap().to_string()
-}
-
-/// The number after `before` in `text` (`"kernel: "` → the count that follows).
-fn number_after(text: &str, before: &str) -> u64 {
-    let rest = text
-        .split(before)
-        .nth(1)
-        .unwrap_or_else(|| panic!("no {before:?} in {text}"));
-    rest.trim_start()
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
 }
 
 /// The packets `capinfos` counts in a file.
@@ -194,50 +152,6 @@ fn promtool_checks_live_scrapes() {
     assert_eq!(capinfos_count(&pcap), 30);
 }
 
-/// A free TCP port on loopback (bound, then released for the server to take).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `s` percent-encoded for a query string.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'_' {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// The one sample Prometheus' instant query `q` returns: (timestamp, value).
-fn query(prom: &str, q: &str) -> Option<(f64, f64)> {
-    let (status, body) = get(prom, &format!("/api/v1/query?query={}", encode(q)));
-    assert_eq!(status, 200, "{q}: {body}");
-    let v: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["status"], "success", "{body}");
-    let result = v["data"]["result"].as_array()?;
-    assert!(result.len() <= 1, "{q}: {body}");
-    let pair = &result.first()?["value"];
-    Some((pair[0].as_f64()?, pair[1].as_str()?.parse().ok()?))
-}
-
-/// A child we started, killed (by its pid) when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn prometheus_scrapes_a_live_record() {
     if !weir_testkit::have("prometheus") {
@@ -265,39 +179,7 @@ fn prometheus_scrapes_a_live_record() {
     );
     let addr = served(&rec.text());
 
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: \
-             weir\n    static_configs:\n      - targets: ['{addr}']\n"
-        ),
-    )
-    .unwrap();
-    let prom = format!("127.0.0.1:{}", free_port());
-    let prom_log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let _server = Killed(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address={prom}"))
-            .stdout(Stdio::null())
-            .stderr(prom_log)
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while !TcpStream::connect(&prom).is_ok_and(|_| get(&prom, "/-/ready").0 == 200) {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "prometheus not ready: {}",
-            std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let (_server, prom) = prometheus(dir.path(), &addr);
 
     b.send_udp(5555, 300, 100);
     let kernel = format!(

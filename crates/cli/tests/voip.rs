@@ -1030,45 +1030,7 @@ fn hostile_paths_numbers_and_outputs() {
     assert!(err.contains("call-ids ignored (--max-calls)"), "{err}");
     let lines = String::from_utf8_lossy(&out.stdout).lines().count();
     assert_eq!(lines, 2, "one stream and one call");
-    // /dev/full as the file and as stdout
-    let out = weir()
-        .args(["voip", "-r"])
-        .arg(&f)
-        .args(["-w", "/dev/full"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr_of(&out).contains("cannot write /dev/full"),
-        "{}",
-        stderr_of(&out)
-    );
-    let full = std::fs::File::options()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
-    let out = weir()
-        .args(["voip", "-r"])
-        .arg(&f)
-        .stdout(full)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr_of(&out).contains("cannot write to stdout"),
-        "{}",
-        stderr_of(&out)
-    );
-    // closed stdout: a quiet exit 0
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(r#""$0" voip -r "$1" | head -c0; exit ${PIPESTATUS[0]}"#)
-        .arg(env!("CARGO_BIN_EXE_weir"))
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    assert!(!stderr_of(&out).contains("error:"), "{}", stderr_of(&out));
+    common::full_and_closed_outputs("voip", &f);
     // a truncated capture (as after kill -9 of a writer): what was read is reported, with a
     // warning about the cut
     let cut = tmp.join("cut.pcap");

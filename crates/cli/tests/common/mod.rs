@@ -237,3 +237,38 @@ pub(crate) fn rules_control(sock: &Path, args: &[&str]) -> serde_json::Value {
     );
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("rules {args:?}: {e}: {text}"))
 }
+
+/// `weir SUB -r FILE` writing to /dev/full (as `-w /dev/full` and as stdout) exits 1 naming what
+/// it could not write; with stdout closed early (`| head -c0`) it exits 0 with no error.
+pub(crate) fn full_and_closed_outputs(sub: &str, file: &Path) {
+    let err = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = run(weir().args([sub, "-r"]).arg(file).args(["-w", "/dev/full"]));
+    assert_eq!(out.status.code(), Some(1), "{}", err(&out));
+    assert!(
+        err(&out).contains("cannot write /dev/full"),
+        "{}",
+        err(&out)
+    );
+    let full = std::fs::File::options()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = run(weir().args([sub, "-r"]).arg(file).stdout(full));
+    assert_eq!(out.status.code(), Some(1), "{}", err(&out));
+    assert!(
+        err(&out).contains("cannot write to stdout"),
+        "{}",
+        err(&out)
+    );
+    let out = run(Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            r#""$0" {sub} -r "$1" | head -c0; exit ${{PIPESTATUS[0]}}"#
+        ))
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .arg(file));
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    // no error message (a summary printed after everything was written may count "0 ...
+    // errors": look for the message's prefix, not the word)
+    assert!(!err(&out).contains("error:"), "{}", err(&out));
+}
