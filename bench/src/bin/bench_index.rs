@@ -11,7 +11,8 @@
 //! them in 1 GiB segments (128 KiB chunks) and serializes it. For the trace it also times key
 //! extraction with the full decoder only, for comparison.
 //!
-//! `cargo run --release -p weir-bench --bin bench_index -- [--rounds 5] [--packets 3000000]`
+//! `cargo run --release -p weir-bench --bin bench_index -- [--rounds 5] [--packets 3000000]
+//! [--traffic diverse,trace,one-flow]`
 
 use std::path::PathBuf;
 
@@ -33,6 +34,9 @@ struct Args {
     /// Packets of synthetic traffic (diverse and one flow).
     #[arg(long, default_value_t = 3_000_000)]
     packets: usize,
+    /// Traffic to run, comma-separated: diverse, trace, one-flow.
+    #[arg(long, default_value = "diverse,trace,one-flow")]
+    traffic: String,
 }
 
 /// Packets back to back in one allocation, as in the packet buffer the recorder reads, with
@@ -241,20 +245,27 @@ fn wildcard_census(t: &Traffic) {
 fn main() -> Result<()> {
     let args = Args::parse();
     println!("weir-index, median of {} rounds:", args.rounds);
-    report(
-        "diverse",
-        &synthetic(args.packets, true),
-        args.rounds,
-        false,
-    );
-    let tr = trace(&args.trace)?;
-    report("trace", &tr, args.rounds, true);
-    wildcard_census(&tr);
-    report(
-        "one flow",
-        &synthetic(args.packets, false),
-        args.rounds,
-        false,
-    );
+    for what in args.traffic.split(',') {
+        match what {
+            "diverse" => report(
+                "diverse",
+                &synthetic(args.packets, true),
+                args.rounds,
+                false,
+            ),
+            "trace" => {
+                let tr = trace(&args.trace)?;
+                report("trace", &tr, args.rounds, true);
+                wildcard_census(&tr);
+            }
+            "one-flow" => report(
+                "one flow",
+                &synthetic(args.packets, false),
+                args.rounds,
+                false,
+            ),
+            other => anyhow::bail!("--traffic: {other:?} is none of diverse, trace, one-flow"),
+        }
+    }
     Ok(())
 }
