@@ -243,7 +243,12 @@ fn wildcard_census(t: &Traffic) {
 }
 
 fn main() -> Result<()> {
+    // SAFETY: sets the default action of SIGPIPE (the process ends when its stdout is closed,
+    // as tcpdump does, instead of println! panicking) before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args = Args::parse();
+    anyhow::ensure!(args.rounds >= 1, "--rounds: at least 1");
+    anyhow::ensure!(args.packets >= 1, "--packets: at least 1");
     println!("weir-index, median of {} rounds:", args.rounds);
     for what in args.traffic.split(',') {
         match what {
