@@ -11,8 +11,10 @@
 //! them in 1 GiB segments (128 KiB chunks) and serializes it. For the trace it also times key
 //! extraction with the full decoder only, for comparison.
 //!
-//! `cargo run --release -p weir-bench --bin bench_index -- [--rounds 5] [--packets 3000000]`
+//! `cargo run --release -p weir-bench --bin bench_index -- [--rounds 5] [--packets 3000000]
+//! [--traffic diverse,trace,one-flow]`
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -33,6 +35,9 @@ struct Args {
     /// Packets of synthetic traffic (diverse and one flow).
     #[arg(long, default_value_t = 3_000_000)]
     packets: usize,
+    /// Traffic to run, comma-separated: diverse, trace, one-flow.
+    #[arg(long, default_value = "diverse,trace,one-flow")]
+    traffic: String,
 }
 
 /// Packets back to back in one allocation, as in the packet buffer the recorder reads, with
@@ -146,7 +151,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn report(name: &str, t: &Traffic, rounds: usize, decoder: bool) {
+fn report(name: &str, t: &Traffic, rounds: usize, decoder: bool) -> std::io::Result<()> {
     let (mut secs, mut sers) = (Vec::new(), Vec::new());
     let mut size = 0;
     // One builder, cleared for each segment, as the recorder keeps one.
@@ -159,7 +164,8 @@ fn report(name: &str, t: &Traffic, rounds: usize, decoder: bool) {
     }
     let (s, ser) = (median(secs), median(sers));
     let (n, gb) = (t.packets.len() as f64, t.bytes as f64 / 1e9);
-    println!(
+    writeln!(
+        std::io::stdout(),
         "{name:<9} {:>9} packets {:>6.2} GB: {:>6.1} ns/packet (serializing {:.1}), {:.3} s CPU per GB = {:>5.1} % of one core at 2 GB/s; index {:.3} % of the data",
         t.packets.len(),
         gb,
@@ -168,22 +174,24 @@ fn report(name: &str, t: &Traffic, rounds: usize, decoder: bool) {
         s / gb,
         s / gb * 2.0 * 100.0,
         size as f64 * 100.0 / t.bytes as f64
-    );
+    )?;
     if decoder {
         let s = median((0..rounds).map(|_| run(t, true, &mut b).0).collect());
-        println!(
+        writeln!(
+            std::io::stdout(),
             "{:<9} key extraction with the full decoder only (no postings): {:.1} ns/packet",
             "",
             s / n * 1e9
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// What the wildcard list holds: the packets whose keys the decoder could not read all the
 /// way, by what stopped it (layer and error), and the share of chunks they make candidates of
 /// every query; beside it the list as it was before damaged packets were indexed (every packet
 /// the decoder stopped on).
-fn wildcard_census(t: &Traffic) {
+fn wildcard_census(t: &Traffic) -> std::io::Result<()> {
     let mut by: std::collections::BTreeMap<(bool, String), u64> = Default::default();
     // (packets, chunks, last chunk) with any decoding error (before), and still wildcards.
     let mut count = [(0u64, 0u64, u64::MAX); 2];
@@ -221,40 +229,61 @@ fn wildcard_census(t: &Traffic) {
     .iter()
     .enumerate()
     {
-        println!(
+        writeln!(
+            std::io::stdout(),
             "{:<9} {what}: {} packets ({:.3} %) in {} of {total_chunks} chunks ({:.1} %)",
             "",
             count[i].0,
             count[i].0 as f64 * 100.0 / t.packets.len() as f64,
             count[i].1,
             count[i].1 as f64 * 100.0 / total_chunks as f64
-        );
+        )?;
     }
     let mut by: Vec<_> = by.into_iter().collect();
     by.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     for ((wild, why), n) in by.iter().take(10) {
         let w = if *wild { "wildcard" } else { "indexed" };
-        println!("{:<9}   {n:>8} {why} ({w})", "");
+        writeln!(std::io::stdout(), "{:<9}   {n:>8} {why} ({w})", "")?;
     }
+    Ok(())
 }
 
 fn main() -> Result<()> {
+    // SAFETY: sets the default action of SIGPIPE (the process ends when its stdout is closed,
+    // as tcpdump does, instead of an error) before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args = Args::parse();
-    println!("weir-index, median of {} rounds:", args.rounds);
-    report(
-        "diverse",
-        &synthetic(args.packets, true),
-        args.rounds,
-        false,
-    );
-    let tr = trace(&args.trace)?;
-    report("trace", &tr, args.rounds, true);
-    wildcard_census(&tr);
-    report(
-        "one flow",
-        &synthetic(args.packets, false),
-        args.rounds,
-        false,
-    );
+    anyhow::ensure!(args.rounds >= 1, "--rounds: at least 1");
+    anyhow::ensure!(args.packets >= 1, "--packets: at least 1");
+    writeln!(
+        std::io::stdout(),
+        "weir-index, median of {} rounds:",
+        args.rounds
+    )
+    .context("writing the results")?;
+    for what in args.traffic.split(',') {
+        match what {
+            "diverse" => report(
+                "diverse",
+                &synthetic(args.packets, true),
+                args.rounds,
+                false,
+            )
+            .context("writing the results")?,
+            "trace" => {
+                let tr = trace(&args.trace)?;
+                report("trace", &tr, args.rounds, true).context("writing the results")?;
+                wildcard_census(&tr).context("writing the results")?;
+            }
+            "one-flow" => report(
+                "one flow",
+                &synthetic(args.packets, false),
+                args.rounds,
+                false,
+            )
+            .context("writing the results")?,
+            other => anyhow::bail!("--traffic: {other:?} is none of diverse, trace, one-flow"),
+        }
+    }
     Ok(())
 }

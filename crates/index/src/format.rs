@@ -349,6 +349,17 @@ impl Index {
         })
     }
 
+    /// Every key with its list as written: whether it is of chunks (else of blocks), and the
+    /// list (increasing).
+    pub fn lists(&self) -> impl Iterator<Item = (Key, bool, &[u32])> + '_ {
+        self.keys.iter().map(|(k, coarse, v)| (*k, *coarse, &v[..]))
+    }
+
+    /// Blocks per chunk (1 in a version 1 index).
+    pub fn blocks_per_chunk(&self) -> u32 {
+        self.per
+    }
+
     /// Keys whose list is of blocks, and keys whose list is of chunks.
     pub fn fine_and_coarse_keys(&self) -> (usize, usize) {
         let coarse = self.keys.iter().filter(|k| k.1).count();

@@ -147,3 +147,89 @@ fn postings_equal_a_plain_maps_on_diverse_traffic() {
     // Fresh builders agree with the reused one, at another chunk size.
     check(&mut IndexBuilder::new(1 << 17), 1 << 17, &pkts, 20_000);
 }
+
+/// Bytes of the delta varints of an increasing list.
+fn varint_bytes(v: &[u32]) -> usize {
+    let mut prev = 0;
+    v.iter()
+        .map(|&x| {
+            let d = x - prev;
+            prev = x;
+            (32 - d.leading_zeros()).div_ceil(7).max(1) as usize
+        })
+        .sum()
+}
+
+/// The lists as written, block by block: every key lists exactly the 4 KiB blocks of 128 KiB
+/// chunks its packets are in (a plain map of blocks), or exactly its chunks, as the format's
+/// rule says (blocks when in at most 16 of them, or in at most 4 per chunk for at most 1.5
+/// times the varint bytes); serialized mid-way too (masks of one chunk merged across saves).
+#[test]
+fn lists_equal_a_plain_map_of_blocks() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut pkts = Vec::new();
+    let mut off = 0u64;
+    for i in 0..40_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Rare hosts, hosts in every block, random and fixed ports, IPv6.
+        let f = frame(
+            0x0a00_0000 | (x as u32 & 0x3fff),
+            0xc0a8_0000 | ((x >> 16) as u32 & 0x7),
+            (x >> 24) as u16,
+            [53, 80, 443, 5060][(x >> 40) as usize % 4],
+            i % 11 == 0,
+        );
+        let len = 64 + (x >> 50) % 1400;
+        pkts.push((off, LinkType::ETHERNET, f));
+        off += 32 + len;
+    }
+    let mut b = IndexBuilder::new(1 << 17);
+    for every in [usize::MAX, 3_333] {
+        b.clear();
+        let mut blocks = BTreeMap::<Key, BTreeSet<u32>>::new();
+        let mut keys = Vec::new();
+        for (i, (off, link, data)) in pkts.iter().enumerate() {
+            b.add(*off, i as u64, *link, data);
+            keys.clear();
+            assert!(keys_of(*link, data, &mut keys));
+            for k in &keys {
+                blocks.entry(*k).or_default().insert((off / 4096) as u32);
+            }
+            if i % every == every - 1 {
+                b.serialize(*off, 0);
+            }
+        }
+        let ix = Index::parse(&b.serialize(u64::MAX / 2, 0)).expect("parses");
+        assert_eq!(ix.blocks_per_chunk(), 32);
+        let (mut fine, mut coarse) = (0, 0);
+        let mut got = 0;
+        for (k, is_coarse, list) in ix.lists() {
+            got += 1;
+            let want_blocks: Vec<u32> = blocks[&k].iter().copied().collect();
+            let mut want_chunks: Vec<u32> = want_blocks.iter().map(|b| b / 32).collect();
+            want_chunks.dedup();
+            let n = want_blocks.len();
+            let want_fine = n <= 16
+                || (n <= 4 * want_chunks.len()
+                    && 2 * varint_bytes(&want_blocks) <= 3 * varint_bytes(&want_chunks));
+            assert_eq!(
+                !is_coarse,
+                want_fine,
+                "{k:?}: {n} blocks, {} chunks",
+                want_chunks.len()
+            );
+            if is_coarse {
+                coarse += 1;
+                assert_eq!(list, &want_chunks[..], "{k:?}");
+            } else {
+                fine += 1;
+                assert_eq!(list, &want_blocks[..], "{k:?}");
+            }
+        }
+        assert_eq!(got, blocks.len());
+        // Both kinds of list occur.
+        assert!(fine > 100 && coarse > 5, "{fine} fine, {coarse} coarse");
+    }
+}
