@@ -14,6 +14,9 @@
 //! * the analyzers' logs (`weir http|voip --kafka`, files and live, and `weir run`'s
 //!   `[voip.kafka]`): the topics weir.http, weir.tls, weir.calls and weir.rtp hold the `--json`
 //!   lines (or the job's log files) message for message, under the documented keys.
+//! * `--kafka-records-per-message N`: the messages split on newlines are `--json` record by
+//!   record, in order, on one partition under the sensor's key.
+//! * `weir record --http-kafka/--voip-kafka`: the topics hold the logs' lines.
 //! * hostile input: bad numbers and names, a missing broker: clear errors, no panic, no hang.
 //!
 //! java, kcat, protoc and the jars are peers: missing, the test is skipped, or fails under
@@ -893,19 +896,44 @@ fn weir_run_sends_a_record_jobs_flows_to_kafka() {
         return;
     };
     let config = dir.join("weir.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[control]\nsocket = \"control.sock\"\n\
-             [[record]]\nname = \"k\"\ninterface = \"{}\"\nstore = \"s\"\nsegment_mib = 4\n\
-             write_mib = 1\nbuffer_mib = 16\nfilter = \"udp\"\n\
-             [record.flows]\nidle_timeout_s = 600\n\
-             [record.flows.kafka]\nbrokers = \"{}\"\ntopic = \"run\"\nsensor = \"s1\"\n",
-            bench.host_if,
-            b.brokers()
+    let write = |extra: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[control]\nsocket = \"control.sock\"\n\
+                 [[record]]\nname = \"k\"\ninterface = \"{}\"\nstore = \"s\"\nsegment_mib = 4\n\
+                 write_mib = 1\nbuffer_mib = 16\nfilter = \"udp\"\n\
+                 [record.flows]\nidle_timeout_s = 600\n\
+                 [record.flows.kafka]\nbrokers = \"{}\"\ntopic = \"run\"\nsensor = \"s1\"\n{extra}",
+                bench.host_if,
+                b.brokers()
+            ),
+        )
+        .unwrap();
+    };
+    for (extra, msg) in [
+        (
+            "records_per_message = 0\n",
+            "record[0].flows.kafka.records_per_message: 0 is out of range: 1 to 100000",
         ),
-    )
-    .unwrap();
+        (
+            "records_per_message = -1\n",
+            "record[0].flows.kafka.records_per_message: -1 is out of range",
+        ),
+        ("records_per_message = 1e9\n", "records_per_message"),
+        (
+            "records_per_message = 2\nformat = \"protobuf\"\n",
+            "several records per message is for format \"json\"",
+        ),
+    ] {
+        write(extra);
+        let out = run(weir().args(["run", "--check"]).arg(&config));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra}: {err}");
+        assert!(err.contains(msg), "{extra}: {err}");
+        assert!(!err.contains("panicked"), "{extra}: {err}");
+    }
+    write("");
     let svc = Running::start(
         &["run", config.to_str().unwrap()],
         &dir.join("log"),
@@ -1248,6 +1276,10 @@ fn weir_run_sends_a_voip_jobs_records_to_kafka() {
         ("topic = \"t\"\n", "voip[0].kafka.topic"),
         ("format = \"protobuf\"\n", "leave out `format`"),
         ("compression = \"gzip\"\n", "`gzip` is no compression"),
+        (
+            "records_per_message = 5\n",
+            "leave out `records_per_message`",
+        ),
     ] {
         write(extra);
         let out = run(weir().args(["run", "--check"]).arg(&config));
