@@ -753,6 +753,28 @@ mod tests {
                 },
                 "delivery timeout 10 is out of range",
             ),
+            (
+                KafkaOutput {
+                    records_per_message: 0,
+                    ..ok.clone()
+                },
+                "records per message 0 is out of range (1 to 100000)",
+            ),
+            (
+                KafkaOutput {
+                    records_per_message: 100_001,
+                    ..ok.clone()
+                },
+                "records per message 100001 is out of range",
+            ),
+            (
+                KafkaOutput {
+                    records_per_message: 2,
+                    format: KafkaFormat::Protobuf,
+                    ..ok.clone()
+                },
+                "several records per message is for the JSON format",
+            ),
         ] {
             let e = out.check().unwrap_err().to_string();
             assert!(e.contains(msg), "{e}");
