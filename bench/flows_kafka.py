@@ -6,13 +6,15 @@ loopback and stops.
 
 The reference writes the same records as JSON lines to /dev/null (the record formatting weir
 does anyway); the Kafka runs send them instead to the broker (`--kafka`, JSON with zstd and
-with lz4, protobuf with zstd; one topic per format, created by the warm-up run as a sensor's
-topic exists before it sends) and end only when every message is acknowledged. The broker runs
+with lz4, JSON lz4 with 100 records per message (`--kafka-records-per-message 100`), protobuf
+with zstd; with --settings also JSON lz4 one record per message with other producer settings:
+1000 records per message (lz4 and uncompressed), linger 5 and 500 ms, 4 MiB batches; one topic per mode, created by the warm-up run as a
+sensor's topic exists before it sends) and end only when every message is acknowledged. The broker runs
 on the same machine and its CPU is not in weir's CPU time, but it competes for the same cores
 during the wall time: one more run of each measures the broker's CPU (from /proc) beside
 weir's. Target: the sink costs at most 10 % of `weir flows -r`.
 
-usage: bench/flows_kafka.py [--runs N] [--packets N] [--weir BINARY]
+usage: bench/flows_kafka.py [--runs N] [--packets N] [--weir BINARY] [--settings]
 """
 
 import argparse
@@ -31,6 +33,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=5)
 ap.add_argument("--packets", type=int, default=3_000_000)
 ap.add_argument("--weir", help="a weir binary to measure instead of target/release/weir (no build)")
+ap.add_argument("--settings", action="store_true", help="also the producer settings' variants")
 args = ap.parse_args()
 
 root = runner.repo_root()
@@ -87,13 +90,24 @@ try:
             sys.exit(f"the broker did not start; see {kdir}/broker.log")
         time.sleep(0.5)
 
-    def kafka(fmt, compression):
-        return [weir, "flows", "-r", trace, "--kafka", brokers, "--kafka-format", fmt,
-                "--kafka-compression", compression, "--kafka-topic", f"bench-{fmt}-{compression}"]
+    # (label, format, compression, more options)
+    kafkas = [("json zstd", "json", "zstd", []), ("json lz4", "json", "lz4", []),
+              ("json lz4 100/msg", "json", "lz4", ["--kafka-records-per-message", "100"]),
+              ("protobuf zstd", "protobuf", "zstd", [])]
+    if args.settings:
+        kafkas += [("json lz4 1000/msg", "json", "lz4", ["--kafka-records-per-message", "1000"]),
+                   ("json none 1000/msg", "json", "none", ["--kafka-records-per-message", "1000"]),
+                   ("json lz4 linger 5", "json", "lz4", ["--kafka-linger-ms", "5"]),
+                   ("json lz4 linger 500", "json", "lz4", ["--kafka-linger-ms", "500"]),
+                   ("json lz4 4 MiB batches", "json", "lz4", ["--kafka-batch-bytes", str(4 << 20)])]
 
-    kafkas = [("json", "zstd"), ("json", "lz4"), ("protobuf", "zstd")]
+    def kafka(label, fmt, compression, more):
+        topic = "bench-" + "".join(c if c.isalnum() else "-" for c in label)
+        return [weir, "flows", "-r", trace, "--kafka", brokers, "--kafka-format", fmt,
+                "--kafka-compression", compression, "--kafka-topic", topic] + more
+
     cmds = [("json to /dev/null", [weir, "flows", "-r", trace, "--json", "/dev/null"])]
-    cmds += [(f"--kafka {f} {c}", kafka(f, c)) for f, c in kafkas]
+    cmds += [(f"--kafka {k[0]}", kafka(*k)) for k in kafkas]
     med = runner.compare(cmds, runs=args.runs)
 
     def broker_cpu():
@@ -105,16 +119,16 @@ try:
     # weir and of the broker
     stats = os.path.join(out, "flows-kafka-stats.json")
     counts, cpus = {}, {}
-    for fmt, c in kafkas:
+    for k in kafkas:
         b0, t0 = broker_cpu(), os.times()
-        subprocess.run(kafka(fmt, c) + ["--stats", stats],
+        subprocess.run(kafka(*k) + ["--stats", stats],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t1, b1 = os.times(), broker_cpu()
-        cpus[(fmt, c)] = (t1.children_user + t1.children_system - t0.children_user
+        cpus[k[0]] = (t1.children_user + t1.children_system - t0.children_user
                           - t0.children_system, b1 - b0)
         with open(stats) as f:
             st = json.load(f)
-        counts[(fmt, c)] = st
+        counts[k[0]] = st
 finally:
     broker.terminate()
     try:
@@ -123,18 +137,19 @@ finally:
         broker.kill()
     subprocess.run(["rm", "-rf", kdir])
 
-st = counts[("json", "zstd")]
+st = counts["json zstd"]
 packets, records = st["packets_read"], st["records"]
 runner.report(f"flows to Kafka: {os.path.basename(trace)}, {packets} packets, {records} records, "
               f"median of {args.runs}", med, "json to /dev/null", packets)
-for (fmt, c), s in counts.items():
+for label, s in counts.items():
     k = s["exports"][0]["kafka"]
-    print(f"--kafka {fmt} {c}: {k['messages']} messages, {k['delivered']} delivered, {k['failed']} failed, "
+    print(f"--kafka {label}: {s['records']} records, {k['messages']} messages, {k['delivered']} delivered, {k['failed']} failed, "
           f"{k['overflow']} overflow, {s['exports'][0]['bytes']} bytes; one run: weir CPU "
-          f"{cpus[(fmt, c)][0]:.2f} s, broker CPU {cpus[(fmt, c)][1]:.2f} s")
+          f"{cpus[label][0]:.2f} s, broker CPU {cpus[label][1]:.2f} s")
 ref_wall, ref_cpu = med["json to /dev/null"][0], med["json to /dev/null"][1]
 for name, (wall, cpu, rss) in med.items():
     print(f"{name}: {records / wall / 1e3:.0f} k records/s, wall {100 * (wall / ref_wall - 1):+.1f} %, "
           f"cpu {100 * (cpu / ref_cpu - 1):+.1f} % vs json to /dev/null, peak {rss / 1024:.0f} MiB")
 model = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
 print(next((l for l in model.splitlines() if l.startswith("Model name")), "Model name: ?"))
+print("load average (1, 5, 15 min) at the end: %.2f %.2f %.2f" % os.getloadavg())

@@ -14,6 +14,9 @@
 //! * the analyzers' logs (`weir http|voip --kafka`, files and live, and `weir run`'s
 //!   `[voip.kafka]`): the topics weir.http, weir.tls, weir.calls and weir.rtp hold the `--json`
 //!   lines (or the job's log files) message for message, under the documented keys.
+//! * `--kafka-records-per-message N`: the messages split on newlines are `--json` record by
+//!   record, in order, on one partition under the sensor's key.
+//! * `weir record --http-kafka/--voip-kafka`: the topics hold the logs' lines.
 //! * hostile input: bad numbers and names, a missing broker: clear errors, no panic, no hang.
 //!
 //! java, kcat, protoc and the jars are peers: missing, the test is skipped, or fails under
@@ -193,6 +196,13 @@ impl Drop for Broker {
     }
 }
 
+/// The set-up of the live tests: a broker, a veth pair and a directory (`None`: a peer is
+/// missing, said by [`Broker::start`]).
+fn live_set_up(name: &str) -> Option<(Broker, VethBench, TempDir)> {
+    let b = Broker::start()?;
+    Some((b, VethBench::new(), TempDir::new(name)))
+}
+
 /// Corpus files for the comparisons: IPv4 and IPv6, TCP/UDP/ICMP, VLAN.
 fn files() -> Vec<PathBuf> {
     let dir = weir_testkit::corpus_dir();
@@ -333,6 +343,59 @@ fn json_records_equal_weir_flows_json_in_order_per_key() {
             assert_eq!(seq, &in_json, "order of key {k}");
         }
     }
+}
+
+/// `--kafka-records-per-message 3`: every message holds 1 to 3 of the `--json` lines joined by
+/// newlines (none after the last), under the sensor's key; split on newlines and taken in
+/// partition order, the messages are `weir flows --json` record by record, in its order (one
+/// key: one partition); the summary counts the records and the messages, all delivered.
+#[test]
+fn packed_json_records_split_on_newlines_equal_weir_flows_json() {
+    let Some(b) = Broker::start() else { return };
+    let files = files();
+    assert!(files.len() >= 4, "corpus files missing: {files:?}");
+    let mut packed = 0;
+    for (i, f) in files.iter().enumerate() {
+        let topic = format!("packed{i}");
+        let err = to_kafka(&b, f, &topic, &["--kafka-records-per-message", "3"]);
+        let want = json_lines(f, &[]);
+        let (records, messages, delivered, failed, overflow) = kafka_counts(&err);
+        let got = b.consume(&topic);
+        assert_eq!(
+            (records, messages, delivered, failed, overflow),
+            (want.len() as u64, got.len() as u64, got.len() as u64, 0, 0),
+            "{}: {err}",
+            f.display()
+        );
+        assert!(
+            got.len() >= want.len().div_ceil(3),
+            "{}: at most 3 records a message",
+            f.display()
+        );
+        if got.len() < want.len() {
+            packed += 1;
+        }
+        let parts: BTreeSet<u32> = got.iter().map(|m| m.0).collect();
+        assert_eq!(
+            parts.len(),
+            usize::from(!want.is_empty()),
+            "one key, one partition: {parts:?}"
+        );
+        let mut lines = Vec::new();
+        for (_, _, key, payload) in &got {
+            assert_eq!(key, "s1");
+            let text = std::str::from_utf8(payload).unwrap();
+            assert!(!text.ends_with('\n') && !text.is_empty(), "{text}");
+            let n = text.split('\n').count();
+            assert!((1..=3).contains(&n), "{n} records in one message");
+            lines.extend(text.split('\n').map(str::to_owned));
+        }
+        assert_eq!(lines, want, "{}: record by record, in order", f.display());
+    }
+    assert!(
+        packed >= 3,
+        "{packed} files had messages of several records"
+    );
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
@@ -764,14 +827,62 @@ fn hostile_kafka_options_are_clear_errors() {
         ),
         (&["--kafka", ""], 2, "bad broker list"),
         (&["--kafka", &closed], 1, "no Kafka broker answered at"),
+        (
+            &["--kafka-records-per-message", "5"],
+            2,
+            "--kafka-records-per-message describes the Kafka output; give --kafka",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-records-per-message", "0"],
+            2,
+            "--kafka-records-per-message",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-records-per-message", "-1"],
+            2,
+            "--kafka-records-per-message",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-records-per-message", "nan"],
+            2,
+            "--kafka-records-per-message",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-records-per-message", "100001"],
+            2,
+            "100001 is not in 1..=100000",
+        ),
+        (
+            &["--kafka", "b:1", "--kafka-records-per-message", "1e99"],
+            2,
+            "--kafka-records-per-message",
+        ),
+        (
+            &[
+                "--kafka",
+                "b:1",
+                "--kafka-format",
+                "protobuf",
+                "--kafka-records-per-message",
+                "2",
+            ],
+            2,
+            "several records per message is for the JSON format",
+        ),
     ];
+    clear_errors(&["flows", "-r", f.to_str().unwrap()], cases);
+}
+
+/// Each case (`weir PREFIX ARGS`) exits with its code and says its message on stderr: no
+/// panic, nothing on stdout.
+fn clear_errors(prefix: &[&str], cases: &[(&[&str], i32, &str)]) {
     for (args, code, msg) in cases {
-        let out = run(weir().args(["flows", "-r"]).arg(&f).args(*args));
+        let out = run(weir().args(prefix).args(*args));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
-        assert!(err.contains(msg), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
-        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_eq!(out.status.code(), Some(*code), "{prefix:?} {args:?}: {err}");
+        assert!(err.contains(msg), "{prefix:?} {args:?}: {err}");
+        assert!(!err.contains("panicked"), "{prefix:?} {args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{prefix:?} {args:?}");
     }
 }
 
@@ -781,23 +892,48 @@ fn hostile_kafka_options_are_clear_errors() {
 /// its documented key, and the job's summary counts them all delivered.
 #[test]
 fn weir_run_sends_a_record_jobs_flows_to_kafka() {
-    let Some(b) = Broker::start() else { return };
-    let bench = VethBench::new();
-    let dir = TempDir::new("kafka-run");
+    let Some((b, bench, dir)) = live_set_up("kafka-run") else {
+        return;
+    };
     let config = dir.join("weir.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[control]\nsocket = \"control.sock\"\n\
-             [[record]]\nname = \"k\"\ninterface = \"{}\"\nstore = \"s\"\nsegment_mib = 4\n\
-             write_mib = 1\nbuffer_mib = 16\nfilter = \"udp\"\n\
-             [record.flows]\nidle_timeout_s = 600\n\
-             [record.flows.kafka]\nbrokers = \"{}\"\ntopic = \"run\"\nsensor = \"s1\"\n",
-            bench.host_if,
-            b.brokers()
+    let write = |extra: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[control]\nsocket = \"control.sock\"\n\
+                 [[record]]\nname = \"k\"\ninterface = \"{}\"\nstore = \"s\"\nsegment_mib = 4\n\
+                 write_mib = 1\nbuffer_mib = 16\nfilter = \"udp\"\n\
+                 [record.flows]\nidle_timeout_s = 600\n\
+                 [record.flows.kafka]\nbrokers = \"{}\"\ntopic = \"run\"\nsensor = \"s1\"\n{extra}",
+                bench.host_if,
+                b.brokers()
+            ),
+        )
+        .unwrap();
+    };
+    for (extra, msg) in [
+        (
+            "records_per_message = 0\n",
+            "record[0].flows.kafka.records_per_message: 0 is out of range: 1 to 100000",
         ),
-    )
-    .unwrap();
+        (
+            "records_per_message = -1\n",
+            "record[0].flows.kafka.records_per_message: -1 is out of range",
+        ),
+        ("records_per_message = 1e9\n", "records_per_message"),
+        (
+            "records_per_message = 2\nformat = \"protobuf\"\n",
+            "several records per message is for format \"json\"",
+        ),
+    ] {
+        write(extra);
+        let out = run(weir().args(["run", "--check"]).arg(&config));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra}: {err}");
+        assert!(err.contains(msg), "{extra}: {err}");
+        assert!(!err.contains("panicked"), "{extra}: {err}");
+    }
+    write("");
     let svc = Running::start(
         &["run", config.to_str().unwrap()],
         &dir.join("log"),
@@ -1107,12 +1243,7 @@ fn hostile_analyzer_kafka_options_are_clear_errors() {
         ),
     ];
     for (cmd, args, code, msg) in cases {
-        let out = run(weir().args([cmd, "-r"]).arg(&f).args(*args));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(*code), "{cmd} {args:?}: {err}");
-        assert!(err.contains(msg), "{cmd} {args:?}: {err}");
-        assert!(!err.contains("panicked"), "{cmd} {args:?}: {err}");
-        assert!(out.stdout.is_empty(), "{cmd} {args:?}");
+        clear_errors(&[cmd, "-r", f.to_str().unwrap()], &[(args, *code, msg)]);
     }
 }
 
@@ -1122,9 +1253,9 @@ fn hostile_analyzer_kafka_options_are_clear_errors() {
 /// delivered. `topic`/`format` in an analyzer's kafka table are refused by --check.
 #[test]
 fn weir_run_sends_a_voip_jobs_records_to_kafka() {
-    let Some(b) = Broker::start() else { return };
-    let bench = VethBench::new();
-    let dir = TempDir::new("kafka-run-voip");
+    let Some((b, bench, dir)) = live_set_up("kafka-run-voip") else {
+        return;
+    };
     let config = dir.join("weir.toml");
     let write = |extra: &str| {
         std::fs::write(
@@ -1145,6 +1276,10 @@ fn weir_run_sends_a_voip_jobs_records_to_kafka() {
         ("topic = \"t\"\n", "voip[0].kafka.topic"),
         ("format = \"protobuf\"\n", "leave out `format`"),
         ("compression = \"gzip\"\n", "`gzip` is no compression"),
+        (
+            "records_per_message = 5\n",
+            "leave out `records_per_message`",
+        ),
     ] {
         write(extra);
         let out = run(weir().args(["run", "--check"]).arg(&config));
@@ -1197,9 +1332,9 @@ fn weir_run_sends_a_voip_jobs_records_to_kafka() {
 /// summary counts them delivered.
 #[test]
 fn live_http_log_goes_to_kafka_too() {
-    let Some(b) = Broker::start() else { return };
-    let bench = VethBench::new();
-    let dir = TempDir::new("kafka-http-live");
+    let Some((b, bench, dir)) = live_set_up("kafka-http-live") else {
+        return;
+    };
     web_files(dir.path());
     let _servers = servers(&bench, dir.path());
     let log = dir.join("http.jsonl");
@@ -1228,4 +1363,122 @@ fn live_http_log_goes_to_kafka_too() {
     assert_eq!(log_counts(&text), (n, n, 0, 0), "{text}");
     let uid = |v: &Value| v["uid"].as_str().unwrap().to_owned();
     same_records(&b, "weir.http", &lines, &uid);
+}
+
+/// `weir record -i IF --http LOG --http-kafka B --voip CALLS --voip-kafka B`: curl's five
+/// transactions and a hand-built call over a veth pair; after SIGTERM weir.http holds the HTTP
+/// log's lines and weir.calls/weir.rtp the calls' and streams' lines (`--voip` writes both to
+/// one file), message for message, keyed by the host name (the default sensor) and the uid or
+/// Call-ID; the summary has both Kafka lines, nothing failed. Hostile: `--http-kafka` without
+/// `--http`, a bad broker list, a broker that does not answer: clear errors.
+#[test]
+fn record_sends_its_analyzers_records_to_kafka() {
+    let Some((b, bench, dir)) = live_set_up("kafka-record") else {
+        return;
+    };
+    let store = dir.join("store");
+    let (http, voip) = (dir.join("http.jsonl"), dir.join("voip.jsonl"));
+    let closed = format!("127.0.0.1:{}", free_port());
+    for (args, code, msg) in [
+        (
+            vec!["--http-kafka", "b:1"],
+            2,
+            "the following required arguments were not provided:\n  --http <FILE>",
+        ),
+        (
+            vec!["--voip", "v.json", "--voip-kafka", ""],
+            1,
+            "--voip-kafka: kafka: bad broker list",
+        ),
+        (
+            vec!["--http", "h.json", "--http-kafka", &closed],
+            1,
+            "no Kafka broker answered at",
+        ),
+    ] {
+        let out = run(weir()
+            .current_dir(dir.path())
+            .args(["record", "-i", &bench.host_if, "-o", "hostile-store"])
+            .args(&args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    web_files(dir.path());
+    let _servers = servers(&bench, dir.path());
+    let s = |p: &Path| p.to_str().unwrap().to_owned();
+    let weir = Running::start(
+        &[
+            "record",
+            "-i",
+            &bench.host_if,
+            "-o",
+            &s(&store),
+            "--buffer-mib",
+            "16",
+            "--http",
+            &s(&http),
+            "--http-filter",
+            "tcp",
+            "--http-kafka",
+            &b.brokers(),
+            "--voip",
+            &s(&voip),
+            "--voip-filter",
+            "udp",
+            "--voip-kafka",
+            &b.brokers(),
+        ],
+        &dir.join("err.txt"),
+        "recording on",
+    );
+    let want = traffic(&bench);
+    call(&bench);
+    let (status, text) = weir.signal("-TERM");
+    assert!(status.success(), "{status} {text}");
+    let kafka_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("kafka json to "))
+        .collect();
+    assert_eq!(kafka_lines.len(), 2, "{text}");
+    for l in &kafka_lines {
+        assert!(l.contains(" 0 failed, 0 lost"), "{text}");
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned();
+    let http_lines = lines_of(&http);
+    assert_eq!(http_lines.len(), want.len(), "{text}");
+    let voip_lines = lines_of(&voip);
+    let (calls, streams): (Vec<String>, Vec<String>) = voip_lines.iter().cloned().partition(|l| {
+        serde_json::from_str::<Value>(l)
+            .unwrap()
+            .get("ssrc")
+            .is_none()
+    });
+    assert!(!calls.is_empty() && !streams.is_empty(), "{voip_lines:?}");
+    for (topic, want, field) in [
+        ("weir.http", &http_lines, "uid"),
+        ("weir.calls", &calls, "call_id"),
+        ("weir.rtp", &streams, "call_id"),
+    ] {
+        let got = b.consume(topic);
+        let mut g: Vec<String> = Vec::new();
+        for (_, _, key, payload) in &got {
+            let line = String::from_utf8(payload.clone()).unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(
+                key,
+                &format!("{host}/{}", v[field].as_str().unwrap()),
+                "{line}"
+            );
+            g.push(line);
+        }
+        let mut w = want.clone();
+        g.sort();
+        w.sort();
+        assert_eq!(g, w, "{topic}: the messages are the log's lines");
+    }
 }

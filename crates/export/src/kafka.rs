@@ -1,5 +1,6 @@
 //! The Kafka sink: flow records to a Kafka topic through librdkafka (the `rdkafka` crate, linked
-//! to the system's librdkafka), one message per record, as JSON or as goflow2's protobuf.
+//! to the system's librdkafka), one message per record (or, for JSON, up to
+//! [`KafkaOutput::records_per_message`] records per message), as JSON or as goflow2's protobuf.
 //!
 //! * **Producer**: idempotent (`enable.idempotence`: acks from every in-sync replica, retries
 //!   without duplicates, order kept per partition), compression `lz4` (default: the least CPU), `zstd` or none,
@@ -9,6 +10,14 @@
 //!   order (the smaller address/port pair first), so every record of one flow of one sensor
 //!   (both directions of a one-way export, every active-timeout part) lands on one partition, in
 //!   the order weir exported them. The sensor is the host name unless given.
+//! * **Several JSON records per message** ([`KafkaOutput::records_per_message`] > 1; the
+//!   default is 1, one record per message): the records are joined by newlines (no newline
+//!   after the last), what ClickHouse's Kafka engine reads with `JSONEachRow` and
+//!   `kafka_max_rows_per_message`, and what Vector or Logstash split into lines. A message
+//!   holds up to that many records or [`MAX_PACKED_BYTES`], whichever comes first, and waits
+//!   at most `linger_ms` (at least 100 ms) of wall time for them. Its key is the sensor name
+//!   alone: every record of one sensor goes to one partition, in the order weir exported them
+//!   (a stronger order than the per-flow keys', spread over partitions by sensor only).
 //! * **Payload**: [`KafkaFormat::Json`] is exactly the line `weir flows --json` prints for the
 //!   record (without its newline); [`KafkaFormat::Protobuf`] is goflow2's `FlowMessage`
 //!   (module `flowpb`, schema `proto/flow.proto`) preceded by its varint length, goflow2's
@@ -24,7 +33,9 @@
 //!   failures only (`delivery.report.only.error`: a report per delivered message would cost its
 //!   broker thread an event and this one a poll), so delivered is what is left: while
 //!   the run goes, the messages neither failed, overflowed nor still queued. Any loss makes
-//!   the run's result an error ([`RunError::Dropped`](crate::RunError::Dropped)).
+//!   the run's result an error ([`RunError::Dropped`](crate::RunError::Dropped)). Each message
+//!   carries its number of records (the delivery opaque), so the records in failed or
+//!   overflowed messages are counted too ([`KafkaStats::records_lost`]).
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,6 +55,13 @@ use crate::ExportError;
 
 /// The default topic of flow records.
 pub const DEFAULT_FLOWS_TOPIC: &str = "weir.flows";
+
+/// The largest payload of a message of several JSON records, bytes: below librdkafka's and
+/// the broker's default `message.max.bytes` (1 000 000) with room for the key and headers.
+pub const MAX_PACKED_BYTES: usize = 900_000;
+
+/// The most JSON records per message ([`KafkaOutput::records_per_message`]).
+pub const MAX_RECORDS_PER_MESSAGE: u32 = 100_000;
 
 /// How records are encoded (`weir flows --kafka-format`, feature `clap`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +119,9 @@ pub struct KafkaOutput {
     pub delivery_timeout_ms: u32,
     /// How long opening waits for a broker to answer, ms.
     pub connect_timeout_ms: u32,
+    /// JSON records per message (1 to [`MAX_RECORDS_PER_MESSAGE`], newline-separated; see the
+    /// module documentation). 1 (the default): one record per message under the flow's key.
+    pub records_per_message: u32,
 }
 
 impl KafkaOutput {
@@ -119,6 +140,7 @@ impl KafkaOutput {
             batch_bytes: 1 << 20,
             delivery_timeout_ms: 60_000,
             connect_timeout_ms: 10_000,
+            records_per_message: 1,
         }
     }
 
@@ -160,6 +182,12 @@ impl KafkaOutput {
                 1000,
                 1 << 31,
             ),
+            (
+                "records per message",
+                self.records_per_message.into(),
+                1,
+                MAX_RECORDS_PER_MESSAGE.into(),
+            ),
         ];
         for (what, v, lo, hi) in bounds {
             if !(lo..=hi).contains(&v) {
@@ -167,6 +195,13 @@ impl KafkaOutput {
                     "{what} {v} is out of range ({lo} to {hi})"
                 )));
             }
+        }
+        if self.records_per_message > 1 && self.format != KafkaFormat::Json {
+            return Err(ExportError::Kafka(
+                "several records per message is for the JSON format (goflow2's protobuf is one \
+                 record per message)"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -214,6 +249,9 @@ pub struct KafkaStats {
     pub overflow: u64,
     /// The queue's bound, messages.
     pub queue: u32,
+    /// Records in the failed and overflowed messages (equal to `failed + overflow` with one
+    /// record per message).
+    pub records_lost: u64,
     /// The last delivery error, if any.
     last_error: Option<RDKafkaErrorCode>,
 }
@@ -230,6 +268,8 @@ impl KafkaStats {
 #[derive(Default)]
 struct Reports {
     failed: AtomicU64,
+    /// Records in the failed messages (each message's opaque is its number of records).
+    records_failed: AtomicU64,
     last_error: Mutex<Option<RDKafkaErrorCode>>,
 }
 
@@ -242,13 +282,15 @@ impl ClientContext for Reports {
 }
 
 impl ProducerContext for Reports {
-    type DeliveryOpaque = ();
+    type DeliveryOpaque = usize;
 
-    fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
+    fn delivery(&self, r: &DeliveryResult<'_>, records: usize) {
         match r {
             Ok(_) => {}
             Err((e, _)) => {
                 self.failed.fetch_add(1, Ordering::Relaxed);
+                self.records_failed
+                    .fetch_add(records as u64, Ordering::Relaxed);
                 if let Some(code) = e.rdkafka_error_code() {
                     if let Ok(mut l) = self.last_error.lock() {
                         *l = Some(code);
@@ -343,14 +385,16 @@ impl Producer {
         &self.out
     }
 
-    /// Sends `payload` under `key` to `topic`, waiting for room as the module says; serves
-    /// delivery reports every 256 messages.
-    pub(crate) fn send(&mut self, topic: &str, key: &[u8], payload: &[u8]) {
+    /// Sends `payload` (holding `records` records) under `key` to `topic`, waiting for room as
+    /// the module says; serves delivery reports every 256 messages.
+    pub(crate) fn send(&mut self, topic: &str, key: &[u8], payload: &[u8], records: usize) {
         let Some(p) = &self.producer else { return };
         self.kafka.messages += 1;
         let started = Instant::now();
         loop {
-            let rec = BaseRecord::to(topic).key(key).payload(payload);
+            let rec = BaseRecord::with_opaque_to(topic, records)
+                .key(key)
+                .payload(payload);
             match p.send(rec) {
                 Ok(()) => {
                     self.overflowing = false;
@@ -361,6 +405,7 @@ impl Producer {
                     if self.overflowing || started.elapsed() >= QUEUE_WAIT {
                         self.overflowing = true;
                         self.kafka.overflow += 1;
+                        self.kafka.records_lost += records as u64;
                         break;
                     }
                     p.poll(Duration::from_millis(10));
@@ -368,6 +413,7 @@ impl Producer {
                 Err((e, _)) => {
                     // refused before queueing (a message too large, say): failed
                     self.kafka.failed += 1;
+                    self.kafka.records_lost += records as u64;
                     self.kafka.last_error = e.rdkafka_error_code().or(self.kafka.last_error);
                     break;
                 }
@@ -390,6 +436,7 @@ impl Producer {
     pub(crate) fn stats(&self) -> KafkaStats {
         let mut k = self.kafka;
         k.failed += self.reports.failed.load(Ordering::Relaxed);
+        k.records_lost += self.reports.records_failed.load(Ordering::Relaxed);
         let queued = self
             .producer
             .as_ref()
@@ -421,8 +468,12 @@ impl Producer {
             let before = r.failed.load(Ordering::Relaxed);
             drop(p); // purges the queue and serves the purge's delivery reports
             let purged = r.failed.load(Ordering::Relaxed) - before;
-            self.kafka.failed += left.saturating_sub(purged);
+            // messages queued but never reported: counted with the most records a message holds
+            let unreported = left.saturating_sub(purged);
+            self.kafka.failed += unreported;
+            self.kafka.records_lost += unreported * u64::from(self.out.records_per_message);
             self.kafka.failed += r.failed.load(Ordering::Relaxed);
+            self.kafka.records_lost += r.records_failed.load(Ordering::Relaxed);
             if let Ok(l) = r.last_error.lock() {
                 self.kafka.last_error = l.or(self.kafka.last_error);
             }
@@ -446,6 +497,11 @@ pub(crate) struct KafkaSink {
     /// A JSON record's line, then its payload: both reused from record to record.
     line: String,
     payload: Vec<u8>,
+    /// Several records per message: the records so far (newline-separated), how many, and
+    /// when the first came.
+    pack: String,
+    packed: usize,
+    pack_started: Instant,
 }
 
 impl KafkaSink {
@@ -460,7 +516,43 @@ impl KafkaSink {
             key: String::new(),
             line: String::with_capacity(512),
             payload: Vec::with_capacity(512),
+            pack: String::new(),
+            packed: 0,
+            pack_started: Instant::now(),
         })
+    }
+
+    /// Sends the records packed so far as one message under the sensor's key.
+    fn send_pack(&mut self) {
+        if self.packed > 0 {
+            let key = self.core.output().sensor.clone();
+            self.core.send(
+                &self.topic,
+                key.as_bytes(),
+                self.pack.as_bytes(),
+                self.packed,
+            );
+            self.pack.clear();
+            self.packed = 0;
+        }
+    }
+
+    /// Adds the JSON line in `self.line` to the message being packed, sending it when full.
+    fn pack_line(&mut self) {
+        let most = self.core.output().records_per_message as usize;
+        if self.packed > 0 && self.pack.len() + 1 + self.line.len() > MAX_PACKED_BYTES {
+            self.send_pack();
+        }
+        if self.packed == 0 {
+            self.pack_started = Instant::now();
+        } else {
+            self.pack.push('\n');
+        }
+        self.pack.push_str(&self.line);
+        self.packed += 1;
+        if self.packed >= most {
+            self.send_pack();
+        }
     }
 
     /// The export counters of `k`.
@@ -533,8 +625,11 @@ fn push_addr(out: &mut String, addr: IpAddr) {
 
 impl FlowSink for KafkaSink {
     fn export(&mut self, rec: &FlowRecord) -> Result<(), ExportError> {
-        flow_key(&self.core.output().sensor, rec, &mut self.key);
         self.records += 1;
+        let packing = self.core.output().records_per_message > 1;
+        if !packing {
+            flow_key(&self.core.output().sensor, rec, &mut self.key);
+        }
         let topic = &self.topic;
         match self.core.output().format {
             KafkaFormat::Json => {
@@ -542,8 +637,12 @@ impl FlowSink for KafkaSink {
                 self.line.clear();
                 push_line(TextFormat::Json, rec, false, &mut self.line);
                 self.line.pop(); // the newline
-                self.core
-                    .send(topic, self.key.as_bytes(), self.line.as_bytes());
+                if packing {
+                    self.pack_line();
+                } else {
+                    self.core
+                        .send(topic, self.key.as_bytes(), self.line.as_bytes(), 1);
+                }
             }
             KafkaFormat::Protobuf => {
                 for m in crate::flowpb::messages(rec, &mut self.seq) {
@@ -551,7 +650,7 @@ impl FlowSink for KafkaSink {
                     if let Err(e) = m.encode_length_delimited(&mut self.payload) {
                         return Err(ExportError::Kafka(format!("protobuf encoding: {e}")));
                     }
-                    self.core.send(topic, self.key.as_bytes(), &self.payload);
+                    self.core.send(topic, self.key.as_bytes(), &self.payload, 1);
                 }
             }
         }
@@ -563,14 +662,21 @@ impl FlowSink for KafkaSink {
         self.totals(self.core.stats())
     }
 
-    /// Serves delivery reports.
+    /// Serves delivery reports; sends the records packed so far once they waited `linger_ms`
+    /// (at least 100 ms) of wall time.
     fn tick(&mut self, _now_ns: u64) -> Result<(), ExportError> {
+        let wait = Duration::from_millis(self.core.output().linger_ms.max(100).into());
+        if self.packed > 0 && self.pack_started.elapsed() >= wait {
+            self.send_pack();
+        }
         self.core.poll();
         Ok(())
     }
 
-    /// Waits for pending messages and counts (see [`Producer::finish`]).
+    /// Sends the records packed so far, waits for pending messages and counts (see
+    /// [`Producer::finish`]).
     fn finish(&mut self) -> Result<ExportStats, ExportError> {
+        self.send_pack();
         let k = self.core.finish();
         Ok(self.totals(k))
     }
@@ -646,6 +752,28 @@ mod tests {
                     ..ok.clone()
                 },
                 "delivery timeout 10 is out of range",
+            ),
+            (
+                KafkaOutput {
+                    records_per_message: 0,
+                    ..ok.clone()
+                },
+                "records per message 0 is out of range (1 to 100000)",
+            ),
+            (
+                KafkaOutput {
+                    records_per_message: 100_001,
+                    ..ok.clone()
+                },
+                "records per message 100001 is out of range",
+            ),
+            (
+                KafkaOutput {
+                    records_per_message: 2,
+                    format: KafkaFormat::Protobuf,
+                    ..ok.clone()
+                },
+                "several records per message is for the JSON format",
             ),
         ] {
             let e = out.check().unwrap_err().to_string();

@@ -224,7 +224,7 @@ impl KafkaLines {
                 }
             }
         };
-        core.send(topic, key.as_bytes(), line);
+        core.send(topic, key.as_bytes(), line, 1);
         Ok(())
     }
 }

@@ -68,7 +68,7 @@ pub use error::ExportError;
 pub use fanout::{Fanout, FanoutTotals, LiveExports, SinkError};
 pub use kafka::{
     check_topic, host_name, KafkaCompression, KafkaFormat, KafkaOutput, KafkaStats,
-    DEFAULT_FLOWS_TOPIC,
+    DEFAULT_FLOWS_TOPIC, MAX_PACKED_BYTES, MAX_RECORDS_PER_MESSAGE,
 };
 #[cfg(feature = "clap")]
 pub use kafka_args::{kafka_seconds, KafkaLogArgs};

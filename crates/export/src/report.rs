@@ -103,6 +103,12 @@ impl RunReport {
                      lost to a full queue (of {})\n",
                     e.records, k.messages, e.bytes, k.delivered, k.failed, k.overflow, k.queue
                 );
+                if k.records_lost > k.failed + k.overflow {
+                    outputs += &format!(
+                        "weir: warning: {name}: {} records were in the failed or lost messages\n",
+                        k.records_lost
+                    );
+                }
                 if let Some(err) = k.last_error().filter(|_| k.failed > 0) {
                     outputs += &format!("weir: warning: {name}: last delivery error: {err}\n");
                 }
@@ -177,6 +183,7 @@ impl RunReport {
                     "delivered": k.delivered,
                     "failed": k.failed,
                     "overflow": k.overflow,
+                    "records_lost": k.records_lost,
                     "queue": k.queue,
                     "last_error": k.last_error(),
                 });

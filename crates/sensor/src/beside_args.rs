@@ -1,7 +1,8 @@
 //! `weir record`'s options for the analyzers beside the recorder, as clap argument groups
 //! (feature `clap`): `--http FILE` with `--http-*`, `--voip FILE` with `--voip-*`, the same
 //! options (bounds, formats, outputs, charts) as `weir http` and `weir voip` under a prefix,
-//! and the same keys as the config's `[[http]]`/`[[voip]]` tables. Each `--http-*`/`--voip-*`
+//! and the same keys as the config's `[[http]]`/`[[voip]]` tables (`--http-kafka`/`--voip-kafka`:
+//! the `--kafka` of `weir http`/`weir voip` with its defaults). Each `--http-*`/`--voip-*`
 //! option requires its `--http`/`--voip`. [`HttpBesideArgs::beside`]/[`VoipBesideArgs::beside`]
 //! turn them into the job's [`HttpBeside`]/[`VoipBeside`]; [`check_outputs`] refuses two
 //! outputs in one place and an output that is an input.
@@ -52,6 +53,14 @@ fn filter(expr: &str, flag: &str) -> Result<String, String> {
     Ok(expr.to_string())
 }
 
+/// An analyzer's Kafka output with the defaults of `weir http|voip --kafka`, checked.
+fn kafka(brokers: Option<&str>, flag: &str) -> Result<Option<weir_export::KafkaOutput>, String> {
+    let Some(b) = brokers else { return Ok(None) };
+    let out = weir_export::KafkaOutput::new(b, "weir.logs");
+    out.check().map_err(|e| format!("{flag}: {e}"))?;
+    Ok(Some(out))
+}
+
 /// The HTTP analyzer beside the recorder (`weir record --http FILE`).
 #[derive(clap::Args, Clone, Debug)]
 pub struct HttpBesideArgs {
@@ -83,6 +92,11 @@ pub struct HttpBesideArgs {
     #[arg(long, value_name = "S", default_value_t = 300.0, value_parser = seconds,
           allow_negative_numbers = true, requires = "http")]
     pub http_idle_timeout: f64,
+    /// Also send the HTTP and TLS records to Kafka (topics weir.http, weir.tls; the --json
+    /// lines; lz4, the host name as sensor: see `weir http --kafka`): bootstrap brokers
+    /// HOST:PORT[,HOST:PORT...].
+    #[arg(long, value_name = "BROKERS", requires = "http")]
+    pub http_kafka: Option<String>,
 }
 
 impl HttpBesideArgs {
@@ -103,8 +117,7 @@ impl HttpBesideArgs {
                 format: self.http_format.into(),
                 http: http.clone(),
                 tls: self.http_tls_log.clone(),
-                // `weir record` has no Kafka options for its analyzers (the config's jobs do).
-                kafka: None,
+                kafka: kafka(self.http_kafka.as_deref(), "--http-kafka")?,
             },
         }))
     }
@@ -150,6 +163,11 @@ pub struct VoipBesideArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = seconds,
           allow_negative_numbers = true, requires = "voip_plot")]
     pub voip_plot_interval: f64,
+    /// Also send the call and RTP stream records to Kafka (topics weir.calls, weir.rtp; lz4,
+    /// the host name as sensor: see `weir voip --kafka`): bootstrap brokers
+    /// HOST:PORT[,HOST:PORT...].
+    #[arg(long, value_name = "BROKERS", requires = "voip")]
+    pub voip_kafka: Option<String>,
 }
 
 impl VoipBesideArgs {
@@ -176,7 +194,7 @@ impl VoipBesideArgs {
                 calls: calls.clone(),
                 streams: self.voip_streams.clone(),
                 plot: self.voip_plot.clone(),
-                kafka: None,
+                kafka: kafka(self.voip_kafka.as_deref(), "--voip-kafka")?,
             },
         }))
     }

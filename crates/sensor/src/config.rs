@@ -191,6 +191,7 @@ pub(super) struct RawKafka {
     format: Option<Spanned<String>>,
     compression: Option<Spanned<String>>,
     sensor: Option<Spanned<String>>,
+    records_per_message: Option<Spanned<i64>>,
 }
 
 /// Reads and checks the config file `path` (see the module documentation).
@@ -757,6 +758,26 @@ impl Cx<'_> {
         }
         if let Some(v) = &r.sensor {
             out.sensor = v.get_ref().clone();
+        }
+        if let Some(v) = &r.records_per_message {
+            let max = weir_export::MAX_RECORDS_PER_MESSAGE;
+            out.records_per_message = u32::try_from(*v.get_ref())
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| {
+                    self.at(
+                        v,
+                        &k("records_per_message"),
+                        format!("{} is out of range: 1 to {max}", v.get_ref()),
+                    )
+                })?;
+            if out.format != KafkaFormat::Json && out.records_per_message > 1 {
+                return Err(self.at(
+                    v,
+                    &k("records_per_message"),
+                    "several records per message is for format \"json\"",
+                ));
+            }
         }
         if let Err(e) = out.check() {
             let at = match &r.topic {

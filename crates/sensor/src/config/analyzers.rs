@@ -92,6 +92,13 @@ impl Cx<'_> {
                 ));
             }
         }
+        if let Some(v) = &r.records_per_message {
+            return Err(self.at(
+                v,
+                &format!("{k}.records_per_message"),
+                "an analyzer's records go one per message: leave out `records_per_message`",
+            ));
+        }
         self.kafka(r, &k).map(Some)
     }
 
