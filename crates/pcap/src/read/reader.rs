@@ -116,13 +116,20 @@ impl FileReader {
             path: path.to_owned(),
             source,
         };
+        let not_a_file = || {
+            io_err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ))
+        };
+        // Checked before opening: opening a FIFO for reading waits for a writer.
+        if !std::fs::metadata(path).map_err(io_err)?.is_file() {
+            return Err(not_a_file());
+        }
         let file = File::open(path).map_err(io_err)?;
         let meta = file.metadata().map_err(io_err)?;
         if !meta.is_file() {
-            return Err(io_err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a regular file",
-            )));
+            return Err(not_a_file());
         }
         if meta.len() == 0 {
             return Err(ReadError::ShortHeader {
