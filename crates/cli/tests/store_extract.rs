@@ -243,3 +243,106 @@ fn a_store_with_the_old_index_format_still_extracts() {
         assert_eq!(&std::fs::read(&idx).unwrap()[..8], b"WEIRIDX2");
     }
 }
+
+/// A classic pcap (ns) of `n` frames 1 µs apart: 1 400-byte TCP 10.0.0.1:40000 -> 10.0.0.2:443,
+/// and every `every`-th a 102-byte DNS query 10.0.0.3:33333 -> 10.0.0.4:53.
+fn scattered_dns_capture(path: &Path, n: u32, every: u32) {
+    let mut out = Vec::with_capacity(n as usize * 1_420);
+    out.extend_from_slice(&[0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0]);
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65_535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for i in 0..n {
+        let dns = i % every == every / 2;
+        let (proto, src, dst, l4): (u8, [u8; 4], [u8; 4], Vec<u8>) = if dns {
+            let mut udp = Vec::new();
+            udp.extend_from_slice(&33_333u16.to_be_bytes());
+            udp.extend_from_slice(&53u16.to_be_bytes());
+            udp.extend_from_slice(&68u16.to_be_bytes());
+            udp.extend_from_slice(&[0, 0]);
+            udp.extend_from_slice(&(i as u16).to_be_bytes());
+            udp.resize(68, 0);
+            (17, [10, 0, 0, 3], [10, 0, 0, 4], udp)
+        } else {
+            let mut tcp = Vec::new();
+            tcp.extend_from_slice(&40_000u16.to_be_bytes());
+            tcp.extend_from_slice(&443u16.to_be_bytes());
+            tcp.extend_from_slice(&i.to_be_bytes());
+            tcp.extend_from_slice(&[0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+            tcp.resize(1_366, 0);
+            (6, [10, 0, 0, 1], [10, 0, 0, 2], tcp)
+        };
+        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x08, 0x00];
+        f.extend_from_slice(&[0x45, 0]);
+        f.extend_from_slice(&(20 + l4.len() as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0x40, 0, 64, proto, 0, 0]);
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&dst);
+        f.extend_from_slice(&l4);
+        let ts = 1_700_000_000_000_000_000u64 + u64::from(i) * 1_000;
+        out.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&f);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// Peak RSS (KiB, GNU time's %M) of `weir extract DIR -w OUT EXPR`, and its stderr.
+fn extract_peak_kib(dir: &Path, expr: &str, out: &Path, tmp: &Path) -> (u64, String) {
+    let rss = tmp.join("rss");
+    let o = run(Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&rss)
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .arg("extract")
+        .arg(dir)
+        .arg("-v")
+        .arg("-w")
+        .arg(out)
+        .arg(expr));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    let text = std::fs::read_to_string(&rss).unwrap();
+    let kib = text.trim().lines().last().unwrap().parse().unwrap();
+    (kib, err)
+}
+
+/// An extract whose candidates are scattered over a segment (500 DNS packets, one in every 200
+/// frames of a 140 MB segment of 1 400-byte TCP frames, each in its own index block) returns
+/// exactly what tcpdump selects, and is read range by range with `pread` into one buffer: its
+/// peak RSS (GNU time) stays within that of an extract selecting nothing from the same store
+/// (same binary, same index loaded) plus 8 MiB. The bound, computed: the buffer (one range,
+/// at most a 128 KiB chunk here), the packets kept for the time-ordered output (500 x 102
+/// bytes) and their 500 entries, under 1 MiB together; 8 MiB leaves room for the allocator.
+/// Through a map, each candidate faulted in the page-cache folio around it.
+#[test]
+fn a_scattered_extract_equals_tcpdump_within_a_memory_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let capture = tmp.path().join("scattered.pcap");
+    scattered_dns_capture(&capture, 100_000, 200);
+    let dir = tmp.path().join("store");
+    let o = run(weir()
+        .args(["record", "--segment-mib", "256", "--buffer-mib", "64", "-o"])
+        .arg(&dir)
+        .arg("-r")
+        .arg(&capture));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_file(&capture).unwrap();
+    let segs = segments(&dir);
+    assert_eq!(segs.len(), 1);
+    let expr = "udp and port 53";
+    let want = tcpdump(&segs, expr, 0, u64::MAX, tmp.path());
+    assert_eq!(want.len(), 500);
+    let out = tmp.path().join("extract.pcap");
+    let (none_kib, log) = extract_peak_kib(&dir, "udp and port 54", &out, tmp.path());
+    assert!(packets(&out).is_empty(), "{log}");
+    let (kib, log) = extract_peak_kib(&dir, expr, &out, tmp.path());
+    assert!(packets(&out) == want, "{log}");
+    assert!(!log.contains("(100.00 %)"), "the index narrowed it: {log}");
+    assert!(
+        kib <= none_kib + 8 * 1024,
+        "peak RSS {kib} KiB, {none_kib} KiB selecting nothing: {log}"
+    );
+}

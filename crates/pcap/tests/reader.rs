@@ -661,3 +661,97 @@ proptest! {
         prop_assert_eq!(&got[1], &(b"xyz".to_vec(), vec![b"next".to_vec()]));
     }
 }
+
+/// A reader of `open_scattered` (pread into one buffer) gives, for every range of records
+/// `[a, b)` it is sent to with `resume_range`, exactly the packets the mapped reader reads
+/// there, records of 256 KiB (far more than a refill with no range ahead) included, in any
+/// order;
+/// a file cut mid-record since it was opened ends in the damage report the mapped reader gives
+/// for the same bytes, and a FIFO is refused.
+#[test]
+fn scattered_reader_reads_ranges_like_the_mapped_reader() {
+    let sizes = [60usize, 1_514, 9_000, 300_000, 3, 2_000_000, 70, 1_500, 40];
+    let packets: Vec<Pkt> = (0..90)
+        .map(|i| {
+            let n = sizes[i % sizes.len()].min(262_144);
+            let data = (0..n).map(|k| (k * 7 + i) as u8).collect();
+            (1_700_000_000_000_000_000 + i as u64 * 1_000, n as u32, data)
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in [
+        ("a.pcap", pcap(false, true, 1, 262_144, &packets)),
+        ("b.pcapng", {
+            let mut v = Vec::new();
+            shb(&mut v, true);
+            idb(&mut v, true, 1, 0, Some(9), "eth0");
+            for (ts, orig, data) in &packets {
+                epb(&mut v, true, 0, *ts, *orig, data);
+            }
+            v
+        }),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let mut mapped = FileReader::open(&path).unwrap();
+        let mut all = Vec::new();
+        while let Some(p) = mapped.next_packet().unwrap() {
+            all.push((p.record_offset, p.meta, p.data.to_vec()));
+        }
+        assert_eq!(all.len(), packets.len());
+        let mut r = FileReader::open_scattered(&path).unwrap();
+        assert_eq!(r.next_packet().unwrap().unwrap().data, &all[0].2[..]);
+        // ranges of 1, 2 and 5 records, forwards then backwards
+        let mut starts: Vec<(usize, usize)> = (0..all.len()).step_by(3).map(|i| (i, 1)).collect();
+        starts.extend((0..all.len()).step_by(7).map(|i| (i, 5)).rev());
+        starts.extend((1..all.len()).step_by(11).map(|i| (i, 2)));
+        for (i, n) in starts {
+            let end = all.get(i + n).map_or(bytes.len() as u64, |p| p.0);
+            r.resume_range(all[i].0, end, 0).unwrap();
+            let mut got = Vec::new();
+            while let Some(p) = r.next_packet().unwrap() {
+                if p.record_offset >= end {
+                    break;
+                }
+                got.push((p.record_offset, p.meta, p.data.to_vec()));
+            }
+            assert!(
+                got[..] == all[i..(i + n).min(all.len())],
+                "{name} [{i}, +{n})"
+            );
+        }
+        // cut mid-record after opening: the mapped reader of the cut bytes reports the damage
+        let cut = all[50].0 as usize + 100;
+        let mut r = FileReader::open_scattered(&path).unwrap();
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let mut want = FileReader::open(&path).unwrap();
+        // the first packet first: the section header (byte order) and interfaces
+        want.next_packet().unwrap();
+        r.next_packet().unwrap();
+        want.resume_at(all[48].0, 0).unwrap();
+        r.resume_range(all[48].0, u64::MAX, 0).unwrap();
+        for _ in 0..2 {
+            let (a, b) = (
+                want.next_packet().unwrap().unwrap(),
+                r.next_packet().unwrap().unwrap(),
+            );
+            assert_eq!((a.meta, a.data), (b.meta, b.data));
+        }
+        let (a, b) = (
+            want.next_packet().unwrap_err(),
+            r.next_packet().unwrap_err(),
+        );
+        assert_eq!(a.to_string(), b.to_string());
+        assert!(r.next_packet().unwrap().is_none());
+    }
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let Err(e) = FileReader::open_scattered(&fifo) else {
+        panic!("a FIFO opened for pread");
+    };
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+}

@@ -103,6 +103,43 @@ impl FileReader {
         }
     }
 
+    /// Opens a regular file to be read in scattered ranges
+    /// ([`resume_range`](Self::resume_range)) with `pread` into one reused buffer, instead of
+    /// through a memory map: what stays resident is that buffer (at most 1 MiB, or one larger
+    /// record), not the page-cache folios around every range read (a mapped read faults in
+    /// the whole folio, 2 MiB with large folios). Reads from the file's start otherwise; its
+    /// length is taken now, and a file cut short since ends in a damage report (never SIGBUS).
+    /// Not for pipes: an error when `path` is not a regular file.
+    pub fn open_scattered(path: impl AsRef<Path>) -> Result<FileReader, ReadError> {
+        let path = path.as_ref();
+        let io_err = |source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let not_a_file = || {
+            io_err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ))
+        };
+        // Checked before opening: opening a FIFO for reading waits for a writer.
+        if !std::fs::metadata(path).map_err(io_err)?.is_file() {
+            return Err(not_a_file());
+        }
+        let file = File::open(path).map_err(io_err)?;
+        let meta = file.metadata().map_err(io_err)?;
+        if !meta.is_file() {
+            return Err(not_a_file());
+        }
+        if meta.len() == 0 {
+            return Err(ReadError::ShortHeader {
+                path: path.to_owned(),
+                len: 0,
+            });
+        }
+        FileReader::start(path.to_owned(), Backing::pread(file, meta.len()))
+    }
+
     /// Reads a capture held in memory; `name` is used in messages.
     pub fn from_bytes(name: impl AsRef<Path>, bytes: Vec<u8>) -> Result<FileReader, ReadError> {
         FileReader::start(name.as_ref().to_owned(), Backing::owned(bytes))
@@ -299,6 +336,24 @@ impl FileReader {
     /// count, and the count in a damage report, go on from theirs.
     pub fn resume_at(&mut self, record_offset: u64, packets_before: u64) -> Result<(), ReadError> {
         self.seek(record_offset)?;
+        self.packets = packets_before;
+        Ok(())
+    }
+
+    /// [`resume_at`](Self::resume_at) for the records starting in `[record_offset, end)`: a
+    /// reader of [`open_scattered`](Self::open_scattered) reads them with one `pread` (1 MiB at
+    /// a time for a longer range; a record running past `end` is read whole all the same), a
+    /// mapped one just moves there.
+    pub fn resume_range(
+        &mut self,
+        record_offset: u64,
+        end: u64,
+        packets_before: u64,
+    ) -> Result<(), ReadError> {
+        if !self.backing.seek_range(record_offset, end) {
+            return self.resume_at(record_offset, packets_before);
+        }
+        self.done = false;
         self.packets = packets_before;
         Ok(())
     }
