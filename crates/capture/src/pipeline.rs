@@ -245,8 +245,6 @@ impl Pipeline {
                 // type when there are rules).
                 if let (Some(r), true, None) = (&cfg.rules, cfg.kernel_rules, &xdp_drops) {
                     let base = crate::xdp_rules::Base {
-                        expr: (!filter.is_match_all() && !filter.has_backward_jumps())
-                            .then(|| cfg.filter.clone()),
                         link: *link,
                         snaplen: cfg.snaplen,
                     };

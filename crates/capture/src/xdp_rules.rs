@@ -1,6 +1,6 @@
 //! The rules' share of the AF_XDP backend's XDP program: the drop rules a classic BPF program
 //! can run ([`weir_rules`]' kernel view, as for AF_PACKET in [`kernel_rules`]) are compiled by
-//! libpcap into one classic program, `[(USER) and] (DROPS)`, translated to eBPF
+//! libpcap into one classic program, `DROPS`, translated to eBPF
 //! ([`ebpf::classic_to_xdp`]) and run by the XDP program in front of the redirect: a packet it
 //! matches is counted in a per-CPU array map and dropped (`XDP_DROP`); it reaches no socket
 //! and is in no other counter. The map's sum is the `dropped` of [`KernelRules`], the same
@@ -11,20 +11,25 @@
 //! with `BPF_LINK_UPDATE` (atomic: every packet meets one program or the other) over the same
 //! maps, so no packet is dropped uncounted or counted undropped.
 //!
-//! `USER` (the user's filter expression) is in front when it compiles to a program without
-//! backward jumps, so that what is counted is what the AF_PACKET backend counts: packets the
-//! filter keeps and the rules drop. Packets the filter rejects go on to the socket and are
-//! rejected in user space, as without rules.
+//! The user's filter is not part of the program (it runs in user space, as without rules):
+//! the count is of every packet the drop rules match, where AF_PACKET counts those its filter
+//! also keeps (its socket filter is `(USER) and not (DROPS)`). Not concatenating the two
+//! expressions is deliberate: libpcap's `vlan` (and `mpls`, `pppoes`, `geneve`) shift the
+//! offsets of everything after them in an expression, so `(vlan and udp) and (DROPS)` would
+//! test the drop rules on the headers behind a tag, i.e. drop tagged packets that exact rules
+//! (untagged only) leave to the engine.
 //!
 //! # VLAN tags
 //!
 //! AF_PACKET sees the outer tag in metadata, so its socket filter leaves tagged packets to
-//! user space. XDP sees the frame as it came, tag in place, and so does user space (AF_XDP
-//! hands the frame as it is): the program runs on every frame, and libpcap's program (compiled
-//! for a file, where tags are in the frame) reads the tag where the engine reads it. A rule
-//! without `vlan` therefore does not match a tagged frame in either place, and one with `vlan`
-//! matches it in both. (A tag the sending side left in metadata — a VLAN device with offload on
-//! the peer — is invisible to XDP and to the socket alike: both see an untagged frame.)
+//! user space. XDP sees the frame as it came, tag in place, as libpcap lays it out (weir
+//! compiles for a file, where tags are in the frame), and so does user space (AF_XDP hands
+//! the frame over as it is). The drops expression requires an untagged `ip`/`ip6` frame (see
+//! `weir_rules::kernel`), so a tagged frame never matches it: the program runs on every frame,
+//! and tagged ones go on to the socket, where the engine decides (its exact rules match
+//! untagged packets only; its wildcard rules drop tagged packets too, in user space). A tag
+//! the sending side left in metadata (a VLAN device with offload on the peer) is invisible to
+//! XDP and to the socket alike: both see the same untagged frame.
 //!
 //! # Live changes
 //!
@@ -49,8 +54,6 @@ use crate::CaptureError;
 /// What the drop program is built from besides the rules.
 #[derive(Clone, Debug)]
 pub(crate) struct Base {
-    /// The user's expression, when it compiles without backward jumps.
-    pub expr: Option<String>,
     /// The interfaces' link type.
     pub link: LinkType,
     /// The snap length.
@@ -68,6 +71,7 @@ pub(crate) fn build(engine: &Engine, base: &Base) -> (Option<Vec<Insn>>, KernelR
         let kd = view.drops(limit, base.snaplen);
         let mut st = KernelRules {
             version,
+            xdp: true,
             left_out: kd.left_out(),
             ..KernelRules::default()
         };
@@ -77,11 +81,7 @@ pub(crate) fn build(engine: &Engine, base: &Base) -> (Option<Vec<Insn>>, KernelR
             }
             return (None, st);
         };
-        let expr = match &base.expr {
-            Some(u) => format!("({u}) and ({drops})"),
-            None => format!("({drops})"),
-        };
-        let prog = match Filter::compile(&expr, base.link, base.snaplen) {
+        let prog = match Filter::compile(&drops, base.link, base.snaplen) {
             Ok(p) => p,
             Err(e) => {
                 st.note = Some(format!("libpcap refused the drop rules' expression: {e}"));
