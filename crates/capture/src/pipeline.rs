@@ -130,7 +130,6 @@ pub struct Pipeline {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<Result<(), CaptureError>>>,
     watcher: Option<Watcher>,
-    xdp_watcher: Option<crate::xdp_rules::Watcher>,
     xdp: Box<XdpHeld>,
 }
 
@@ -139,6 +138,8 @@ pub struct Pipeline {
 struct XdpHeld {
     /// The programs attached (detached at stop or when dropped), with the drop rules' status.
     state: Option<Arc<Mutex<crate::xdp_rules::State>>>,
+    /// With kernel rules: the thread that replaces the program when they change.
+    watcher: Option<crate::xdp_rules::Watcher>,
     /// The sockets that keep the interfaces promiscuous.
     promisc: Vec<crate::PacketSocket>,
     /// The start-up lines ([`Pipeline::backend_notes`]).
@@ -428,8 +429,10 @@ impl Pipeline {
                 per_iface: queues,
                 baseline,
                 kernel: match (&watcher, &xdp_state) {
-                    (Some(w), _) => Some(KernelShare::Packet(w.state())),
-                    (None, Some(x)) if xdp_drops.is_some() => Some(KernelShare::Xdp(x.clone())),
+                    (Some(w), _) => Some(Arc::new(KernelShare::Packet(w.state()))),
+                    (None, Some(x)) if xdp_drops.is_some() => {
+                        Some(Arc::new(KernelShare::Xdp(x.clone())))
+                    }
                     _ => None,
                 },
                 xdp: xdp_counters,
@@ -437,9 +440,9 @@ impl Pipeline {
             stop,
             threads,
             watcher,
-            xdp_watcher,
             xdp: Box::new(XdpHeld {
                 state: xdp_state,
+                watcher: xdp_watcher,
                 promisc,
                 notes,
             }),
@@ -490,7 +493,7 @@ impl Pipeline {
         if let Some(w) = self.watcher.as_mut() {
             w.stop();
         }
-        if let Some(w) = self.xdp_watcher.as_mut() {
+        if let Some(w) = self.xdp.watcher.as_mut() {
             w.stop();
         }
         self.stop.store(true, Ordering::Relaxed);
@@ -530,7 +533,7 @@ pub struct Counters {
     /// How many of `feeds` each interface has, in order.
     per_iface: Vec<usize>,
     baseline: Arc<Vec<(String, PreRing)>>,
-    kernel: Option<KernelShare>,
+    kernel: Option<Arc<KernelShare>>,
     xdp: Vec<Arc<crate::xdp::XdpCounters>>,
 }
 
@@ -555,7 +558,7 @@ impl Counters {
             if_rx_missed: pre.rx_missed,
             if_rx_fifo: pre.rx_fifo,
             softnet_dropped: pre.softnet,
-            kernel_rules: match &self.kernel {
+            kernel_rules: match self.kernel.as_deref() {
                 Some(KernelShare::Packet(k)) => Some(kernel_rules::lock(k).snapshot()),
                 Some(KernelShare::Xdp(x)) => crate::xdp_rules::lock(x).snapshot(),
                 None => None,

@@ -434,8 +434,11 @@ fn no_kernel_rules_keeps_every_rule_in_user_space() {
     );
 }
 
+/// Counts by (VLAN id, source, destination port, captured length).
+type TaggedFrames = BTreeMap<(String, String, String, String), u64>;
+
 /// (VLAN id, source, destination port, captured length) of every frame of `file`, with counts.
-fn frames_with_tags(file: &Path) -> BTreeMap<(String, String, String, String), u64> {
+fn frames_with_tags(file: &Path) -> TaggedFrames {
     let mut m = BTreeMap::new();
     for r in tshark_fields(file, &["vlan.id", "ip.src", "udp.dstport", "frame.cap_len"]) {
         *m.entry((r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone()))
@@ -446,7 +449,7 @@ fn frames_with_tags(file: &Path) -> BTreeMap<(String, String, String, String), u
 
 /// `weir capture --backend BACKEND --rules` of one set of traffic (untagged and tagged) on a
 /// new bench; returns the file's frames and the summary.
-fn capture_with_rules(backend: &str) -> (BTreeMap<(String, String, String, String), u64>, String) {
+fn capture_with_rules(backend: &str) -> (TaggedFrames, String) {
     let b = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
     let (out, rules, log) = (
@@ -511,7 +514,7 @@ fn xdp_drops_the_same_packets_in_the_kernel_as_the_socket_filter() {
         "{text}"
     );
     assert!(text.contains(": 117 in, 75 passed, 12 dropped"), "{text}");
-    let by_key = |m: &BTreeMap<(String, String, String, String), u64>| {
+    let by_key = |m: &TaggedFrames| {
         let mut k: BTreeMap<(String, String, String), u64> = BTreeMap::new();
         for ((v, s, p, _), n) in m {
             *k.entry((v.clone(), s.clone(), p.clone())).or_insert(0) += n;
