@@ -119,6 +119,10 @@ pub struct KernelRules {
     pub left_out: usize,
     /// Why no rule (or fewer) went to the kernel, when something refused.
     pub note: Option<String>,
+    /// The rules run in the AF_XDP backend's XDP program (see `xdp_rules`), not in a socket
+    /// filter.
+    #[serde(skip)]
+    pub xdp: bool,
 }
 
 impl KernelRules {
@@ -129,15 +133,19 @@ impl KernelRules {
         if self.rules.len() > 20 {
             ids.push(format!("… {} more", self.rules.len() - 20));
         }
+        let place = if self.xdp {
+            "XDP program"
+        } else {
+            "socket filter"
+        };
         let mut s = if self.rules.is_empty() {
             format!(
-                "dropped in the kernel by 0 rules (socket filter of version {}: no drop rule \
-                 fits): {}",
+                "dropped in the kernel by 0 rules ({place} of version {}: no drop rule fits): {}",
                 self.version, self.dropped
             )
         } else {
             format!(
-                "dropped in the kernel by {} rules (socket filter of version {}: {} exact, {} \
+                "dropped in the kernel by {} rules ({place} of version {}: {} exact, {} \
                  wildcard; ids {}): {}",
                 self.rules.len(),
                 self.version,
@@ -151,7 +159,8 @@ impl KernelRules {
             s += &format!(", {} drop rules left to user space", self.left_out);
         }
         if self.swaps > 0 {
-            s += &format!(", filter replaced {} times", self.swaps);
+            let what = if self.xdp { "program" } else { "filter" };
+            s += &format!(", {what} replaced {} times", self.swaps);
         }
         if let Some(n) = &self.note {
             s += &format!(" ({n})");

@@ -14,12 +14,15 @@
 //! drop rules a socket filter can run are rejected in the kernel as well ([`kernel_rules`]).
 //!
 //! [`xdp`] is the second backend (`Backend::Xdp`): AF_XDP sockets fed by weir's own XDP
-//! program, into the same capture threads and buffer.
+//! program, into the same capture threads and buffer; with rules, the drop rules run in that
+//! program (`xdp_rules`). [`ebpf`] is weir's raw eBPF layer (instruction encoding, `bpf()`
+//! calls, the classic-to-eBPF translation), used by it and by the lab's XDP forwarder.
 //!
-//! Every `unsafe` block of weir's capture path lives in `socket.rs`, `ring.rs`, `xdp.rs` and `privilege.rs` (the switch of `weir run --user`), each with a
+//! Every `unsafe` block of weir's capture path lives in `socket.rs`, `ring.rs`, `xdp.rs`, `ebpf.rs` and `privilege.rs` (the switch of `weir run --user`), each with a
 //! `// SAFETY:` comment.
 #![deny(missing_docs)]
 
+pub mod ebpf;
 mod error;
 pub mod feed;
 mod import;
@@ -30,6 +33,7 @@ pub mod privilege;
 mod ring;
 mod socket;
 pub mod xdp;
+mod xdp_rules;
 
 pub use error::CaptureError;
 pub use feed::{tag_comment, FeedTotals, TAG_PREFIX};

@@ -136,8 +136,10 @@ pub struct Pipeline {
 /// What an AF_XDP pipeline holds while it runs (empty for AF_PACKET).
 #[derive(Default)]
 struct XdpHeld {
-    /// The programs attached (detached when dropped).
-    attached: Vec<crate::xdp::Attachment>,
+    /// The programs attached (detached at stop or when dropped), with the drop rules' status.
+    state: Option<Arc<Mutex<crate::xdp_rules::State>>>,
+    /// With kernel rules: the thread that replaces the program when they change.
+    watcher: Option<crate::xdp_rules::Watcher>,
     /// The sockets that keep the interfaces promiscuous.
     promisc: Vec<crate::PacketSocket>,
     /// The start-up lines ([`Pipeline::backend_notes`]).
@@ -210,6 +212,11 @@ impl Pipeline {
         let mut timestamps = Vec::with_capacity(cfg.interfaces.len());
         let mut kernel = None;
         let mut attached = Vec::new();
+        let mut xdp_drops: Option<(
+            crate::xdp_rules::Base,
+            Option<Vec<weir_filter::Insn>>,
+            KernelRules,
+        )> = None;
         let mut promisc = Vec::new();
         let mut notes = Vec::new();
         for (n, (iface, link)) in cfg.interfaces.iter().zip(&links).enumerate() {
@@ -235,7 +242,18 @@ impl Pipeline {
                 // Attached before the sockets: until a queue's socket is in the map, its packets
                 // pass on up the stack as before; a program someone else attached is refused
                 // here, by name.
-                let mut att = crate::xdp::Attachment::load(iface, ifindex, nq)?;
+                // The rules' share of the XDP program: built once (the interfaces share a link
+                // type when there are rules).
+                if let (Some(r), true, None) = (&cfg.rules, cfg.kernel_rules, &xdp_drops) {
+                    let base = crate::xdp_rules::Base {
+                        link: *link,
+                        snaplen: cfg.snaplen,
+                    };
+                    let (program, status) = crate::xdp_rules::build(&r.engine, &base);
+                    xdp_drops = Some((base, program, status));
+                }
+                let drops = xdp_drops.as_ref().and_then(|d| d.1.as_deref());
+                let mut att = crate::xdp::Attachment::load(iface, ifindex, nq, drops)?;
                 let mode = att.attach()?;
                 let frames = (u64::from(cfg.ring.block_size) * u64::from(cfg.ring.block_count)
                     / crate::xdp::FRAME_SIZE as u64)
@@ -342,6 +360,23 @@ impl Pipeline {
             }
             _ => None,
         };
+        let xdp_state = xdp.then(|| {
+            let (program, status) = match &xdp_drops {
+                Some((_, p, st)) => (p.clone(), Some(st.clone())),
+                None => (None, None),
+            };
+            Arc::new(Mutex::new(crate::xdp_rules::State::new(
+                attached, program, status,
+            )))
+        });
+        let xdp_watcher = match (&xdp_drops, &cfg.rules, &xdp_state) {
+            (Some((base, _, _)), Some(r), Some(state)) => Some(crate::xdp_rules::Watcher::start(
+                r.engine.clone(),
+                base.clone(),
+                state.clone(),
+            )?),
+            _ => None,
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut feeds = Vec::with_capacity(rings.len());
@@ -393,14 +428,21 @@ impl Pipeline {
                 feeds,
                 per_iface: queues,
                 baseline,
-                kernel: watcher.as_ref().map(Watcher::state),
+                kernel: match (&watcher, &xdp_state) {
+                    (Some(w), _) => Some(Arc::new(KernelShare::Packet(w.state()))),
+                    (None, Some(x)) if xdp_drops.is_some() => {
+                        Some(Arc::new(KernelShare::Xdp(x.clone())))
+                    }
+                    _ => None,
+                },
                 xdp: xdp_counters,
             },
             stop,
             threads,
             watcher,
             xdp: Box::new(XdpHeld {
-                attached,
+                state: xdp_state,
+                watcher: xdp_watcher,
                 promisc,
                 notes,
             }),
@@ -451,6 +493,9 @@ impl Pipeline {
         if let Some(w) = self.watcher.as_mut() {
             w.stop();
         }
+        if let Some(w) = self.xdp.watcher.as_mut() {
+            w.stop();
+        }
         self.stop.store(true, Ordering::Relaxed);
         let mut first = Ok(());
         for t in self.threads.drain(..) {
@@ -462,8 +507,11 @@ impl Pipeline {
         if let Some(w) = self.watcher.as_mut() {
             w.finish();
         }
-        // Detach the XDP programs (their links close) and leave promiscuous mode.
-        self.xdp.attached.clear();
+        // Read the XDP drop counts, detach the programs (their links close) and leave
+        // promiscuous mode.
+        if let Some(x) = &self.xdp.state {
+            crate::xdp_rules::lock(x).finish();
+        }
         self.xdp.promisc.clear();
         first
     }
@@ -485,7 +533,7 @@ pub struct Counters {
     /// How many of `feeds` each interface has, in order.
     per_iface: Vec<usize>,
     baseline: Arc<Vec<(String, PreRing)>>,
-    kernel: Option<Arc<Mutex<kernel_rules::State>>>,
+    kernel: Option<Arc<KernelShare>>,
     xdp: Vec<Arc<crate::xdp::XdpCounters>>,
 }
 
@@ -510,10 +558,11 @@ impl Counters {
             if_rx_missed: pre.rx_missed,
             if_rx_fifo: pre.rx_fifo,
             softnet_dropped: pre.softnet,
-            kernel_rules: self
-                .kernel
-                .as_ref()
-                .map(|k| kernel_rules::lock(k).snapshot()),
+            kernel_rules: match self.kernel.as_deref() {
+                Some(KernelShare::Packet(k)) => Some(kernel_rules::lock(k).snapshot()),
+                Some(KernelShare::Xdp(x)) => crate::xdp_rules::lock(x).snapshot(),
+                None => None,
+            },
             xdp: (!self.xdp.is_empty()).then(|| {
                 let mut x = XdpStats::default();
                 for c in &self.xdp {
@@ -555,6 +604,13 @@ impl Counters {
             })
             .collect()
     }
+}
+
+/// Where a pipeline's kernel drop rules run: the AF_PACKET socket filters or the XDP programs.
+#[derive(Clone, Debug)]
+enum KernelShare {
+    Packet(Arc<Mutex<kernel_rules::State>>),
+    Xdp(Arc<Mutex<crate::xdp_rules::State>>),
 }
 
 /// Every stage's counters, summed over threads and interfaces.

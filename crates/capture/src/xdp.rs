@@ -1,11 +1,14 @@
 //! The AF_XDP receive backend (`--backend xdp`): one XSK socket per RX queue of an interface,
 //! fed by an XDP program weir loads and attaches itself, with no libbpf.
 //!
-//! The program is five eBPF instructions, `return bpf_redirect_map(&xsks, ctx->rx_queue_index,
-//! XDP_PASS)`: a packet goes to the socket bound to its RX queue, or on up the stack when there is
-//! none. It is loaded with the `bpf()` system call (`BPF_MAP_CREATE` of the XSKMAP,
+//! The program ends in `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)`: a packet
+//! goes to the socket bound to its RX queue, or on up the stack when there is none. With rules,
+//! the drop rules a classic BPF program can run come first, translated to eBPF
+//! ([`ebpf::classic_to_xdp`]; see [`crate::xdp_rules`]): a packet they match is counted in a
+//! per-CPU array and dropped (`XDP_DROP`) before any socket sees it. It is loaded with the
+//! `bpf()` system call through [`crate::ebpf`] (`BPF_MAP_CREATE` of the XSKMAP and the counter,
 //! `BPF_PROG_LOAD`) and attached with `BPF_LINK_CREATE` (native/driver mode first, generic/SKB
-//! mode as the fallback). A link belongs to its file descriptor: when the pipeline ends, or the
+//! mode as the fallback); a new rule version replaces it on the link with `BPF_LINK_UPDATE`. A link belongs to its file descriptor: when the pipeline ends, or the
 //! process dies (`kill -9` included), the descriptor closes and the kernel detaches the program.
 //!
 //! Each socket owns its UMEM (frames of [`FRAME_SIZE`] bytes, on explicit huge pages when the
@@ -20,16 +23,17 @@
 //!
 //! AF_XDP has no per-packet kernel timestamp: every packet of a batch gets `CLOCK_REALTIME` read
 //! when the batch is taken. It has no socket filter either: the whole BPF filter runs in user
-//! space (the capture thread's user filter), and the snap length is applied here. Kernel-side
-//! drop rules in the XDP program are not implemented. The kernel's counters come from
+//! space (the capture thread's user filter), and the snap length is applied here. The kernel's counters come from
 //! `XDP_STATISTICS` ([`XdpStats`]).
 //!
-//! Every `unsafe` block of the backend is in this file, each with a `// SAFETY:` comment.
+//! Every `unsafe` block of the backend is in this file and in `ebpf.rs`, each with a `// SAFETY:`
+//! comment.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::ebpf::{self, alu, helper, jmp, xdp_action, Insn, Size, TranslateError};
 use crate::error::CaptureError;
 use crate::ring::LivePacket;
 
@@ -45,20 +49,6 @@ const COMPLETION_ENTRIES: u32 = 64;
 
 /// Most packets taken from the RX ring in one batch.
 const BATCH: u32 = 1024;
-
-// bpf(2) commands, map and program types, attach type and flags (linux/bpf.h, linux/if_link.h).
-const BPF_MAP_CREATE: libc::c_long = 0;
-const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-const BPF_PROG_LOAD: libc::c_long = 5;
-const BPF_LINK_CREATE: libc::c_long = 28;
-const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_XDP: u32 = 37;
-const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-const BPF_FUNC_REDIRECT_MAP: i32 = 51;
-const BPF_PSEUDO_MAP_FD: u8 = 1;
-const XDP_PASS: i32 = 2;
 
 /// The kernel's receive counters of one or more AF_XDP sockets (`XDP_STATISTICS`), since they
 /// were opened.
@@ -201,116 +191,69 @@ fn xdp_err(iface: &str, what: impl Into<String>, source: io::Error) -> CaptureEr
     }
 }
 
-/// `bpf(cmd, attr, size)`.
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<RawFd> {
-    // SAFETY: `attr` is a #[repr(C)] attribute struct of the layout the command reads, zeroed
-    // beyond its fields, alive for the call; the kernel reads at most `size` bytes of it.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            attr as *mut T as *mut libc::c_void,
-            std::mem::size_of::<T>() as libc::c_uint,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as RawFd)
-    }
-}
-
 fn owned(fd: RawFd) -> OwnedFd {
     // SAFETY: `fd` was just returned by a system call and is owned by nobody else.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
-#[repr(C)]
-#[derive(Default)]
-struct MapCreate {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
+/// The program's tail that sends a packet on: `r2 = ctx->rx_queue_index; r1 = &xsks; r3 =
+/// XDP_PASS; return bpf_redirect_map(r1, r2, r3)` (the context in `r6`).
+fn redirect_tail(xsks: RawFd) -> Vec<Insn> {
+    let mut t = vec![Insn::load(Size::W, 2, 6, 16)];
+    t.extend(Insn::load_map_fd(1, xsks));
+    t.extend([
+        Insn::mov64_imm(3, xdp_action::PASS),
+        Insn::call(helper::REDIRECT_MAP),
+        Insn::exit(),
+    ]);
+    t
 }
 
-#[repr(C)]
-#[derive(Default)]
-struct MapUpdate {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
+/// The program's tail for a packet the drop rules match: `counter[0] += 1` (a per-CPU array,
+/// so no atomic operation), `return XDP_DROP`.
+fn drop_tail(counter: RawFd) -> Vec<Insn> {
+    let mut t = vec![
+        Insn::store_imm(Size::W, 10, ebpf::SCRATCH_SLOT, 0),
+        Insn::mov64_reg(2, 10),
+        Insn::alu64_imm(alu::ADD, 2, i32::from(ebpf::SCRATCH_SLOT)),
+    ];
+    t.extend(Insn::load_map_fd(1, counter));
+    t.extend([
+        Insn::call(helper::MAP_LOOKUP_ELEM),
+        Insn::jmp_imm(jmp::JEQ, 0, 0, 3),
+        Insn::load(Size::Dw, 1, 0, 0),
+        Insn::alu64_imm(alu::ADD, 1, 1),
+        Insn::store(Size::Dw, 0, 1, 0),
+        Insn::mov64_imm(0, xdp_action::DROP),
+        Insn::exit(),
+    ]);
+    t
 }
 
-#[repr(C)]
-#[derive(Default)]
-struct ProgLoad {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct LinkCreate {
-    prog_fd: u32,
-    target_ifindex: u32,
-    attach_type: u32,
-    flags: u32,
-}
-
-/// One eBPF instruction (`struct bpf_insn`).
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Insn {
-    code: u8,
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
-const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    Insn {
-        code,
-        regs: (src << 4) | (dst & 0xf),
-        off,
-        imm,
+/// The XDP program: without drop rules, `return bpf_redirect_map(&xsks, ctx->rx_queue_index,
+/// XDP_PASS)`; with them (a classic program whose match means drop), that program translated
+/// ([`ebpf::classic_to_xdp`]) in front, its matches counted in `counter` and dropped.
+pub fn program(
+    xsks: RawFd,
+    counter: RawFd,
+    drops: Option<&[weir_filter::Insn]>,
+) -> Result<Vec<Insn>, TranslateError> {
+    match drops {
+        Some(d) => ebpf::classic_to_xdp(d, &drop_tail(counter), &redirect_tail(xsks)),
+        None => {
+            let mut p = vec![Insn::mov64_reg(6, 1)];
+            p.extend(redirect_tail(xsks));
+            Ok(p)
+        }
     }
 }
 
-/// The program: `r2 = ctx->rx_queue_index; r1 = &xsks; r3 = XDP_PASS;
-/// return bpf_redirect_map(r1, r2, r3)`.
-fn program(map_fd: RawFd) -> [Insn; 6] {
-    [
-        // r2 = *(u32 *)(r1 + 16): struct xdp_md's rx_queue_index.
-        insn(0x61, 2, 1, 16, 0),
-        // r1 = the map (ld_imm64 with a map fd: two instructions).
-        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
-        insn(0, 0, 0, 0, 0),
-        // r3 = XDP_PASS (the action when the queue has no socket).
-        insn(0xb7, 3, 0, 0, XDP_PASS),
-        insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
-        insn(0x95, 0, 0, 0, 0),
-    ]
-}
-
-/// The XDP program attached to one interface, with its XSKMAP. Dropping it closes the link and
-/// the kernel detaches the program.
+/// The XDP program attached to one interface, with its XSKMAP and its drop counter. Dropping
+/// it closes the link and the kernel detaches the program.
 #[derive(Debug)]
 pub(crate) struct Attachment {
     map: OwnedFd,
+    counter: OwnedFd,
     prog: OwnedFd,
     link: Option<OwnedFd>,
     iface: String,
@@ -318,62 +261,65 @@ pub(crate) struct Attachment {
     mode: Option<AttachMode>,
 }
 
+/// Loads the program over maps `xsks` and `counter`.
+fn load_program(
+    iface: &str,
+    xsks: &OwnedFd,
+    counter: &OwnedFd,
+    drops: Option<&[weir_filter::Insn]>,
+) -> Result<OwnedFd, CaptureError> {
+    let insns =
+        program(xsks.as_raw_fd(), counter.as_raw_fd(), drops).map_err(|e| CaptureError::Xdp {
+            iface: iface.to_string(),
+            what: format!("the drop rules' program: {e}"),
+            os: None,
+        })?;
+    ebpf::prog_load(ebpf::PROG_TYPE_XDP, &insns, "weir_xsk").map_err(|e| {
+        if matches!(e.source.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
+            CaptureError::from_io(iface, "BPF_PROG_LOAD(XDP)", e.source)
+        } else {
+            xdp_err(
+                iface,
+                format!(
+                    "the kernel refused weir's XDP program (verifier: {})",
+                    e.log
+                ),
+                e.source,
+            )
+        }
+    })
+}
+
+fn counter_map(iface: &str) -> Result<OwnedFd, CaptureError> {
+    ebpf::map_create(ebpf::map_type::PERCPU_ARRAY, 4, 8, 1)
+        .map_err(|e| CaptureError::from_io(iface, "BPF_MAP_CREATE(PERCPU_ARRAY)", e))
+}
+
+/// Whether the kernel takes the XDP program with drop program `drops` (loaded over maps of
+/// its own, then closed): `Err` says why not.
+pub(crate) fn try_program(drops: &[weir_filter::Insn]) -> Result<(), CaptureError> {
+    let xsks = ebpf::map_create(ebpf::map_type::XSKMAP, 4, 4, 1)
+        .map_err(|e| CaptureError::from_io("-", "BPF_MAP_CREATE(XSKMAP)", e))?;
+    let counter = counter_map("-")?;
+    load_program("-", &xsks, &counter, Some(drops)).map(drop)
+}
+
 impl Attachment {
-    /// Creates the XSKMAP (one entry per RX queue) and loads the program; nothing is attached.
-    pub(crate) fn load(iface: &str, ifindex: u32, queues: u32) -> Result<Attachment, CaptureError> {
-        let mut mc = MapCreate {
-            map_type: BPF_MAP_TYPE_XSKMAP,
-            key_size: 4,
-            value_size: 4,
-            max_entries: queues,
-            map_flags: 0,
-        };
-        let map = owned(
-            bpf(BPF_MAP_CREATE, &mut mc)
-                .map_err(|e| CaptureError::from_io(iface, "BPF_MAP_CREATE(XSKMAP)", e))?,
-        );
-        let insns = program(map.as_raw_fd());
-        let license = b"Dual MIT/GPL\0";
-        let mut log = vec![0u8; 4096];
-        let mut name = [0u8; 16];
-        name[..8].copy_from_slice(b"weir_xsk");
-        let attempt = |log_level: u32, log: &mut [u8]| {
-            let mut pl = ProgLoad {
-                prog_type: BPF_PROG_TYPE_XDP,
-                insn_cnt: insns.len() as u32,
-                insns: insns.as_ptr() as u64,
-                license: license.as_ptr() as u64,
-                log_level,
-                log_size: if log_level > 0 { log.len() as u32 } else { 0 },
-                log_buf: if log_level > 0 {
-                    log.as_mut_ptr() as u64
-                } else {
-                    0
-                },
-                prog_name: name,
-                ..ProgLoad::default()
-            };
-            bpf(BPF_PROG_LOAD, &mut pl)
-        };
-        let prog = match attempt(0, &mut log) {
-            Ok(fd) => owned(fd),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
-                return Err(CaptureError::from_io(iface, "BPF_PROG_LOAD(XDP)", e));
-            }
-            Err(e) => {
-                // Once more with the verifier's log, to say why.
-                let _ = attempt(1, &mut log);
-                let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
-                let text = String::from_utf8_lossy(&log[..end]).trim().to_string();
-                return Err(xdp_err(
-                    iface,
-                    format!("the kernel refused weir's XDP program (verifier: {text})"),
-                    e,
-                ));
-            }
-        };
+    /// Creates the XSKMAP (one entry per RX queue) and the drop counter and loads the program
+    /// (with the drop rules' classic program `drops`, when given); nothing is attached.
+    pub(crate) fn load(
+        iface: &str,
+        ifindex: u32,
+        queues: u32,
+        drops: Option<&[weir_filter::Insn]>,
+    ) -> Result<Attachment, CaptureError> {
+        let map = ebpf::map_create(ebpf::map_type::XSKMAP, 4, 4, queues)
+            .map_err(|e| CaptureError::from_io(iface, "BPF_MAP_CREATE(XSKMAP)", e))?;
+        let counter = counter_map(iface)?;
+        let prog = load_program(iface, &map, &counter, drops)?;
         Ok(Attachment {
             map,
+            counter,
             prog,
             link: None,
             iface: iface.to_string(),
@@ -382,18 +328,32 @@ impl Attachment {
         })
     }
 
+    /// Replaces the program on the link (`BPF_LINK_UPDATE`, atomic: every packet meets the old
+    /// program or the new one) with one built from `drops`, over the same maps (the sockets
+    /// stay, the drop count goes on).
+    pub(crate) fn replace(
+        &mut self,
+        drops: Option<&[weir_filter::Insn]>,
+    ) -> Result<(), CaptureError> {
+        let prog = load_program(&self.iface, &self.map, &self.counter, drops)?;
+        if let Some(link) = &self.link {
+            ebpf::link_update(link, &prog)
+                .map_err(|e| xdp_err(&self.iface, "BPF_LINK_UPDATE", e))?;
+        }
+        self.prog = prog;
+        Ok(())
+    }
+
+    /// Packets the drop rules dropped since the program was first loaded.
+    pub(crate) fn dropped(&self) -> Result<u64, CaptureError> {
+        ebpf::percpu_sum(&self.counter, 0)
+            .map_err(|e| xdp_err(&self.iface, "reading the drop counter", e))
+    }
+
     /// Puts socket `fd` in the map for `queue`.
     pub(crate) fn insert(&self, queue: u32, sock: &XskSocket) -> Result<(), CaptureError> {
-        let key = queue;
         let value = sock.fd.as_raw_fd() as u32;
-        let mut mu = MapUpdate {
-            map_fd: self.map.as_raw_fd() as u32,
-            key: &key as *const u32 as u64,
-            value: &value as *const u32 as u64,
-            ..MapUpdate::default()
-        };
-        bpf(BPF_MAP_UPDATE_ELEM, &mut mu)
-            .map(|_| ())
+        ebpf::map_update(&self.map, &queue.to_ne_bytes(), &value.to_ne_bytes())
             .map_err(|e| xdp_err(&self.iface, format!("XSKMAP entry of RX queue {queue}"), e))
     }
 
@@ -402,18 +362,12 @@ impl Attachment {
     pub(crate) fn attach(&mut self) -> Result<AttachMode, CaptureError> {
         let mut first = None;
         for (mode, flags) in [
-            (AttachMode::Native, XDP_FLAGS_DRV_MODE),
-            (AttachMode::Generic, XDP_FLAGS_SKB_MODE),
+            (AttachMode::Native, ebpf::XDP_FLAGS_DRV_MODE),
+            (AttachMode::Generic, ebpf::XDP_FLAGS_SKB_MODE),
         ] {
-            let mut lc = LinkCreate {
-                prog_fd: self.prog.as_raw_fd() as u32,
-                target_ifindex: self.ifindex,
-                attach_type: BPF_XDP,
-                flags,
-            };
-            match bpf(BPF_LINK_CREATE, &mut lc) {
+            match ebpf::link_create(&self.prog, self.ifindex, ebpf::ATTACH_XDP, flags) {
                 Ok(fd) => {
-                    self.link = Some(owned(fd));
+                    self.link = Some(fd);
                     self.mode = Some(mode);
                     return Ok(mode);
                 }

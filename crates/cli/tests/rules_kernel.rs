@@ -12,6 +12,10 @@
 //!   kernel filter (the stats JSON shows the new version and the rule's id); from then on its
 //!   packets reach no ring and are counted as dropped in the kernel; a rule deleted lets its
 //!   packets through again; the store holds exactly the kept packets (tshark, capinfos).
+//! * The same with `--backend xdp`, where the drop rules run in the XDP program
+//!   (weir-capture's `xdp_rules`): the same traffic, tagged frames included, gives the same file
+//!   and the same kernel count as AF_PACKET's socket filter, and a rule change replaces the
+//!   program on its link (the count goes on across the replacements).
 
 mod common;
 
@@ -426,6 +430,190 @@ fn no_kernel_rules_keeps_every_rule_in_user_space() {
     assert_eq!(number_after(&text, "kernel: "), 100, "{text}");
     assert!(
         text.contains("rules: 60 dropped after the filter"),
+        "{text}"
+    );
+}
+
+/// Counts by (VLAN id, source, destination port, captured length).
+type TaggedFrames = BTreeMap<(String, String, String, String), u64>;
+
+/// (VLAN id, source, destination port, captured length) of every frame of `file`, with counts.
+fn frames_with_tags(file: &Path) -> TaggedFrames {
+    let mut m = BTreeMap::new();
+    for r in tshark_fields(file, &["vlan.id", "ip.src", "udp.dstport", "frame.cap_len"]) {
+        *m.entry((r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone()))
+            .or_insert(0) += 1;
+    }
+    m
+}
+
+/// `weir capture --backend BACKEND --rules` of one set of traffic (untagged and tagged) on a
+/// new bench; returns the file's frames and the summary.
+fn capture_with_rules(backend: &str) -> (TaggedFrames, String) {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, rules, log) = (
+        tmp.path().join("cap.pcap"),
+        tmp.path().join("rules.txt"),
+        tmp.path().join("log"),
+    );
+    std::fs::write(
+        &rules,
+        "id 1 exact udp 10.50.0.9:40000 10.50.1.1:9000 -> drop\n\
+         id 2 host 10.50.0.8 -> drop\n\
+         id 3 dport 7000 -> slice 64\n",
+    )
+    .unwrap();
+    let mut cmd = weir();
+    cmd.args(["capture", "-i", &b.host_if, "--backend", backend, "-w"])
+        .arg(&out)
+        .arg("--rules")
+        .arg(&rules)
+        // AF_PACKET's socket filter sees a tagged frame without its tag (`udp`), AF_XDP's
+        // user-space filter the frame as sent (a tag, then IPv4 and UDP). Not libpcap's `vlan`:
+        // it would shift the offsets of what follows it, here AF_PACKET's `and not (DROPS)`.
+        .arg("udp or (ether[12:2] = 0x8100 and ether[16:2] = 0x0800 and ether[27] = 17)");
+    let cap = Bg::start(cmd, &log, "capturing on");
+    send(&b, "10.50.0.9", 9000, 50); // rule 1, exact: dropped in the kernel
+    send(&b, "10.50.0.8", 9000, 60); // rule 2, wildcard: dropped in the kernel
+    send(&b, "10.50.0.9", 9001, 20); // another conversation of the same host: kept
+    send(&b, "10.50.0.1", 7000, 30); // rule 3: sliced to 64 bytes
+    send(&b, "10.50.0.3", 5000, 40); // no rule: kept
+    send_tagged(&b, "10.50.0.9", 9000, 15, 7); // tagged: rule 1 (untagged only) keeps it
+    send_tagged(&b, "10.50.0.8", 9000, 12, 7); // tagged: rule 2 in the engine, not the kernel
+    let text = cap.stop();
+    (frames_with_tags(&out), text)
+}
+
+#[test]
+fn xdp_drops_the_same_packets_in_the_kernel_as_the_socket_filter() {
+    let (xdp, text) = capture_with_rules("xdp");
+    assert!(text.contains("AF_XDP on "), "{text}");
+    // 50 + 60 untagged packets of rules 1 and 2 dropped by the XDP program, counted by its map
+    assert!(
+        text.contains(
+            "dropped in the kernel by 2 rules (XDP program of version 1: 1 exact, 1 wildcard; \
+             ids 1, 2): 110"
+        ),
+        "{text}"
+    );
+    // The rest reached weir: 20 + 30 + 40 + 15 + 12 = 117 passed the filter (in user space),
+    // and the engine dropped the 12 tagged packets of rule 2.
+    let (read, filtered) = (
+        number_after(&text, "capture: "),
+        number_after(&text, " read, "),
+    );
+    assert_eq!(read - filtered, 117, "{text}");
+    assert_eq!(
+        110 + read - filtered,
+        50 + 60 + 20 + 30 + 40 + 15 + 12,
+        "{text}"
+    );
+    assert!(
+        text.contains("rules: 12 dropped after the filter"),
+        "{text}"
+    );
+    assert!(text.contains(": 117 in, 75 passed, 12 dropped"), "{text}");
+    let by_key = |m: &TaggedFrames| {
+        let mut k: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+        for ((v, s, p, _), n) in m {
+            *k.entry((v.clone(), s.clone(), p.clone())).or_insert(0) += n;
+        }
+        k
+    };
+    let mut want = BTreeMap::new();
+    want.insert((String::new(), "10.50.0.9".into(), "9001".into()), 20);
+    want.insert((String::new(), "10.50.0.1".into(), "7000".into()), 30);
+    want.insert((String::new(), "10.50.0.3".into(), "5000".into()), 40);
+    want.insert(("7".into(), "10.50.0.9".into(), "9000".into()), 15);
+    assert_eq!(by_key(&xdp), want, "{text}");
+    assert!(
+        xdp.keys().any(|k| k.2 == "7000" && k.3 == "64"),
+        "sliced: {xdp:?}"
+    );
+
+    // The same traffic through AF_PACKET with its socket filter: the same file, the same
+    // kernel count.
+    let (packet, ptext) = capture_with_rules("packet");
+    assert_eq!(packet, xdp, "{ptext}");
+    assert!(
+        ptext.contains(
+            "dropped in the kernel by 2 rules (socket filter of version 1: 1 exact, 1 wildcard; \
+             ids 1, 2): 110"
+        ),
+        "{ptext}"
+    );
+    assert!(ptext.contains(": 117 in, 75 passed, 12 dropped"), "{ptext}");
+}
+
+#[test]
+fn xdp_replaces_its_program_when_rules_change() {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, rules, log, sock, sj) = (
+        tmp.path().join("store"),
+        tmp.path().join("rules.txt"),
+        tmp.path().join("log"),
+        tmp.path().join("ctl.sock"),
+        tmp.path().join("stats.json"),
+    );
+    std::fs::write(&rules, "id 1 host 10.50.0.9 -> drop\n").unwrap();
+    let mut cmd = weir();
+    cmd.args(["record", "-i", &b.host_if, "--backend", "xdp", "-o"])
+        .arg(&dir)
+        .args(["--buffer-mib", "64", "--rules"])
+        .arg(&rules)
+        .arg("--control")
+        .arg(&sock)
+        .arg("--stats-json")
+        .arg(&sj)
+        .arg("ip and udp");
+    let rec = Bg::start(cmd, &log, "recording on");
+    let k = kernel_at(&sj, 1);
+    assert_eq!(k["rules"], serde_json::json!([1]), "{k}");
+    send(&b, "10.50.0.9", 9000, 10); // rule 1: XDP
+    send(&b, "10.50.0.1", 7000, 10); // kept
+
+    // A drop rule through the control socket: the program is replaced on the link.
+    let added = rules_control(&sock, &["add", "id 5 dport 7000 -> drop"]);
+    assert_eq!(added["version"].as_u64(), Some(2), "{added}");
+    let k = kernel_at(&sj, 2);
+    assert_eq!(k["rules"], serde_json::json!([1, 5]), "{k}");
+    assert_eq!((u(&k["swaps"]), u(&k["wild"])), (1, 2), "{k}");
+    send(&b, "10.50.0.1", 7000, 25); // rule 5 now: XDP
+    send(&b, "10.50.0.3", 5000, 5); // kept
+
+    // Rule 1 deleted: its host's packets reach user space (and the store) again.
+    let deleted = rules_control(&sock, &["del", "1"]);
+    assert_eq!(deleted["version"].as_u64(), Some(3), "{deleted}");
+    let k = kernel_at(&sj, 3);
+    assert_eq!(k["rules"], serde_json::json!([5]), "{k}");
+    send(&b, "10.50.0.9", 9000, 7);
+
+    let text = rec.stop();
+    let s = stats(&sj);
+    let k = &s["capture"]["kernel_rules"];
+    // 10 (rule 1) + 25 (rule 5) dropped and counted by the program, across two replacements
+    assert_eq!(u(&k["dropped"]), 35, "{s}");
+    assert_eq!(u(&k["swaps"]), 2, "{s}");
+    let r5 = s["rules"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == 5)
+        .unwrap_or_else(|| panic!("{s}"))
+        .clone();
+    assert_eq!(u(&r5["packets"]), 0, "{s}");
+    let mut want = BTreeMap::new();
+    want.insert(key("10.50.0.1", 7000, 120), 10);
+    want.insert(key("10.50.0.3", 5000, 120), 5);
+    want.insert(key("10.50.0.9", 9000, 120), 7);
+    assert_eq!(frames(&segments(&dir)), want, "{text}");
+    assert!(
+        text.contains(
+            "dropped in the kernel by 1 rules (XDP program of version 3: 0 exact, 1 wildcard; \
+             ids 5): 35, program replaced 2 times"
+        ),
         "{text}"
     );
 }
