@@ -11,6 +11,3 @@ pub(crate) use weir_sensor::args::{
 
 /// Most flows one shard of the meter holds.
 pub(crate) const MAX_FLOWS_PER_WORKER: u64 = weir_flows::index::MAX_CAPACITY as u64;
-
-/// NetFlow-family format of `weir flows --export` and `weir record --flow-export`.
-pub(crate) use weir_export::NetflowFormat as FlowFormat;

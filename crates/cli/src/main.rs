@@ -27,7 +27,6 @@ macro_rules! eprint {
 
 mod args;
 mod cmd;
-mod flow_output;
 mod input;
 mod log;
 mod output;

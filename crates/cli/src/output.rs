@@ -11,7 +11,6 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{bail, Context, Result};
 pub(crate) use weir_packet::output::{check_inputs, create, create_in_place, stdout, Output};
-pub(crate) use weir_sensor::output::same_output;
 
 /// The outcome of a command that ran to its end: `Clean`, or `Damaged` when some input could not
 /// be read entirely (the command still processed every readable packet).
@@ -126,3 +125,48 @@ pub(crate) fn controls(rules: bool) -> Result<weir_sensor::Controls> {
 
 /// The closing lines every live command prints ([`weir_sensor::live::live_summary`]).
 pub(crate) use weir_sensor::live::live_summary;
+
+/// Before a run over `files` creates anything: the filter `expr` compiles and none of `outs`
+/// is one of the inputs.
+pub(crate) fn check_file_run<const N: usize>(
+    files: &[std::path::PathBuf],
+    expr: &str,
+    outs: [Option<&std::path::Path>; N],
+) -> Result<()> {
+    weir_filter::FilterSet::new(expr)?;
+    for out in outs.into_iter().flatten() {
+        check_inputs(files, Some(out))?;
+    }
+    Ok(())
+}
+
+/// The Kafka output's closing line of a run over files (`weir http|voip -r`), then its loss.
+pub(crate) fn kafka_end(kafka: Option<weir_export::KafkaLog>) -> Result<()> {
+    if let Some(k) = kafka {
+        let (line, lost) = k.end();
+        eprintln!("weir: {line}");
+        lost?;
+    }
+    Ok(())
+}
+
+/// The end of a live analyzer (`weir http|voip -i`): capture's summary and the Kafka output's,
+/// then the first error (Kafka's loss, the analyzer's first write error, capture's).
+pub(crate) fn analyzer_end(
+    live: &weir_sensor::flows::LiveEnd,
+    kafka: &Option<(weir_export::KafkaLog, weir_export::KafkaStats)>,
+    (write, capture): (Option<io::Error>, Option<weir_capture::CaptureError>),
+) -> Result<Status> {
+    eprintln!("{}", live_summary(&live.totals, &live.buffer));
+    if let Some((k, s)) = kafka {
+        eprintln!("weir: {}", k.summary(s));
+        k.check(s)?;
+    }
+    if let Some(e) = write {
+        return Err(e.into());
+    }
+    if let Some(e) = capture {
+        return Err(e.into());
+    }
+    Ok(Status::Clean)
+}

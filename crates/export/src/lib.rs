@@ -38,14 +38,14 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "clap")]
+pub mod args;
 mod clock;
 mod error;
 mod fanout;
 mod flowpb;
 mod ipfix;
 mod kafka;
-#[cfg(feature = "clap")]
-mod kafka_args;
 mod kafka_log;
 mod netflow;
 mod open;
@@ -64,14 +64,14 @@ mod transport;
 mod v5;
 mod v9;
 
+#[cfg(feature = "clap")]
+pub use args::{kafka_seconds, KafkaLogArgs, SinkArgs};
 pub use error::ExportError;
 pub use fanout::{Fanout, FanoutTotals, LiveExports, SinkError};
 pub use kafka::{
     check_topic, host_name, KafkaCompression, KafkaFormat, KafkaOutput, KafkaStats,
     DEFAULT_FLOWS_TOPIC, MAX_PACKED_BYTES, MAX_RECORDS_PER_MESSAGE,
 };
-#[cfg(feature = "clap")]
-pub use kafka_args::{kafka_seconds, KafkaLogArgs};
 pub use kafka_log::{KafkaLines, KafkaLog, LogKind, LogTopics, Teed};
 pub use netflow::{ExportOptions, NetflowFormat};
 pub use open::{open_sink, open_sink_with, SinkSpec};

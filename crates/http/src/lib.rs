@@ -34,19 +34,46 @@ use crate::http::{End, Http, HttpStats, Tx};
 use crate::reassembly::{Chunk, Stream, StreamStats};
 use crate::tls::{Tls, TlsStats};
 
-/// Bounds of the analyzer.
+/// Bounds of the analyzer; with the `clap` feature, the analyzer's options of `weir http` (the
+/// doc comments are their help: durations are given in seconds and held in ns, memory given in
+/// MiB and held in bytes).
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Config {
     /// Most bytes held out of order in one direction of one connection; beyond it the hole
     /// before them is declared a gap.
+    #[cfg_attr(feature = "clap", arg(skip = 1usize << 20))]
     pub max_pending: usize,
-    /// Most bytes held out of order over all connections; beyond it the connection that grew
-    /// its holdings has them released (holes become gaps), counted as an eviction.
-    pub max_total_pending: usize,
-    /// Most connections tracked at once; beyond it the least recently seen eighth is ended.
+    /// Most TCP connections tracked at once (at least 1); beyond it the least recently seen
+    /// eighth is ended early and counted.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", default_value_t = 500_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000_000),
+          allow_negative_numbers = true))]
     pub max_flows: usize,
-    /// Nanoseconds without a packet after which a connection is ended.
+    /// Most MiB held out of order over all connections (1 to 65536); beyond it holes become
+    /// gaps early, counted.
+    #[cfg_attr(feature = "clap", arg(long = "max-memory-mib", value_name = "MIB",
+          default_value = "256", value_parser = mib_bytes(), allow_negative_numbers = true))]
+    pub max_total_pending: usize,
+    /// Seconds without a packet after which a connection ends.
+    #[cfg_attr(feature = "clap", arg(long = "idle-timeout", value_name = "S",
+          default_value = "300", value_parser = seconds_ns, allow_negative_numbers = true))]
     pub idle_timeout_ns: u64,
+}
+
+/// `--max-memory-mib`: 1 to 65536 MiB, in bytes.
+#[cfg(feature = "clap")]
+fn mib_bytes() -> impl clap::builder::TypedValueParser<Value = usize> {
+    use clap::builder::TypedValueParser;
+    clap::value_parser!(u64)
+        .range(1..=65536)
+        .map(|mib| (mib as usize) << 20)
+}
+
+/// A duration in seconds ([`weir_packet::value::seconds`]: finite, 1 ns to 10⁹ s) in ns.
+#[cfg(feature = "clap")]
+pub fn seconds_ns(s: &str) -> Result<u64, String> {
+    weir_packet::value::seconds(s).map(|s| (s * 1e9) as u64)
 }
 
 impl Default for Config {

@@ -106,6 +106,9 @@ pub enum SensorError {
     /// The analyzers' Kafka output could not be opened, or lost messages.
     #[error(transparent)]
     Kafka(#[from] weir_export::ExportError),
+    /// A call's chart could not be written.
+    #[error(transparent)]
+    Plot(#[from] weir_voip::plot::PlotError),
     /// A job's thread panicked.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),

@@ -20,7 +20,6 @@
 
 #[cfg(feature = "clap")]
 pub mod args;
-pub mod beside_args;
 pub mod capture;
 pub mod config;
 pub mod convert;

@@ -51,6 +51,22 @@ pub fn same_output(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// Refuses a second log of an analyzer (`flag`, at `other`) in the same place as its main log
+/// (`main`): `FLAG and -w both name PATH: ADVICE`.
+pub fn other_log(
+    main: &Path,
+    other: Option<&Path>,
+    flag: &str,
+    advice: &str,
+) -> Result<(), String> {
+    match other {
+        Some(o) if same_output(o, main) => {
+            Err(format!("{flag} and -w both name {}: {advice}", o.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// True when stdout is a pipe or socket whose reader went away. A writer that has nothing to
 /// write (a live capture while no traffic arrives) asks this to end as soon as its reader does,
 /// instead of at its next write.

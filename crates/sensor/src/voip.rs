@@ -150,6 +150,160 @@ pub fn event_line<W: Write>(w: &mut W, e: &VoipEvent) -> io::Result<()> {
     }
 }
 
+/// The VoIP analyzer over capture files (`weir voip -r`): a [`Visitor`](crate::read::Visitor)
+/// of the offline read loop (one sequential read per file, packets in file order) writing each
+/// call (its streams, then the call; the streams to their own output when there is one) as it
+/// finishes, charting it and sending it to Kafka; [`finish`](VoipFiles::finish) writes the
+/// calls still open.
+pub struct VoipFiles<W: Write> {
+    analyzer: Analyzer,
+    calls: BufWriter<W>,
+    streams: Option<BufWriter<W>>,
+    plot: Option<weir_voip::plot::Plotter>,
+    kafka: Option<KafkaLines>,
+}
+
+impl<W: Write> VoipFiles<W> {
+    /// An analyzer with `cfg`'s bounds writing the calls to `calls` (and the streams, without
+    /// `streams`), the charts with `plot` and every record to `kafka`.
+    pub fn new(
+        cfg: weir_voip::Config,
+        (calls, streams): (W, Option<W>),
+        plot: Option<weir_voip::plot::Plotter>,
+        kafka: Option<KafkaLines>,
+    ) -> Self {
+        VoipFiles {
+            analyzer: Analyzer::new(cfg),
+            calls: BufWriter::with_capacity(1 << 16, calls),
+            streams: streams.map(|s| BufWriter::with_capacity(1 << 16, s)),
+            plot,
+            kafka,
+        }
+    }
+
+    /// Writes every call still open and returns the analyzer's counters, the charts drawn and
+    /// the two outputs (calls, streams), flushed.
+    pub fn finish(self) -> Result<(Stats, u64, W, Option<W>), SensorError> {
+        let VoipFiles {
+            analyzer,
+            mut calls,
+            mut streams,
+            mut plot,
+            mut kafka,
+        } = self;
+        let mut error = None;
+        let stats = analyzer.finish(&mut |e| {
+            if error.is_none() {
+                let outs = (streams.as_mut(), plot.as_mut(), kafka.as_mut());
+                error = write_file(&mut calls, outs, &e).err();
+            }
+        });
+        if let Some(e) = error {
+            return Err(e);
+        }
+        let charts = plot.as_ref().map_or(0, |p| p.written());
+        let calls = calls.into_inner().map_err(|e| e.into_error())?;
+        let streams = match streams {
+            Some(s) => Some(s.into_inner().map_err(|e| e.into_error())?),
+            None => None,
+        };
+        Ok((stats, charts, calls, streams))
+    }
+}
+
+/// The other outputs of a record: the streams' file, the charts, Kafka.
+type Others<'a, W> = (
+    Option<&'a mut BufWriter<W>>,
+    Option<&'a mut weir_voip::plot::Plotter>,
+    Option<&'a mut KafkaLines>,
+);
+
+/// Writes one record: streams to `streams` when given, else beside the calls; charts it;
+/// sends it to Kafka.
+fn write_file<W: Write>(
+    calls: &mut BufWriter<W>,
+    (streams, plot, kafka): Others<'_, W>,
+    e: &VoipEvent,
+) -> Result<(), SensorError> {
+    if let Some(p) = plot {
+        p.event(e)?;
+    }
+    if let Some(k) = kafka {
+        event_line(k, e)?;
+    }
+    match e {
+        VoipEvent::Stream(r) => line(streams.unwrap_or(calls), r)?,
+        VoipEvent::Call(r) => line(calls, r)?,
+    }
+    Ok(())
+}
+
+impl<W: Write> crate::read::Visitor for VoipFiles<W> {
+    type Error = SensorError;
+
+    fn packet(
+        &mut self,
+        _interfaces: &[weir_pcap::Interface],
+        packet: &weir_pcap::Packet<'_>,
+    ) -> Result<(), SensorError> {
+        self.analyzer
+            .packet(packet.meta.ts_ns, packet.link, packet.data);
+        if self.analyzer.has_ready() {
+            let mut error = None;
+            let (calls, mut streams) = (&mut self.calls, self.streams.as_mut());
+            let (mut plot, mut kafka) = (self.plot.as_mut(), self.kafka.as_mut());
+            self.analyzer.drain(&mut |e| {
+                if error.is_none() {
+                    let outs = (
+                        streams.as_deref_mut(),
+                        plot.as_deref_mut(),
+                        kafka.as_deref_mut(),
+                    );
+                    error = write_file(calls, outs, &e).err();
+                }
+            });
+            if let Some(e) = error {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn parallel_read(&self) -> bool {
+        false
+    }
+}
+
+/// The analyzer's counters as the lines `weir voip` ends with (and the bounds reached, when
+/// they were), each ending in a newline.
+pub fn summary(s: &Stats) -> String {
+    let mut text = format!(
+        "weir: {} sip call-ids ({} messages, {} over tcp, {} unparsable); {} rtp streams \
+         ({} from sdp, {} by heuristic; {} candidates not steady); {} rtp packets, {} rtcp \
+         packets ({} report blocks matched); {} packets\n",
+        s.calls,
+        s.sip_messages,
+        s.sip_tcp_messages,
+        s.sip_errors,
+        s.streams,
+        s.sdp_streams,
+        s.heuristic_streams,
+        s.candidates_discarded,
+        s.rtp_packets,
+        s.rtcp_packets,
+        s.rtcp_reports,
+        s.packets
+    );
+    if s.calls_dropped + s.streams_dropped_packets + s.tcp_bytes_dropped > 0 {
+        text += &format!(
+            "weir: bounds: {} call-ids ignored (--max-calls), {} rtp packets of untracked \
+             streams (--max-streams), {} sip tcp bytes dropped (gaps or overflow)\n",
+            s.calls_dropped, s.streams_dropped_packets, s.tcp_bytes_dropped
+        );
+    }
+    text
+}
+
 /// What the VoIP analyzer of a live run hands back.
 #[derive(Debug)]
 pub struct VoipEnd {

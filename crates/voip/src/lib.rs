@@ -46,23 +46,44 @@ type State = foldhash::fast::FixedState;
 /// An address and port.
 type Ep = (IpAddr, u16);
 
-/// Bounds of the analyzer.
+/// Bounds of the analyzer; with the `clap` feature, the analyzer's options of `weir voip` (the
+/// doc comments are their help; durations are given in seconds and held in ns).
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Config {
-    /// Most Call-IDs tracked; later ones are counted and ignored.
+    /// Most SIP Call-IDs tracked (at least 1); later ones are counted and ignored.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", default_value_t = 1_000_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000_000),
+          allow_negative_numbers = true))]
     pub max_calls: usize,
-    /// Most RTP streams (and candidates) tracked; later ones are counted and ignored.
+    /// Most RTP streams tracked (at least 1); packets of later ones are counted and ignored.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", default_value_t = 1_000_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000_000),
+          allow_negative_numbers = true))]
     pub max_streams: usize,
     /// Most TCP connections carrying SIP tracked at once.
+    #[cfg_attr(feature = "clap", arg(skip = 100_000usize))]
     pub max_tcp: usize,
-    /// A call that is over (BYE, CANCEL, final error) is written once this long has passed
-    /// without a packet of it (SIP or RTP), ns.
+    /// A call that is over (BYE, CANCEL, final error) is written once this many seconds pass
+    /// with none of its packets (late RTP).
+    #[cfg_attr(feature = "clap", arg(long = "call-linger", value_name = "SECONDS",
+          default_value = "2", value_parser = seconds_ns, allow_negative_numbers = true))]
     pub linger_ns: u64,
-    /// A call (or heuristic stream) with no packet for this long is written as it stands, ns.
+    /// A call (or heuristic RTP stream) with no packet for this many seconds is written as it
+    /// stands.
+    #[cfg_attr(feature = "clap", arg(long = "call-timeout", value_name = "SECONDS",
+          default_value = "300", value_parser = seconds_ns, allow_negative_numbers = true))]
     pub call_timeout_ns: u64,
     /// Each stream's record carries its loss and jitter over intervals this long
-    /// ([`StreamRecord::timeline`]), ns; 0: none.
+    /// ([`StreamRecord::timeline`]), ns; 0: none (set by `weir voip --plot`).
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub timeline_ns: u64,
+}
+
+/// A duration in seconds ([`weir_packet::value::seconds`]: finite, 1 ns to 10⁹ s) in ns.
+#[cfg(feature = "clap")]
+pub fn seconds_ns(s: &str) -> Result<u64, String> {
+    weir_packet::value::seconds(s).map(|s| (s * 1e9) as u64)
 }
 
 /// How often (in the packets' time) open calls are looked at for [`Config::linger_ns`] and

@@ -7,18 +7,18 @@
 //! exported with the flows: see [`weir_sensor::flows`]); this module prints what it says and its
 //! report. Live, SIGINT/SIGTERM stop it, SIGHUP reloads `--rules`, `--control PATH` serves
 //! `weir rules`. The outputs are `weir_export::Outputs`, shared with `weir record --flows`
-//! ([`crate::flow_output`]).
+//! (the options: [`weir_export::SinkArgs`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
+use weir_export::SinkArgs;
 use weir_flows::Config;
 use weir_sensor::flows::{FlowsJobConfig, FlowsSource};
 use weir_sensor::Controls;
 
 use crate::args::{self, RulesArgs};
-use crate::flow_output::SinkArgs;
 use crate::input::{self, Terminal};
 use crate::output::{self, Status};
 

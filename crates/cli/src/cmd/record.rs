@@ -77,9 +77,9 @@ pub(crate) struct Args {
     #[command(flatten)]
     flow: FlowArgs,
     #[command(flatten)]
-    http: weir_sensor::beside_args::HttpBesideArgs,
+    http: weir_sensor::args::HttpBesideArgs,
     #[command(flatten)]
-    voip: weir_sensor::beside_args::VoipBesideArgs,
+    voip: weir_sensor::args::VoipBesideArgs,
     #[command(flatten)]
     rules: RulesArgs,
     #[command(flatten)]
@@ -143,7 +143,7 @@ impl Args {
 impl Args {
     /// The job these options describe.
     fn config(&self) -> Result<RecordConfig> {
-        weir_sensor::beside_args::check_outputs(&self.http, &self.voip, &self.source.inputs.files)
+        weir_sensor::args::check_outputs(&self.http, &self.voip, &self.source.inputs.files)
             .map_err(anyhow::Error::msg)?;
         let source = if self.source.inputs.files.is_empty() {
             SourceConfig::Live(weir_capture::PipelineConfig {
