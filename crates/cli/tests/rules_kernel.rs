@@ -228,8 +228,11 @@ fn kernel_at(path: &Path, version: u64) -> Value {
     }
 }
 
-#[test]
-fn record_replaces_the_kernel_filter_when_rules_change() {
+/// `weir record --backend BACKEND --rules` while rules change through the control socket:
+/// rule 1 (a host) from the start, rule 5 (a port) added, rule 1 deleted; checks what the
+/// kernel dropped (10 + 25), the replacements (2), that the engine never saw rule 5's packets
+/// and that the store holds exactly the kept packets. Returns the stats JSON and the summary.
+fn rules_change_while_recording(backend: &str) -> (Value, String) {
     let b = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
     let (dir, rules, log, sock, sj) = (
@@ -241,7 +244,7 @@ fn record_replaces_the_kernel_filter_when_rules_change() {
     );
     std::fs::write(&rules, "id 1 host 10.50.0.9 -> drop\n").unwrap();
     let mut cmd = weir();
-    cmd.args(["record", "-i", &b.host_if, "-o"])
+    cmd.args(["record", "-i", &b.host_if, "--backend", backend, "-o"])
         .arg(&dir)
         .args(["--buffer-mib", "64", "--rules"])
         .arg(&rules)
@@ -256,7 +259,7 @@ fn record_replaces_the_kernel_filter_when_rules_change() {
     send(&b, "10.50.0.9", 9000, 10); // rule 1: kernel
     send(&b, "10.50.0.1", 7000, 10); // kept
 
-    // A drop rule for port 7000 through the control socket: the kernel filter is replaced.
+    // A drop rule for port 7000 through the control socket: the kernel's program is replaced.
     let added = rules_control(&sock, &["add", "id 5 dport 7000 -> drop"]);
     assert_eq!(added["version"].as_u64(), Some(2), "{added}");
     let k = kernel_at(&sj, 2);
@@ -274,17 +277,10 @@ fn record_replaces_the_kernel_filter_when_rules_change() {
 
     let text = rec.stop();
     let s = stats(&sj);
-    let c = &s["capture"];
-    let k = &c["kernel_rules"];
-    // 10 (rule 1) + 25 (rule 5) in the kernel; everything else read from the rings.
+    let k = &s["capture"]["kernel_rules"];
+    // 10 (rule 1) + 25 (rule 5) in the kernel, across two replacements
     assert_eq!(u(&k["dropped"]), 35, "{s}");
     assert_eq!(u(&k["swaps"]), 2, "{s}");
-    assert_eq!(u(&c["received"]), 10 + 5 + 7, "{s}");
-    assert_eq!(
-        u(&c["kernel_packets"]),
-        u(&c["received"]) + u(&c["kernel_drops"]),
-        "{s}"
-    );
     // The engine never saw a packet of rule 5: the kernel took them all.
     let r5 = s["rules"]["rules"]
         .as_array()
@@ -299,6 +295,20 @@ fn record_replaces_the_kernel_filter_when_rules_change() {
     want.insert(key("10.50.0.3", 5000, 120), 5);
     want.insert(key("10.50.0.9", 9000, 120), 7);
     assert_eq!(frames(&segments(&dir)), want, "{text}");
+    (s, text)
+}
+
+#[test]
+fn record_replaces_the_kernel_filter_when_rules_change() {
+    let (s, text) = rules_change_while_recording("packet");
+    let c = &s["capture"];
+    // everything the socket filter kept was read from the rings
+    assert_eq!(u(&c["received"]), 10 + 5 + 7, "{s}");
+    assert_eq!(
+        u(&c["kernel_packets"]),
+        u(&c["received"]) + u(&c["kernel_drops"]),
+        "{s}"
+    );
     assert!(
         text.contains(
             "dropped in the kernel by 1 rules (socket filter of version 3: 0 exact, 1 wildcard; \
@@ -548,67 +558,7 @@ fn xdp_drops_the_same_packets_in_the_kernel_as_the_socket_filter() {
 
 #[test]
 fn xdp_replaces_its_program_when_rules_change() {
-    let b = VethBench::new();
-    let tmp = tempfile::tempdir().unwrap();
-    let (dir, rules, log, sock, sj) = (
-        tmp.path().join("store"),
-        tmp.path().join("rules.txt"),
-        tmp.path().join("log"),
-        tmp.path().join("ctl.sock"),
-        tmp.path().join("stats.json"),
-    );
-    std::fs::write(&rules, "id 1 host 10.50.0.9 -> drop\n").unwrap();
-    let mut cmd = weir();
-    cmd.args(["record", "-i", &b.host_if, "--backend", "xdp", "-o"])
-        .arg(&dir)
-        .args(["--buffer-mib", "64", "--rules"])
-        .arg(&rules)
-        .arg("--control")
-        .arg(&sock)
-        .arg("--stats-json")
-        .arg(&sj)
-        .arg("ip and udp");
-    let rec = Bg::start(cmd, &log, "recording on");
-    let k = kernel_at(&sj, 1);
-    assert_eq!(k["rules"], serde_json::json!([1]), "{k}");
-    send(&b, "10.50.0.9", 9000, 10); // rule 1: XDP
-    send(&b, "10.50.0.1", 7000, 10); // kept
-
-    // A drop rule through the control socket: the program is replaced on the link.
-    let added = rules_control(&sock, &["add", "id 5 dport 7000 -> drop"]);
-    assert_eq!(added["version"].as_u64(), Some(2), "{added}");
-    let k = kernel_at(&sj, 2);
-    assert_eq!(k["rules"], serde_json::json!([1, 5]), "{k}");
-    assert_eq!((u(&k["swaps"]), u(&k["wild"])), (1, 2), "{k}");
-    send(&b, "10.50.0.1", 7000, 25); // rule 5 now: XDP
-    send(&b, "10.50.0.3", 5000, 5); // kept
-
-    // Rule 1 deleted: its host's packets reach user space (and the store) again.
-    let deleted = rules_control(&sock, &["del", "1"]);
-    assert_eq!(deleted["version"].as_u64(), Some(3), "{deleted}");
-    let k = kernel_at(&sj, 3);
-    assert_eq!(k["rules"], serde_json::json!([5]), "{k}");
-    send(&b, "10.50.0.9", 9000, 7);
-
-    let text = rec.stop();
-    let s = stats(&sj);
-    let k = &s["capture"]["kernel_rules"];
-    // 10 (rule 1) + 25 (rule 5) dropped and counted by the program, across two replacements
-    assert_eq!(u(&k["dropped"]), 35, "{s}");
-    assert_eq!(u(&k["swaps"]), 2, "{s}");
-    let r5 = s["rules"]["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["id"] == 5)
-        .unwrap_or_else(|| panic!("{s}"))
-        .clone();
-    assert_eq!(u(&r5["packets"]), 0, "{s}");
-    let mut want = BTreeMap::new();
-    want.insert(key("10.50.0.1", 7000, 120), 10);
-    want.insert(key("10.50.0.3", 5000, 120), 5);
-    want.insert(key("10.50.0.9", 9000, 120), 7);
-    assert_eq!(frames(&segments(&dir)), want, "{text}");
+    let (_, text) = rules_change_while_recording("xdp");
     assert!(
         text.contains(
             "dropped in the kernel by 1 rules (XDP program of version 3: 0 exact, 1 wildcard; \
