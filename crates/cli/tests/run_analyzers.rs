@@ -17,13 +17,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
-use common::prom::{promtool_check, samples};
+use common::prom::{metrics_text, promtool_check, samples};
 use common::sip::{call, CALL_ID};
 use common::web::{files, servers, traffic, Tx};
 use common::{run, weir, Running};
@@ -343,22 +341,6 @@ fn bad_analyzer_tables_are_refused_by_check() {
     }
 }
 
-/// `GET /metrics` from `addr`: the body (the status must be 200).
-fn scrape(addr: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    assert!(
-        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-        "{head}"
-    );
-    body.to_string()
-}
-
 /// Each analyzer sample (name with its labels but the job's) and the counter of `weir ctl
 /// counters --json` (path under the job's `http`/`voip`) it must equal.
 const SERIES: &[(&str, &str)] = &[
@@ -551,7 +533,7 @@ fn analyzer_series_on_the_metrics_endpoint_equal_the_jobs_counters() {
     let t = Instant::now();
     let (text, s, ctl) = loop {
         let before = ctl_counters(&sock);
-        let text = scrape(&addr);
+        let text = metrics_text(&addr);
         let after = ctl_counters(&sock);
         let s = samples(&text);
         let settled = before == after

@@ -12,13 +12,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
-use common::prom::{promtool_check, samples};
+use common::prom::{metrics_text, promtool_check, samples};
 use common::{run, weir, Running};
 use serde_json::Value;
 
@@ -42,19 +41,6 @@ fn ctl_json(sock: &Path, args: &[&str]) -> Value {
     let (code, out, err) = ctl(sock, &a);
     assert_eq!(code, 0, "ctl {args:?}: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
-
-/// A plain HTTP/1.0 GET's body.
-fn get(addr: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    let text = String::from_utf8_lossy(&out).into_owned();
-    text.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
 }
 
 fn write_config(dir: &Path, iface: &str) -> PathBuf {
@@ -234,7 +220,7 @@ fn top_ranks_the_flows_and_rules_the_test_sent() {
         let rest = log.split("metrics on http://").nth(1).unwrap().to_string();
         rest.split('/').next().unwrap().to_string()
     };
-    let scrape = get(&addr, "/metrics");
+    let scrape = metrics_text(&addr);
     promtool_check(&scrape);
     let key = "weir_record_index_lag_seconds{weir_job=\"one\"}";
     assert!(samples(&scrape).contains_key(key), "{scrape}");
@@ -243,7 +229,7 @@ fn top_ranks_the_flows_and_rules_the_test_sent() {
         let st = ctl_json(&sock, &["status"]);
         let lag = st["jobs"][0]["index_lag_s"].as_f64().unwrap();
         assert!(lag >= 0.0, "{st}");
-        if lag == 0.0 && samples(&get(&addr, "/metrics"))[key] == 0.0 {
+        if lag == 0.0 && samples(&metrics_text(&addr))[key] == 0.0 {
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(60), "{st}");

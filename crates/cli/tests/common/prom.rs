@@ -66,6 +66,13 @@ pub(crate) fn get(addr: &str, path: &str) -> (u16, String) {
     (status, body.to_string())
 }
 
+/// `GET /metrics` from `addr`: the body (the status must be 200).
+pub(crate) fn metrics_text(addr: &str) -> String {
+    let (status, body) = get(addr, "/metrics");
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
 /// The address the service says it serves metrics on (`metrics on http://ADDR/metrics`).
 pub(crate) fn served(log: &str) -> String {
     let rest = log
