@@ -11,8 +11,14 @@
 //!     jeq #0, next, user            (a tag in metadata: the user filter alone)
 //!     ja  rules
 //! user:  USER                       (the user's filter, or `ret #snaplen`)
-//! rules: USER and not (DROPS)       (libpcap-compiled; `not (DROPS)` without a user filter)
+//! rules: USER, its accepting returns turned into jumps to
+//!        not (DROPS)                (each libpcap-compiled alone; `not (DROPS)` alone without
+//!                                    a user filter)
 //! ```
+//!
+//! The two are chained programs, not one expression `(USER) and not (DROPS)`: libpcap's `vlan`
+//! (`mpls`, `pppoes`, `geneve`) shifts the offsets of everything after it in an expression,
+//! so with such a user filter the drop test would read the bytes behind a would-be tag.
 //!
 //! Linux moves the outer VLAN tag of every received frame into metadata before a packet socket
 //! sees it, so a tagged frame looks untagged to the filter; the engine (which puts the tag back)
@@ -30,7 +36,7 @@
 //!
 //! The kernel counts nothing per filter, and the ring's PACKET_STATISTICS only see packets the
 //! filter accepted. Each interface therefore gets one more AF_PACKET socket, without a ring,
-//! whose filter is the complement's match, `[no tag] USER and (DROPS)`, and whose receive
+//! whose filter is the complement's match, `[no tag] USER then (DROPS)`, and whose receive
 //! buffer is the smallest the kernel allows: after the first packet or two everything it
 //! accepts is dropped at once (no copy), and its PACKET_STATISTICS count (accepted + dropped)
 //! is exactly the number of packets the rings' filter rejected because of the rules. It costs
@@ -226,6 +232,27 @@ fn compile_pair(
     Ok(pair)
 }
 
+/// `first` then `second`: each of `first`'s `ret #k` with k ≠ 0 (it accepts) becomes a jump
+/// to `second`'s first instruction, its `ret #0` stays (it rejects). None when `first` returns
+/// a computed length (`ret a`/`ret x`: libpcap does not emit them for an expression).
+fn chain(first: &[Insn], second: &[Insn]) -> Option<Vec<Insn>> {
+    let mut out = Vec::with_capacity(first.len() + second.len());
+    for (i, insn) in first.iter().enumerate() {
+        if insn.code & 0x07 != op::BPF_RET {
+            out.push(*insn);
+        } else if insn.code != op::BPF_RET | op::BPF_K {
+            return None;
+        } else if insn.k == 0 {
+            out.push(*insn);
+        } else {
+            let to_second = (first.len() - i - 1) as u32;
+            out.push(Insn::stmt(op::BPF_JMP | op::BPF_JA, to_second));
+        }
+    }
+    out.extend_from_slice(second);
+    Some(out)
+}
+
 /// Builds the programs of the engine's current version: the programs (none when no rule
 /// goes to the kernel) and the status (its `dropped` and `swaps` left at 0). With `probe` (a
 /// socket that receives nothing), each program is first attached there: the kernel also
@@ -254,18 +281,41 @@ pub(crate) fn build(
             }
             return (None, st);
         };
-        let (ring_expr, count_expr) = match &base.expr {
-            Some(u) => (
-                format!("({u}) and not ({drops})"),
-                format!("({u}) and ({drops})"),
-            ),
-            None => (format!("not ({drops})"), format!("({drops})")),
-        };
-        let compiled = compile_pair(&ring_expr, &count_expr, base.link, base.snaplen);
-        let (ring, count) = match compiled {
-            Ok(rc) => rc,
+        // The drop rules are compiled alone and run after the user's program (chained), never
+        // as one expression `(USER) and not (DROPS)`: libpcap's `vlan`, `mpls`, `pppoes` and
+        // `geneve` shift the offsets of everything after them in an expression, so DROPS
+        // would read the bytes behind a would-be tag and could drop an untagged packet no
+        // rule drops.
+        let compiled = compile_pair(
+            &format!("not ({drops})"),
+            &format!("({drops})"),
+            base.link,
+            base.snaplen,
+        );
+        let (ring, count) = match compiled.map(|(r, c)| match &base.expr {
+            Some(_) => chain(base.program.instructions(), r.instructions())
+                .zip(chain(base.program.instructions(), c.instructions())),
+            None => Some((r.instructions().to_vec(), c.instructions().to_vec())),
+        }) {
+            Ok(Some(rc)) => rc,
+            Ok(None) => {
+                st.note = Some("the user filter returns a computed length: no kernel rules".into());
+                st.left_out += kd.covered.len();
+                return (None, st);
+            }
             Err(e) => {
                 st.note = Some(format!("libpcap refused the drop rules' expression: {e}"));
+                st.left_out += kd.covered.len();
+                return (None, st);
+            }
+        };
+        let (ring, count) = match (
+            Filter::from_instructions(&ring),
+            Filter::from_instructions(&count),
+        ) {
+            (Ok(r), Ok(c)) => (r, c),
+            (Err(e), _) | (_, Err(e)) => {
+                st.note = Some(format!("the chained kernel program is invalid: {e}"));
                 st.left_out += kd.covered.len();
                 return (None, st);
             }
@@ -589,6 +639,44 @@ mod tests {
             f[38..40].copy_from_slice(&8u16.to_be_bytes());
         }
         f
+    }
+
+    /// libpcap's `vlan` shifts the offsets of everything after it in an expression: the drop
+    /// rules run as their own program after the user's, so they read the frame's real headers.
+    /// The frame (by hand): untagged UDP 10.0.0.7 -> 10.0.0.1, IP length 2048, source port
+    /// 2560, destination port 9 — with offsets shifted by a tag's 4 bytes, `host 10.0.0.9`
+    /// would read 0x0800 as the EtherType and 10.0.0.9 (ports 2560, 9) as the destination.
+    #[test]
+    fn a_vlan_in_the_user_filter_does_not_shift_the_drop_rules() {
+        let e = engine("id 1 host 10.0.0.9 -> drop\n");
+        let b = base("udp or (vlan and udp)");
+        let (p, _) = build(&e, &b, None);
+        let p = p.expect("rule 1 fits");
+        let user = b.program.instructions();
+        let ring = Filter::from_instructions(&p.ring[3 + user.len()..]).unwrap();
+        let count = Filter::from_instructions(&p.count[3..]).unwrap();
+        let m = |f: &Filter, pkt: &[u8]| f.matches(pkt, pkt.len() as u32);
+        let mut f = frame(17, [10, 0, 0, 7], 9);
+        f[16..18].copy_from_slice(&2048u16.to_be_bytes());
+        f[34..36].copy_from_slice(&2560u16.to_be_bytes());
+        assert_eq!((m(&ring, &f), m(&count, &f)), (true, false));
+        // what the one expression `(USER) and not (DROPS)` does with it: dropped by no rule
+        let joined = Filter::compile(
+            "(udp or (vlan and udp)) and not (host 10.0.0.9)",
+            LinkType::ETHERNET,
+            262_144,
+        )
+        .unwrap();
+        assert!(
+            !m(&joined, &f),
+            "libpcap no longer shifts: the chaining is not needed"
+        );
+        // the rule still drops its own host's packets
+        let mut g = frame(17, [10, 0, 0, 9], 53);
+        assert_eq!((m(&ring, &g), m(&count, &g)), (false, true));
+        g[30..34].copy_from_slice(&[10, 0, 0, 9]);
+        g[26..30].copy_from_slice(&[10, 0, 0, 7]);
+        assert_eq!((m(&ring, &g), m(&count, &g)), (false, true));
     }
 
     #[test]
