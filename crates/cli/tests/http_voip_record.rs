@@ -265,111 +265,54 @@ fn record_analyzer_options_refuse_bad_values_by_name() {
     let store = t("store");
     let afile = t("a-file");
     std::fs::write(&afile, "x").unwrap();
-    let cases: Vec<(Vec<String>, i32, &str)> = [
+    // (arguments after `record -i lo -o STORE`, comma-separated; exit status; message)
+    let cases: &[(&str, i32, &str)] = &[
+        ("--http,h,--http-max-flows,-1", 2, "--http-max-flows"),
+        ("--http,h,--http-max-flows,0", 2, "--http-max-flows"),
         (
-            vec!["--http", "h", "--http-max-flows", "-1"],
-            2,
-            "--http-max-flows",
-        ),
-        (
-            vec!["--http", "h", "--http-max-flows", "0"],
-            2,
-            "--http-max-flows",
-        ),
-        (
-            vec!["--http", "h", "--http-max-memory-mib", "99999999"],
+            "--http,h,--http-max-memory-mib,99999999",
             2,
             "--http-max-memory-mib",
         ),
+        ("--http,h,--http-idle-timeout,nan", 2, "--http-idle-timeout"),
+        ("--http,h,--http-idle-timeout,-3", 2, "--http-idle-timeout"),
+        ("--http,h,--http-format,xml", 2, "--http-format"),
+        ("--http-tls-log,t", 2, "--http <FILE>"),
+        ("--voip-plot,d", 2, "--voip <FILE>"),
+        ("--voip,v,--voip-plot-interval,1", 2, "--voip-plot <DIR>"),
+        ("--voip,v,--voip-max-calls,1e99", 2, "--voip-max-calls"),
+        ("--voip,v,--voip-max-streams,-5", 2, "--voip-max-streams"),
+        ("--voip,v,--voip-call-linger,inf", 2, "--voip-call-linger"),
         (
-            vec!["--http", "h", "--http-idle-timeout", "nan"],
-            2,
-            "--http-idle-timeout",
-        ),
-        (
-            vec!["--http", "h", "--http-idle-timeout", "-3"],
-            2,
-            "--http-idle-timeout",
-        ),
-        (
-            vec!["--http", "h", "--http-format", "xml"],
-            2,
-            "--http-format",
-        ),
-        (vec!["--http-tls-log", "t"], 2, "--http <FILE>"),
-        (vec!["--voip-plot", "d"], 2, "--voip <FILE>"),
-        (
-            vec!["--voip", "v", "--voip-plot-interval", "1"],
-            2,
-            "--voip-plot <DIR>",
-        ),
-        (
-            vec!["--voip", "v", "--voip-max-calls", "1e99"],
-            2,
-            "--voip-max-calls",
-        ),
-        (
-            vec!["--voip", "v", "--voip-max-streams", "-5"],
-            2,
-            "--voip-max-streams",
-        ),
-        (
-            vec!["--voip", "v", "--voip-call-linger", "inf"],
-            2,
-            "--voip-call-linger",
-        ),
-        (
-            vec!["--voip", "v", "--voip-call-timeout", "1e300"],
+            "--voip,v,--voip-call-timeout,1e300",
             2,
             "--voip-call-timeout",
         ),
         (
-            vec![
-                "--voip",
-                "v",
-                "--voip-plot",
-                "d",
-                "--voip-plot-interval",
-                "0",
-            ],
+            "--voip,v,--voip-plot,d,--voip-plot-interval,0",
             2,
             "--voip-plot-interval",
         ),
+        ("--http,same,--voip,same", 1, "--http and --voip both name"),
         (
-            vec!["--http", "same", "--voip", "same"],
-            1,
-            "--http and --voip both name",
-        ),
-        (
-            vec!["--voip", "v", "--voip-streams", "-", "--http", "-"],
+            "--voip,v,--voip-streams,-,--http,-",
             1,
             "--http and --voip-streams both name",
         ),
         (
-            vec!["--http", "h", "--http-tls-log", "h"],
+            "--http,h,--http-tls-log,h",
             1,
             "--http and --http-tls-log both name",
         ),
-        (
-            vec!["--voip", "v", "--voip-plot", &afile],
-            1,
-            "is not a directory",
-        ),
-        (
-            vec!["--http", "h", "--http-filter", "tcp port"],
-            1,
-            "--http-filter",
-        ),
-        (
-            vec!["--voip", "v", "--voip-filter", "udp and ("],
-            1,
-            "--voip-filter",
-        ),
-    ]
-    .into_iter()
-    .map(|(a, c, m)| (a.into_iter().map(String::from).collect(), c, m))
-    .collect();
-    for (extra, code, msg) in cases {
+        ("--voip,v,--voip-plot,A-FILE", 1, "is not a directory"),
+        ("--http,h,--http-filter,tcp port", 1, "--http-filter"),
+        ("--voip,v,--voip-filter,udp and (", 1, "--voip-filter"),
+    ];
+    for &(extra, code, msg) in cases {
+        let extra: Vec<&str> = extra
+            .split(',')
+            .map(|a| if a == "A-FILE" { afile.as_str() } else { a })
+            .collect();
         let o = common::run(
             common::weir()
                 .current_dir(tmp.path())

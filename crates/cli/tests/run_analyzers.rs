@@ -194,21 +194,9 @@ fn http_and_voip_jobs_equal_the_offline_analyzers_on_the_store() {
         ])
         .arg("udp")));
     // the job's charts (plot, plot_interval_s) are the offline ones, byte for byte
-    let charts = |dir: &Path| -> Vec<(String, Vec<u8>)> {
-        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| {
-                let p = e.unwrap().path();
-                let name = p.file_name().unwrap().to_string_lossy().into_owned();
-                (name, std::fs::read(&p).unwrap())
-            })
-            .collect();
-        v.sort();
-        v
-    };
-    let drawn = charts(&d.join("charts"));
+    let drawn = common::dir_files(&d.join("charts"));
     assert_eq!(drawn.len(), 2, "one call: its CSV and SVG");
-    assert_eq!(drawn, charts(&d.join("charts-r")));
+    assert_eq!(drawn, common::dir_files(&d.join("charts-r")));
     let calls = sorted_lines(&d.join("calls.jsonl"));
     assert_eq!(calls, sorted_lines(&d.join("calls-r.jsonl")));
     assert_eq!(calls.len(), 1);

@@ -130,6 +130,25 @@ fn reload(dir: &Path) -> (i32, String) {
     )
 }
 
+/// [`reload`], which must succeed: its output.
+fn reload_ok(dir: &Path) -> String {
+    let (code, said) = reload(dir);
+    assert_eq!(code, 0, "{said}");
+    said
+}
+
+/// `weir run CONFIG` in `dir` (log `dir/log`), once its job records.
+fn start_run(dir: &Path, config: &Path) -> Running {
+    Running::start(
+        &["run", config.to_str().unwrap()],
+        &dir.join("log"),
+        ": recording on ",
+    )
+}
+
+/// A `[record.flows]` body: JSON flows to `flows.json`, idle flows kept 10 minutes.
+const JSON_FLOWS: &str = "json = \"flows.json\"\nidle_timeout_s = 600\n";
+
 /// Waits (60 s at most) until the service's log holds `text` `n` times.
 fn wait_log(svc: &Running, text: &str, n: usize) {
     let t = Instant::now();
@@ -144,16 +163,8 @@ fn a_flows_change_restarts_the_meter_only_and_recording_has_no_gap() {
     let b = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let config = write_config(
-        dir,
-        &b.host_if,
-        "json = \"flows.json\"\nidle_timeout_s = 600\n",
-    );
-    let svc = Running::start(
-        &["run", config.to_str().unwrap()],
-        &dir.join("log"),
-        ": recording on ",
-    );
+    let config = write_config(dir, &b.host_if, JSON_FLOWS);
+    let svc = start_run(dir, &config);
     let st = dir.join("stats.json");
     // the sender: one UDP flow, paced, until the stop file appears; prints what it sent
     let stop = dir.join("stop");
@@ -180,15 +191,7 @@ fn a_flows_change_restarts_the_meter_only_and_recording_has_no_gap() {
         &b.host_if,
         "json = \"flows.json\"\ncsv = \"flows.csv\"\nidle_timeout_s = 500\n",
     );
-    let out = run(weir()
-        .args(["ctl", "--socket"])
-        .arg(dir.join("control.sock"))
-        .arg("reload"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    reload_ok(dir);
     let t = Instant::now();
     while !svc.text().contains("flows: the meter restarted") {
         assert!(t.elapsed() < Duration::from_secs(30), "{}", svc.text());
@@ -259,16 +262,8 @@ fn bad_new_outputs_and_a_bad_config_leave_the_old_settings_running() {
     let b = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let config = write_config(
-        dir,
-        &b.host_if,
-        "json = \"flows.json\"\nidle_timeout_s = 600\n",
-    );
-    let svc = Running::start(
-        &["run", config.to_str().unwrap()],
-        &dir.join("log"),
-        ": recording on ",
-    );
+    let config = write_config(dir, &b.host_if, JSON_FLOWS);
+    let svc = start_run(dir, &config);
     let st = dir.join("stats.json");
     b.send_udp(9000, 100, 50);
     wait_written(&st, 100);
@@ -278,8 +273,7 @@ fn bad_new_outputs_and_a_bad_config_leave_the_old_settings_running() {
         &b.host_if,
         "json = \"/proc/weir-flows.json\"\nidle_timeout_s = 600\n",
     );
-    let (code, said) = reload(dir);
-    assert_eq!(code, 0, "{said}");
+    let said = reload_ok(dir);
     assert!(
         said.contains("warning: one: flows: the new outputs did not open")
             && said.contains("/proc/weir-flows.json")
@@ -290,8 +284,7 @@ fn bad_new_outputs_and_a_bad_config_leave_the_old_settings_running() {
     wait_written(&st, 170);
     // a config that does not check: nothing changes, the answer says why
     std::fs::write(&config, "[[record]]\nname = \"one\"\nsegment_mib = -4\n").unwrap();
-    let (code, said) = reload(dir);
-    assert_eq!(code, 0, "{said}");
+    let said = reload_ok(dir);
     assert!(
         said.contains("warning: config not reloaded")
             && said.contains("the jobs go on as they were"),
@@ -325,21 +318,12 @@ fn a_meter_added_or_removed_restarts_the_job_whole_and_counts_every_packet() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let config = write_config_with(dir, &b.host_if, "", "");
-    let svc = Running::start(
-        &["run", config.to_str().unwrap()],
-        &dir.join("log"),
-        ": recording on ",
-    );
+    let svc = start_run(dir, &config);
     let st = dir.join("stats.json");
     b.send_udp(9000, 50, 10);
     wait_written(&st, 50);
-    write_config(
-        dir,
-        &b.host_if,
-        "json = \"flows.json\"\nidle_timeout_s = 600\n",
-    );
-    let (code, said) = reload(dir);
-    assert_eq!(code, 0, "{said}");
+    write_config(dir, &b.host_if, JSON_FLOWS);
+    let said = reload_ok(dir);
     assert!(
         said.contains("one: its config changed: restarting the job"),
         "{said}"
@@ -349,8 +333,7 @@ fn a_meter_added_or_removed_restarts_the_job_whole_and_counts_every_packet() {
     b.send_udp(9001, 40, 10);
     wait_written(&st, 40);
     write_config_with(dir, &b.host_if, "", "");
-    let (code, said) = reload(dir);
-    assert_eq!(code, 0, "{said}");
+    reload_ok(dir);
     wait_log(&svc, "one: recording on", 3);
     wait_restarted(&st);
     b.send_udp(9002, 30, 10);
@@ -397,15 +380,10 @@ fn a_metrics_change_is_applied_by_a_reload() {
     };
     let (p1, p2) = (port(), port());
     let config = write_config_with(dir, &b.host_if, &metrics(p1), "");
-    let svc = Running::start(
-        &["run", config.to_str().unwrap()],
-        &dir.join("log"),
-        ": recording on ",
-    );
+    let svc = start_run(dir, &config);
     assert!(serves(p1));
     write_config_with(dir, &b.host_if, &metrics(p2), "");
-    let (code, said) = reload(dir);
-    assert_eq!(code, 0, "{said}");
+    let said = reload_ok(dir);
     assert!(
         said.contains("[metrics] changed: metrics moved from"),
         "{said}"
@@ -422,8 +400,7 @@ fn a_metrics_change_is_applied_by_a_reload() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let p3 = taken.local_addr().unwrap().port();
     write_config_with(dir, &b.host_if, &metrics(p3), "");
-    let (code, said) = reload(dir);
-    assert_eq!(code, 0, "{said}");
+    let said = reload_ok(dir);
     assert!(
         said.contains("warning: [metrics] not changed")
             && said.contains(&format!("metrics stay on http://127.0.0.1:{p1}/metrics")),

@@ -88,20 +88,6 @@ fn live_records_equal_offline_on_tcpdumps_capture() {
     }
 }
 
-/// The files of `dir`, by name, with their bytes.
-fn dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&p).unwrap())
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 /// `weir voip -i --plot DIR`: the call's chart (CSV and SVG) is written when the call is over
 /// and has lingered, before weir is stopped, and equals byte for byte the chart `weir voip -r
 /// --plot` draws from tcpdump's capture of the same traffic; the records are equal too.
@@ -145,14 +131,14 @@ fn live_plot_is_drawn_when_the_call_ends_and_equals_the_offline_plot() {
         offline(&pcap, &tmp.path().join("offline.jsonl"), &extra),
         "{text}"
     );
-    let charts = dir_files(&plot);
+    let charts = common::dir_files(&plot);
     assert_eq!(
         charts.len(),
         2,
         "{:?}",
         charts.iter().map(|c| &c.0).collect::<Vec<_>>()
     );
-    assert_eq!(charts, dir_files(&oplot));
+    assert_eq!(charts, common::dir_files(&oplot));
 }
 
 /// UDP packets in a capture file (or a store's segment), as tcpdump reads them.

@@ -272,3 +272,17 @@ pub(crate) fn full_and_closed_outputs(sub: &str, file: &Path) {
     // errors": look for the message's prefix, not the word)
     assert!(!err(&out).contains("error:"), "{}", err(&out));
 }
+
+/// The files of `dir`, by name, with their bytes.
+pub(crate) fn dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
