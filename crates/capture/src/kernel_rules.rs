@@ -253,6 +253,52 @@ fn chain(first: &[Insn], second: &[Insn]) -> Option<Vec<Insn>> {
     Some(out)
 }
 
+/// One try of [`fewer_until_taken`] with at most `limit` drop rules.
+pub(crate) enum Try<T> {
+    /// The programs (none when no rule goes to the kernel) and their status: done.
+    Done(Option<T>, KernelRules),
+    /// The program of the `covered` rules `st` describes is not taken (`note` says why):
+    /// try `next` rules, or with one rule left give up.
+    Fewer {
+        /// The status of this try.
+        st: KernelRules,
+        /// The rules this try covered.
+        covered: usize,
+        /// Why the program was not taken.
+        note: String,
+        /// The limit of the next try (fewer than `covered`).
+        next: usize,
+    },
+}
+
+/// The "fewer rules until the kernel takes them" loop of both backends: `attempt` builds the
+/// programs of at most `limit` rules, from [`KERNEL_RULE_LIMIT`]; when it asks for fewer, the
+/// next try has `next` rules, unless one rule was refused: then no program, that rule left
+/// out and the status noted.
+pub(crate) fn fewer_until_taken<T>(
+    mut attempt: impl FnMut(usize) -> Try<T>,
+) -> (Option<T>, KernelRules) {
+    let mut limit = KERNEL_RULE_LIMIT;
+    loop {
+        match attempt(limit) {
+            Try::Done(p, st) => return (p, st),
+            Try::Fewer {
+                mut st,
+                covered,
+                note,
+                next,
+            } => {
+                if covered <= 1 {
+                    st.note = Some(note);
+                    st.left_out += covered;
+                    return (None, st);
+                }
+                limit = next;
+            }
+        }
+    }
+}
+
 /// Builds the programs of the engine's current version: the programs (none when no rule
 /// goes to the kernel) and the status (its `dropped` and `swaps` left at 0). With `probe` (a
 /// socket that receives nothing), each program is first attached there: the kernel also
@@ -267,8 +313,7 @@ pub(crate) fn build(
     // version of a million exact rules costs no more here than one of ten
     let view = engine.kernel_view();
     let version = view.version();
-    let mut limit = KERNEL_RULE_LIMIT;
-    loop {
+    fewer_until_taken(|limit| {
         let kd = view.drops(limit, base.snaplen);
         let mut st = KernelRules {
             version,
@@ -279,7 +324,7 @@ pub(crate) fn build(
             if let Some((_, why)) = kd.skipped.first() {
                 st.note = Some(format!("the first drop rule left out: {why}"));
             }
-            return (None, st);
+            return Try::Done(None, st);
         };
         // The drop rules are compiled alone and run after the user's program (chained), never
         // as one expression `(USER) and not (DROPS)`: libpcap's `vlan`, `mpls`, `pppoes` and
@@ -301,12 +346,12 @@ pub(crate) fn build(
             Ok(None) => {
                 st.note = Some("the user filter returns a computed length: no kernel rules".into());
                 st.left_out += kd.covered.len();
-                return (None, st);
+                return Try::Done(None, st);
             }
             Err(e) => {
                 st.note = Some(format!("libpcap refused the drop rules' expression: {e}"));
                 st.left_out += kd.covered.len();
-                return (None, st);
+                return Try::Done(None, st);
             }
         };
         let (ring, count) = match (
@@ -317,29 +362,28 @@ pub(crate) fn build(
             (Err(e), _) | (_, Err(e)) => {
                 st.note = Some(format!("the chained kernel program is invalid: {e}"));
                 st.left_out += kd.covered.len();
-                return (None, st);
+                return Try::Done(None, st);
             }
         };
         if ring.has_backward_jumps() || count.has_backward_jumps() {
             st.note = Some("the drop rules need a program the kernel refuses (protochain)".into());
             st.left_out += kd.covered.len();
-            return (None, st);
+            return Try::Done(None, st);
         }
         let user = base.program.instructions();
         let ring_len = 3 + user.len() + ring.instructions().len();
         if ring_len > MAX_INSNS {
-            if kd.covered.len() <= 1 {
-                st.note = Some(format!(
-                    "one rule's program is longer than the kernel takes ({ring_len} instructions)"
-                ));
-                st.left_out += kd.covered.len();
-                return (None, st);
-            }
             // Fewer rules, in proportion to the room left (usually one more try).
             let room = MAX_INSNS.saturating_sub(3 + user.len());
             let n = kd.covered.len();
-            limit = (n * room / ring.instructions().len()).clamp(1, n - 1);
-            continue;
+            return Try::Fewer {
+                st,
+                covered: n,
+                note: format!(
+                    "one rule's program is longer than the kernel takes ({ring_len} instructions)"
+                ),
+                next: (n * room / ring.instructions().len()).clamp(1, n.max(2) - 1),
+            };
         }
         let mut prog = vec![
             Insn::stmt(op::BPF_LD | op::BPF_W | op::BPF_ABS, VLAN_TAG_PRESENT),
@@ -360,26 +404,25 @@ pub(crate) fn build(
                 .and_then(|()| s.attach_filter(&cprog))
         }) {
             let n = kd.covered.len();
-            if n <= 1 {
-                st.note = Some(format!("the kernel refused the filter: {e}"));
-                st.left_out += n;
-                return (None, st);
-            }
-            limit = n / 2;
-            continue;
+            return Try::Fewer {
+                st,
+                covered: n,
+                note: format!("the kernel refused the filter: {e}"),
+                next: n / 2,
+            };
         }
         st.rules = kd.covered;
         st.exact = kd.exact;
         st.wild = kd.wild;
         st.insns = prog.len();
-        return (
+        Try::Done(
             Some(Programs {
                 ring: prog,
                 count: cprog,
             }),
             st,
-        );
-    }
+        )
+    })
 }
 
 /// The sockets the watcher swaps filters on, and the status; shared with [`Counters`]

@@ -18,7 +18,7 @@
 //! program (`xdp_rules`). [`ebpf`] is weir's raw eBPF layer (instruction encoding, `bpf()`
 //! calls, the classic-to-eBPF translation), used by it and by the lab's XDP forwarder.
 //!
-//! Every `unsafe` block of weir's capture path lives in `socket.rs`, `ring.rs`, `xdp.rs`, `ebpf.rs` and `privilege.rs` (the switch of `weir run --user`), each with a
+//! Every `unsafe` block of weir's capture path lives in `socket.rs`, `ring.rs`, `xdp.rs`, `ebpf.rs`, `privilege.rs` (the switch of `weir run --user`) and `signal.rs` (SIGHUP), each with a
 //! `// SAFETY:` comment.
 #![deny(missing_docs)]
 
@@ -31,6 +31,7 @@ pub mod netstats;
 mod pipeline;
 pub mod privilege;
 mod ring;
+pub mod signal;
 mod socket;
 pub mod xdp;
 mod xdp_rules;

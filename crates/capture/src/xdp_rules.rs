@@ -47,7 +47,7 @@ use weir_filter::{Filter, Insn};
 use weir_packet::LinkType;
 use weir_rules::Engine;
 
-use crate::kernel_rules::{KernelRules, KERNEL_RULE_LIMIT, WATCH_PERIOD};
+use crate::kernel_rules::{fewer_until_taken, KernelRules, Try, WATCH_PERIOD};
 use crate::xdp::Attachment;
 use crate::CaptureError;
 
@@ -66,8 +66,7 @@ pub(crate) struct Base {
 pub(crate) fn build(engine: &Engine, base: &Base) -> (Option<Vec<Insn>>, KernelRules) {
     let view = engine.kernel_view();
     let version = view.version();
-    let mut limit = KERNEL_RULE_LIMIT;
-    loop {
+    fewer_until_taken(|limit| {
         let kd = view.drops(limit, base.snaplen);
         let mut st = KernelRules {
             version,
@@ -79,37 +78,36 @@ pub(crate) fn build(engine: &Engine, base: &Base) -> (Option<Vec<Insn>>, KernelR
             if let Some((_, why)) = kd.skipped.first() {
                 st.note = Some(format!("the first drop rule left out: {why}"));
             }
-            return (None, st);
+            return Try::Done(None, st);
         };
         let prog = match Filter::compile(&drops, base.link, base.snaplen) {
             Ok(p) => p,
             Err(e) => {
                 st.note = Some(format!("libpcap refused the drop rules' expression: {e}"));
                 st.left_out += kd.covered.len();
-                return (None, st);
+                return Try::Done(None, st);
             }
         };
         if prog.has_backward_jumps() {
             st.note = Some("the drop rules need a program XDP cannot run (protochain)".into());
             st.left_out += kd.covered.len();
-            return (None, st);
+            return Try::Done(None, st);
         }
         if let Err(e) = crate::xdp::try_program(prog.instructions()) {
             let n = kd.covered.len();
-            if n <= 1 {
-                st.note = Some(format!("the kernel refused the XDP drop program: {e}"));
-                st.left_out += n;
-                return (None, st);
-            }
-            limit = n / 2;
-            continue;
+            return Try::Fewer {
+                st,
+                covered: n,
+                note: format!("the kernel refused the XDP drop program: {e}"),
+                next: n / 2,
+            };
         }
         st.rules = kd.covered;
         st.exact = kd.exact;
         st.wild = kd.wild;
         st.insns = prog.instructions().len();
-        return (Some(prog.instructions().to_vec()), st);
-    }
+        Try::Done(Some(prog.instructions().to_vec()), st)
+    })
 }
 
 /// The interfaces' attachments, the status and the program attached, shared by the pipeline,

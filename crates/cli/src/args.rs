@@ -5,9 +5,5 @@
 
 pub(crate) use weir_packet::value::{count, multiplier, seconds, time};
 pub(crate) use weir_sensor::args::{
-    first_given, given, no_stdin, Expr, FlowArgs, Format, Inputs, LiveArgs, Output, RulesArgs,
-    Source, LIVE_ONLY,
+    first_given, no_stdin, Expr, Format, Inputs, LiveArgs, Output, RulesArgs, Source,
 };
-
-/// Most flows one shard of the meter holds.
-pub(crate) const MAX_FLOWS_PER_WORKER: u64 = weir_flows::index::MAX_CAPACITY as u64;

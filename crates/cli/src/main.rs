@@ -6,6 +6,7 @@
 
 // Output goes through `output::stdout()` (errors checked, a closed pipe a quiet exit 0).
 #![deny(clippy::print_stdout)]
+#![forbid(unsafe_code)]
 
 /// std's `eprintln!` panics when stderr cannot be written (`2>&-`, `2>&1 | head -c0`, a full
 /// disk): this one, in scope for every module below, loses the message instead, so the exit

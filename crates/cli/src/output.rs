@@ -9,7 +9,7 @@
 use std::io;
 use std::sync::atomic::AtomicBool;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 pub(crate) use weir_packet::output::{check_inputs, create, create_in_place, stdout, Output};
 
 /// The outcome of a command that ran to its end: `Clean`, or `Damaged` when some input could not
@@ -86,30 +86,9 @@ pub(crate) fn event(e: weir_sensor::Event) {
 }
 
 /// Installs the SIGHUP handler and returns the flag it sets (a job's
-/// [`Controls::reload`](weir_sensor::Controls)).
+/// [`Controls::reload`](weir_sensor::Controls); [`weir_capture::signal::on_hangup`]).
 pub(crate) fn on_hangup() -> Result<&'static AtomicBool> {
-    // SAFETY: the handler only stores to an atomic (async-signal-safe); `signal` installs it
-    // for SIGHUP with glibc's BSD semantics (SA_RESTART: no EINTR elsewhere).
-    let old = unsafe {
-        libc::signal(
-            libc::SIGHUP,
-            on_hangup_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        )
-    };
-    if old == libc::SIG_ERR {
-        bail!(
-            "cannot install the SIGHUP handler: {}",
-            io::Error::last_os_error()
-        );
-    }
-    Ok(&HANGUP)
-}
-
-/// Set by SIGHUP, cleared by the job that reloads its rules.
-static HANGUP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_hangup_signal(_: libc::c_int) {
-    HANGUP.store(true, std::sync::atomic::Ordering::Relaxed);
+    weir_capture::signal::on_hangup().context("cannot install the SIGHUP handler")
 }
 
 /// The job controls of a live command: SIGINT/SIGTERM stop it; with `rules`, SIGHUP reloads

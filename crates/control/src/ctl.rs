@@ -1,15 +1,16 @@
 //! The client side of the service commands, as `weir ctl` speaks them: a request to a running
 //! `weir run` whose failure is said in words ([`ask`]: a socket that is missing, left by a
 //! process that is gone, not a socket, or not ours to open), and each reply as the table a
-//! person reads ([`status_table`], [`counters_table`], [`commands_text`]).
+//! person reads ([`status_table`], [`counters_table`], [`commands_text`]). [`CtlRequest`] is
+//! one command: its request object and its reply as text ([`CtlRequest::answer`]).
 
 use std::io::ErrorKind;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
-use crate::client::{call, CallError};
+use crate::client::{call, CallError, Request};
 use crate::ControlError;
 
 /// Why a `weir ctl` request got no reply.
@@ -53,6 +54,96 @@ pub fn ask(socket: &Path, req: &Value) -> Result<Map<String, Value>, CtlError> {
         }
         e => CtlError::Call(e),
     })
+}
+
+/// One command of `weir ctl`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CtlRequest {
+    /// The jobs: interface, store, state, uptime.
+    Status,
+    /// Each job's live counters.
+    Counters,
+    /// The commands the socket answers.
+    Commands,
+    /// Read the config file again.
+    Reload,
+    /// Close the segment being written: every job's, or `job`'s.
+    Rotate {
+        /// Only this job.
+        job: Option<String>,
+    },
+    /// Stop recording a job.
+    Pause(String),
+    /// Record a paused job again.
+    Resume(String),
+    /// Each job's (or `job`'s) `n` biggest open flows, by `by` (`bytes` or `packets`), and
+    /// rules with most hits.
+    Top {
+        /// How many flows and rules per job.
+        n: u64,
+        /// `bytes` or `packets`.
+        by: String,
+        /// Only this job.
+        job: Option<String>,
+    },
+    /// A rule command ([`Request`]), for `job`'s rules (needed when several jobs have rules).
+    Rules {
+        /// The job whose rules.
+        job: Option<String>,
+        /// The rule command.
+        request: Request,
+    },
+}
+
+impl CtlRequest {
+    /// The request object.
+    pub fn json(&self) -> Value {
+        let (mut req, job) = match self {
+            CtlRequest::Status => (json!({"cmd": "status"}), None),
+            CtlRequest::Counters => (json!({"cmd": "counters"}), None),
+            CtlRequest::Reload => (json!({"cmd": "config.reload"}), None),
+            CtlRequest::Commands => (json!({"cmd": "help"}), None),
+            CtlRequest::Rotate { job } => (json!({"cmd": "rotate"}), job.as_ref()),
+            CtlRequest::Top { n, by, job } => {
+                (json!({"cmd": "top", "n": n, "by": by}), job.as_ref())
+            }
+            CtlRequest::Pause(job) => (json!({"cmd": "pause", "job": job}), None),
+            CtlRequest::Resume(job) => (json!({"cmd": "resume", "job": job}), None),
+            CtlRequest::Rules { job, request } => (request.json(), job.as_ref()),
+        };
+        if let Some(j) = job {
+            req["job"] = json!(j);
+        }
+        req
+    }
+
+    /// The reply `r` to this request as text: a table, lines, or (for the rule commands) the
+    /// reply object as indented JSON.
+    pub fn text(&self, r: &Map<String, Value>) -> String {
+        match self {
+            CtlRequest::Status => status_table(r),
+            CtlRequest::Counters => counters_table(r),
+            CtlRequest::Reload => reload_text(r),
+            CtlRequest::Commands => commands_text(r),
+            CtlRequest::Rotate { .. } => rotate_text(r),
+            CtlRequest::Top { .. } => crate::top::top_text(&Value::Object(r.clone()))
+                .trim_start()
+                .to_string(),
+            CtlRequest::Pause(_) | CtlRequest::Resume(_) => pause_text(r),
+            CtlRequest::Rules { .. } => format!("{:#}\n", Value::Object(r.clone())),
+        }
+    }
+
+    /// Asks `socket` ([`ask`]) and renders the reply: as indented JSON with `json`, else as
+    /// [`CtlRequest::text`].
+    pub fn answer(&self, socket: &Path, json: bool) -> Result<String, CtlError> {
+        let reply = ask(socket, &self.json())?;
+        Ok(if json {
+            format!("{:#}\n", Value::Object(reply))
+        } else {
+            self.text(&reply)
+        })
+    }
 }
 
 /// The number at `path` in `v`, 0 when absent.
@@ -238,4 +329,84 @@ fn analyzer_lines(name: &str, c: &Value) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each command's request object, as the socket's commands are named (`weir ctl`'s).
+    #[test]
+    fn requests() {
+        let job = || Some("j".to_string());
+        let cases = [
+            (CtlRequest::Status, json!({"cmd": "status"})),
+            (CtlRequest::Counters, json!({"cmd": "counters"})),
+            (CtlRequest::Commands, json!({"cmd": "help"})),
+            (CtlRequest::Reload, json!({"cmd": "config.reload"})),
+            (CtlRequest::Rotate { job: None }, json!({"cmd": "rotate"})),
+            (
+                CtlRequest::Rotate { job: job() },
+                json!({"cmd": "rotate", "job": "j"}),
+            ),
+            (
+                CtlRequest::Pause("j".into()),
+                json!({"cmd": "pause", "job": "j"}),
+            ),
+            (
+                CtlRequest::Resume("j".into()),
+                json!({"cmd": "resume", "job": "j"}),
+            ),
+            (
+                CtlRequest::Top {
+                    n: 5,
+                    by: "packets".into(),
+                    job: job(),
+                },
+                json!({"cmd": "top", "n": 5, "by": "packets", "job": "j"}),
+            ),
+            (
+                CtlRequest::Rules {
+                    job: None,
+                    request: Request::List { limit: 7 },
+                },
+                json!({"cmd": "rules.list", "limit": 7}),
+            ),
+            (
+                CtlRequest::Rules {
+                    job: job(),
+                    request: Request::DelId(3),
+                },
+                json!({"cmd": "rules.del", "id": 3, "job": "j"}),
+            ),
+        ];
+        for (req, want) in cases {
+            assert_eq!(req.json(), want, "{req:?}");
+        }
+    }
+
+    /// Replies as text: the rule commands' as indented JSON, `rotate`'s and `help`'s as lines.
+    #[test]
+    fn replies() {
+        let r = |v: Value| v.as_object().unwrap().clone();
+        let rules = CtlRequest::Rules {
+            job: None,
+            request: Request::Stats,
+        };
+        assert_eq!(
+            rules.text(&r(json!({"ok": true, "version": 2}))),
+            "{\n  \"ok\": true,\n  \"version\": 2\n}\n"
+        );
+        assert_eq!(
+            CtlRequest::Commands.text(&r(json!({"commands": ["status", "top"]}))),
+            "status\ntop\n"
+        );
+        let missing = Path::new("/nonexistent/weir-ctl.sock");
+        let e = CtlRequest::Status.answer(missing, false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/nonexistent/weir-ctl.sock: no such control socket (is `weir run` running, with \
+             this `[control] socket`?)"
+        );
+    }
 }

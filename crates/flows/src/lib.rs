@@ -73,7 +73,10 @@ pub use live::{
     comment_tag, meter_live, meter_live_polling, wall_clock_ns, LiveError, LiveMeter, LiveRun,
     Metered, TopBy, TopError, TopFlow, TopFlows, TopFlowsHandle,
 };
-pub use meter::{Config, Finished, Meter, MeterStats, RecordSink, RANGE_BYTES};
+pub use meter::{
+    Config, Finished, Meter, MeterStats, RecordSink, TooManyFlows, MAX_FLOWS_PER_WORKER,
+    RANGE_BYTES,
+};
 pub use prepare::{Prepared, Preparer};
 pub use record::{Direction, EndReason, FlowKey, FlowRecord, Tag};
 pub use route::{Routed, Router};

@@ -132,6 +132,40 @@ pub fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(256))
 }
 
+/// Most flows one shard of the meter holds ([`MAX_CAPACITY`](crate::index::MAX_CAPACITY)).
+pub const MAX_FLOWS_PER_WORKER: u64 = crate::index::MAX_CAPACITY as u64;
+
+/// A [`Config`] whose `max_flows` split over its `workers` is more than one shard holds.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--max-flows {max_flows} over {workers} worker(s) is {per_worker} flows per worker; the most \
+     is {MAX_FLOWS_PER_WORKER} per worker"
+)]
+pub struct TooManyFlows {
+    /// The config's `max_flows`.
+    pub max_flows: u64,
+    /// The config's `workers`.
+    pub workers: usize,
+    /// `max_flows` over `workers`, rounded up.
+    pub per_worker: u64,
+}
+
+impl Config {
+    /// Checks what the meter cannot take: more flows per shard than
+    /// [`MAX_FLOWS_PER_WORKER`] (the table would hold fewer than asked).
+    pub fn check(&self) -> Result<(), TooManyFlows> {
+        let per_worker = self.max_flows.div_ceil(self.workers.max(1) as u64);
+        if per_worker > MAX_FLOWS_PER_WORKER {
+            return Err(TooManyFlows {
+                max_flows: self.max_flows,
+                workers: self.workers,
+                per_worker,
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Default for Config {
     fn default() -> Config {
         Config {

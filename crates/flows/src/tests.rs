@@ -1200,3 +1200,29 @@ fn comment_tags() {
     assert_eq!(crate::comment_tag(b"something else"), None);
     assert_eq!(crate::comment_tag(b"weir-tag=this is far too long"), None);
 }
+
+/// `Config::check`: 16 777 214 flows fit one shard (the index's most), 16 777 215 do not;
+/// 256 shards take 256 × 16 777 214 and refuse one more (rounded up: 16 777 215 per shard);
+/// the message is `weir flows`' usage error.
+#[test]
+fn config_check_flows_per_worker() {
+    let c = |max_flows, workers| Config {
+        max_flows,
+        workers,
+        ..Config::default()
+    };
+    assert_eq!(crate::MAX_FLOWS_PER_WORKER, 16_777_214);
+    assert!(c(16_777_214, 1).check().is_ok());
+    assert!(Config::default().check().is_ok());
+    assert!(c(256 * 16_777_214, 256).check().is_ok());
+    let e = c(16_777_215, 1).check().unwrap_err();
+    assert_eq!(e.per_worker, 16_777_215);
+    let e = c(256 * 16_777_214 + 1, 256).check().unwrap_err();
+    assert_eq!(e.per_worker, 16_777_215);
+    assert_eq!(
+        c(1_000_000_000, 2).check().unwrap_err().to_string(),
+        "--max-flows 1000000000 over 2 worker(s) is 500000000 flows per worker; the most is \
+         16777214 per worker"
+    );
+    assert!(c(u64::MAX, 0).check().is_err());
+}

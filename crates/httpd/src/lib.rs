@@ -10,6 +10,8 @@
 //! - [`wire`]: percent-encoded queries, chunked bodies, the client's head reader.
 //! - [`client`]: a connection to a server, plain or TLS.
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod server;
 pub mod tls;

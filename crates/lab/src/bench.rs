@@ -22,6 +22,8 @@ pub const ROUTER_IN_IP: &str = "10.10.1.2";
 pub const ROUTER_OUT_IP: &str = "10.10.2.1";
 /// The receiver's address.
 pub const RECEIVER_IP: &str = "10.10.2.2";
+/// The bottleneck interface (in the router's namespace).
+pub const BOTTLENECK: &str = "out0";
 
 /// The three roles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,10 +160,7 @@ impl Bench {
     pub fn status(&self) -> Result<String, LabError> {
         let mut text = if self.exists() {
             let st = self.state().unwrap_or_default();
-            let q = self.exec(
-                Role::Router,
-                &["tc", "qdisc", "show", "dev", crate::knobs::BOTTLENECK],
-            )?;
+            let q = self.exec(Role::Router, &["tc", "qdisc", "show", "dev", BOTTLENECK])?;
             format!(
                 "bench '{}' is up: {}\nbottleneck qdisc: {}",
                 self.name(),

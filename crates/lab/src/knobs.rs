@@ -7,8 +7,8 @@ use crate::bench::{Bench, Role};
 use crate::caps::Capabilities;
 use crate::LabError;
 
-/// The bottleneck interface (in the router's namespace).
-pub const BOTTLENECK: &str = "out0";
+/// The bottleneck interface (in the router's namespace), the bench's.
+pub use crate::bench::BOTTLENECK;
 
 /// The largest byte queue limit the kernel takes: `DQL_MAX_LIMIT`, (UINT_MAX / 2) -
 /// (UINT_MAX / 16) (include/linux/dynamic_queue_limits.h); sysfs refuses more with EINVAL.

@@ -920,6 +920,13 @@ impl Sink for Prepared {
     }
 }
 
+impl RuleSet {
+    /// Parses a rule file's text (see the crate documentation for the format).
+    pub fn parse(text: &str) -> Result<RuleSet, ParseError> {
+        parse(text)
+    }
+}
+
 /// Parses a rule file. A large file (a million exact rules) is cut at line ends into one
 /// stretch per available core, each parsed on its own thread with its own line numbers; the
 /// rules are then put back in file order and the options applied in file order, so the result

@@ -472,13 +472,6 @@ pub struct RuleSet {
     pub options: Options,
 }
 
-impl RuleSet {
-    /// Parses a rule file's text (see the crate documentation for the format).
-    pub fn parse(text: &str) -> Result<RuleSet, crate::ParseError> {
-        crate::parse::parse(text)
-    }
-}
-
 /// Whether a packet's VLAN field says "untagged".
 #[inline]
 pub fn untagged(f: &PacketFields) -> bool {

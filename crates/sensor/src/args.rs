@@ -19,12 +19,17 @@
 //! [`HttpBeside`]/[`VoipBeside`]; [`check_outputs`] refuses two outputs in one place and an
 //! output that is an input. The sink options of `weir flows` and the analyzers' Kafka options
 //! are weir-export's ([`weir_export::args`]), the analyzers' bounds their crates' `Config`s.
+//!
+//! `weir record`'s options as a whole are [`RecordArgs`], whose [`RecordArgs::config`] is the
+//! record job ([`crate::record::RecordConfig`]) they describe.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::ArgMatches;
 
 use crate::http::{HttpBeside, HttpLogs};
+use crate::record::RecordConfig;
 use crate::voip::{VoipBeside, VoipOutputs};
 pub use weir_export::args::{first_given, given, outputs, ExportTargetError};
 use weir_packet::value::{block_size, buffer_mib, ns, seconds, snaplen, MAX_SNAPLEN};
@@ -712,4 +717,173 @@ pub fn check_outputs(
         }
     }
     Ok(())
+}
+
+/// The options of `weir record`: live capture (or files to import), the store, the flow meter
+/// and analyzers beside it, rules and metrics; [`RecordArgs::config`] is the job they describe.
+#[derive(clap::Args, Debug)]
+#[command(mut_arg("files", |a| a.help(
+    "Import this capture file instead of capturing live (a lossless copy into the store); \
+     repeat to import several",
+)))]
+pub struct RecordArgs {
+    #[command(flatten)]
+    source: Source,
+    /// Store directory (created if needed; reopened after a crash, its segments repaired).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    dir: PathBuf,
+    /// Segment file format.
+    #[arg(long, value_enum, default_value_t = weir_store::Format::Pcapng)]
+    format: weir_store::Format,
+    /// Segment size in MiB (1 to 1048576).
+    #[arg(long, value_name = "MIB", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20),
+          allow_negative_numbers = true)]
+    segment_mib: u64,
+    /// Delete the oldest segments while the store holds more than this many MiB (at least
+    /// --segment-mib).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 40),
+          allow_negative_numbers = true)]
+    max_mib: Option<u64>,
+    /// Delete segments whose last packet is older than this many seconds.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds,
+          allow_negative_numbers = true)]
+    max_age: Option<f64>,
+    /// Bytes per disk write, in MiB (1 to 1024; a segment's worth at most).
+    #[arg(long, value_name = "MIB", default_value_t = 4,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024),
+          allow_negative_numbers = true)]
+    write_mib: usize,
+    /// Do not index the segments (see `weir extract`).
+    #[arg(long)]
+    no_index: bool,
+    /// Index chunk size in KiB, 4 to 1048576 (smaller: finer extraction, larger index).
+    #[arg(long, value_name = "KIB", default_value_t = weir_index::DEFAULT_CHUNK / 1024,
+          value_parser = clap::value_parser!(u32).range(4..=1 << 20),
+          allow_negative_numbers = true)]
+    index_chunk_kib: u32,
+    /// Write every counter as JSON to FILE, every second and at the end.
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<PathBuf>,
+    /// Also meter flows from the same buffer (see `weir flows` for the outputs).
+    #[arg(long)]
+    flows: bool,
+    #[command(flatten)]
+    flow: FlowArgs,
+    #[command(flatten)]
+    http: HttpBesideArgs,
+    #[command(flatten)]
+    voip: VoipBesideArgs,
+    #[command(flatten)]
+    rules: RulesArgs,
+    #[command(flatten)]
+    metrics: MetricsArgs,
+    #[command(flatten)]
+    expr: Expr,
+}
+
+impl RecordArgs {
+    /// The store's sizes, as given.
+    fn sizes(&self) -> weir_store::Sizes {
+        weir_store::Sizes {
+            segment_mib: self.segment_mib,
+            write_mib: self.write_mib as u64,
+            max_mib: self.max_mib,
+            index_chunk_kib: (!self.no_index).then_some(self.index_chunk_kib),
+        }
+    }
+
+    /// Usage checks clap cannot express, against what was given (`m`).
+    pub fn check(&self, m: &ArgMatches) -> Result<(), String> {
+        self.source.live.check()?;
+        let importing = !self.source.inputs.files.is_empty();
+        match (importing, !self.source.is_live()) {
+            (true, false) => return Err("-i and -r: record live or import files, not both".into()),
+            (false, true) => {
+                return Err("give interfaces with -i, or files to import with -r".into())
+            }
+            _ => {}
+        }
+        if importing {
+            if let Some(flag) = first_given(m, LIVE_ONLY) {
+                return Err(format!(
+                    "{flag} is for live capture (-i); -r imports files as they are"
+                ));
+            }
+            if !self.expr.words.is_empty() {
+                return Err(
+                    "a filter expression applies to live capture; filter files with \
+                            `weir read` first"
+                        .into(),
+                );
+            }
+        }
+        if given(m, "write_mib") && self.write_mib as u64 > self.segment_mib {
+            return Err(format!(
+                "--write-mib {} is larger than a segment (--segment-mib {})",
+                self.write_mib, self.segment_mib
+            ));
+        }
+        self.sizes().check(&self.dir).map_err(|e| e.in_options())?;
+        if !self.flows {
+            if let Some(flag) = first_given(m, FlowArgs::IDS) {
+                return Err(format!("{flag} configures --flows; give --flows too"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The store directory (`-o`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The metrics server's options (`--metrics`).
+    pub fn metrics(&self) -> &MetricsArgs {
+        &self.metrics
+    }
+
+    /// The job these options describe (after [`RecordArgs::check`]).
+    pub fn config(&self) -> Result<RecordConfig, RecordArgsError> {
+        check_outputs(&self.http, &self.voip, &self.source.inputs.files).map_err(UsageError)?;
+        let source = if self.source.inputs.files.is_empty() {
+            crate::live::SourceConfig::Live(weir_capture::PipelineConfig {
+                kernel_rules: !self.rules.no_kernel_rules,
+                ..self.source.live.pipeline(&self.expr.joined(), 1, 0, 512)?
+            })
+        } else {
+            crate::live::SourceConfig::Files {
+                files: self.source.inputs.files.clone(),
+                buffer_bytes: self.source.live.buffer_mib.unwrap_or(512) << 20,
+            }
+        };
+        // with rules, the flow records carry the packets' tags
+        let tags = self.rules.rules.is_some();
+        let flows = self.flows.then(|| self.flow.config(tags)).transpose()?;
+        Ok(RecordConfig {
+            source,
+            dir: self.dir.clone(),
+            format: self.format,
+            sizes: self.sizes(),
+            max_age_ns: self.max_age.map(|s| (s * 1e9) as u64),
+            duration: self.source.live.duration.map(Duration::from_secs_f64),
+            stats_json: self.stats_json.clone(),
+            flows,
+            http: self.http.beside().map_err(UsageError)?,
+            voip: self.voip.beside().map_err(UsageError)?,
+            rules: self.rules.config(),
+            streams: Vec::new(),
+        })
+    }
+}
+
+/// Why [`RecordArgs::config`] refused the options.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordArgsError {
+    /// An option value or combination that cannot work.
+    #[error(transparent)]
+    Usage(#[from] UsageError),
+    /// `--flow-export`'s target is not one.
+    #[error(transparent)]
+    Target(#[from] ExportTargetError),
 }

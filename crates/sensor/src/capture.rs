@@ -19,6 +19,7 @@ use weir_pcap::{FileFormat, Interface, PacketWriter, WriteError};
 
 use crate::live::{announcement, Source};
 use crate::rules::{self, LiveRules};
+pub use crate::sink::PacketSink;
 use crate::{metrics, Controls, Event, SensorError};
 
 /// How often an idle capture flushes what it wrote and asks its sink whether its reader is
@@ -40,25 +41,6 @@ pub struct CaptureConfig {
     /// tag as the comment `weir-tag=TAG`, which [`FileSink`] writes as the EPB's `opt_comment`
     /// (tshark's `frame.comment`), as `weir record` does. Else tags are only counted.
     pub store_tags: bool,
-}
-
-/// Where a capture job's packets go.
-pub trait PacketSink {
-    /// The sink's errors; a job's own errors convert into them.
-    type Error: From<SensorError>;
-    /// Takes one packet; `interfaces` are the pipeline's, in the records' interface-id order.
-    fn packet(&mut self, interfaces: &[Interface], record: &Record<'_>) -> Result<(), Self::Error>;
-    /// Hands what is buffered to its reader (called when the buffer is idle).
-    fn flush(&mut self) -> Result<(), Self::Error>;
-    /// True when the sink's reader went away (a closed pipe): the job ends quietly.
-    fn closed(&self) -> bool {
-        false
-    }
-    /// True when a write already found the reader gone: asked after every batch (cheap), the
-    /// job then ends as for [`closed`](PacketSink::closed).
-    fn gone(&self) -> bool {
-        false
-    }
 }
 
 /// A capture file: classic pcap (one link type; every packet on interface 0) or pcapng (one

@@ -85,6 +85,9 @@ pub enum SensorError {
     /// An input could not be read (a replayed record, a parallel read).
     #[error(transparent)]
     Read(#[from] weir_pcap::ReadError),
+    /// The flow meter's settings cannot work (more flows per shard than a shard holds).
+    #[error(transparent)]
+    MeterConfig(#[from] weir_flows::TooManyFlows),
     /// The live flow meter could not read the buffer, or capture failed under it.
     #[error(transparent)]
     Meter(#[from] weir_flows::LiveError),

@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use weir_capture::{PipelineConfig, Totals};
+use weir_capture::PipelineConfig;
 use weir_export::{Fanout, Outputs, RunError, RunReport, StatsFile};
 use weir_filter::FilterSet;
 use weir_flows::{meter_live_polling, meter_parallel, FileMeter, Meter, RANGE_BYTES};
@@ -23,6 +23,7 @@ use weir_pcap::{FileReader, Interface, Packet, ReadError};
 use weir_rules::Tag;
 
 use crate::live::announcement;
+pub use crate::live::LiveEnd;
 use crate::read::{self, matches, parallel_plan, Observer, ReadConfig, Visitor};
 use crate::rules::{self, LiveRules, RulesConfig};
 use crate::{Controls, Event, SensorError};
@@ -56,15 +57,6 @@ pub struct FlowsJobConfig {
     pub duration: Option<Duration>,
 }
 
-/// How live capture ended.
-#[derive(Debug)]
-pub struct LiveEnd {
-    /// Every capture stage's counters.
-    pub totals: Totals,
-    /// The packet buffer's counters.
-    pub buffer: weir_buffer::Stats,
-}
-
 /// What a flows job did.
 #[derive(Debug)]
 pub struct FlowsJobReport {
@@ -95,12 +87,14 @@ impl FlowsJobReport {
 
 /// Runs a flows job to its end: every file read, or (live) until `controls.stop` is set, the
 /// duration has passed or capture fails. Says what happens through `obs` (events, damage, the
-/// progress through each file).
+/// progress through each file). A meter config [`weir_flows::Config::check`] refuses is an
+/// error before any output is opened.
 pub fn run(
     cfg: &FlowsJobConfig,
     controls: &Controls,
     obs: &mut dyn Observer,
 ) -> Result<FlowsJobReport, SensorError> {
+    cfg.meter.check()?;
     let sinks = cfg.outputs.open()?;
     // created now, so that a bad path fails before the run rather than after it
     let stats = cfg.stats.as_deref().map(StatsFile::create).transpose()?;
@@ -429,5 +423,39 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    /// A meter of 256 shards and one flow more than they hold (rounded up, 16777215 per
+    /// shard) is refused before its output is created.
+    #[test]
+    fn flows_refuse_a_meter_over_the_flow_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (input, _, _) = inputs(dir.path());
+        let json = dir.path().join("flows.json");
+        let cfg = FlowsJobConfig {
+            source: FlowsSource::Files(vec![input]),
+            filter: String::new(),
+            rules: None,
+            meter: weir_flows::Config {
+                max_flows: 256 * 16_777_214 + 1,
+                workers: 256,
+                ..weir_flows::Config::default()
+            },
+            outputs: Outputs {
+                json: Some(json.clone()),
+                ..Outputs::default()
+            },
+            stats: None,
+            duration: None,
+        };
+        let Err(e) = run(&cfg, &Controls::default(), &mut |_: Event| {}) else {
+            panic!("a meter over the limit ran");
+        };
+        assert!(matches!(e, SensorError::MeterConfig(_)), "{e:?}");
+        assert!(
+            e.to_string().contains("is 16777215 flows per worker"),
+            "{e}"
+        );
+        assert!(!json.exists());
     }
 }

@@ -37,6 +37,7 @@ pub mod read;
 pub mod record;
 pub mod rules;
 pub mod service;
+pub mod sink;
 pub mod stream;
 pub mod voip;
 pub mod web;

@@ -9,8 +9,8 @@ use weir_buffer::Record;
 use weir_packet::{time, LinkType, PacketMeta};
 use weir_pcap::{Interface, Packet};
 
-use crate::capture::PacketSink;
 use crate::read::Visitor;
+use crate::sink::PacketSink;
 use crate::SensorError;
 
 /// Prints one line per packet to `W` (see the module documentation).

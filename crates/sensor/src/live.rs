@@ -205,9 +205,18 @@ pub fn live_summary(t: &Totals, b: &weir_buffer::Stats) -> String {
 /// How often a one-analyzer live job looks at its flags.
 const POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// How live capture ended.
+#[derive(Debug)]
+pub struct LiveEnd {
+    /// Every capture stage's counters.
+    pub totals: Totals,
+    /// The packet buffer's counters.
+    pub buffer: weir_buffer::Stats,
+}
+
 /// What a one-analyzer live job ([`run_one_analyzer`]) hands back: the analyzer's end, the
 /// capture's counters, and a capture thread's error if capture failed.
-pub(crate) type OneAnalyzerEnd<E> = (E, crate::flows::LiveEnd, Option<CaptureError>);
+pub(crate) type OneAnalyzerEnd<E> = (E, LiveEnd, Option<CaptureError>);
 
 /// The shape of `weir http -i` and `weir voip -i`: starts the pipeline of `cfg` with one
 /// reader, then opens the outputs (`open`; after capture, so that a missing interface leaves no
@@ -255,7 +264,7 @@ pub(crate) fn run_one_analyzer<O, J, E>(
     let stopped = pipeline.stop();
     let (totals, buffer) = (pipeline.counters().totals(), pipeline.buffer().stats());
     let end = finish(job);
-    Ok((end, crate::flows::LiveEnd { totals, buffer }, stopped.err()))
+    Ok((end, LiveEnd { totals, buffer }, stopped.err()))
 }
 
 #[cfg(test)]

@@ -323,12 +323,16 @@ fn flow_outputs(flows: &FlowsConfig, dir: &Path) -> Outputs {
 
 /// Runs a record job to its end: until `controls.stop` is set, the duration has passed, the
 /// files are imported, capture fails or the recorder stops. Says what happens through
-/// `events`.
+/// `events`. A flow meter config [`weir_flows::Config::check`] refuses (`[record.flows]`,
+/// `--flows`) is an error before anything is opened.
 pub fn run(
     cfg: &RecordConfig,
     controls: &Controls,
     events: &mut dyn FnMut(Event),
 ) -> Result<RecordReport, SensorError> {
+    if let Some(f) = &cfg.flows {
+        f.meter.check()?;
+    }
     let rules_path = cfg.rules.as_ref().map(|r| r.path.as_path());
     let rule_set = rules_path.map(rules::load).transpose()?;
     let store_tags = cfg.format == Format::Pcapng;
@@ -1102,5 +1106,50 @@ pub(crate) mod tests {
             got.push((p.meta.ts_ns, p.data.to_vec()));
         }
         assert_eq!(got, packets);
+    }
+
+    /// A flow meter of more flows per shard than a shard holds is refused before the store is
+    /// created, with `weir flows`' message (the check of [`weir_flows::Config::check`]).
+    #[test]
+    fn record_refuses_a_meter_over_the_flow_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let cfg = RecordConfig {
+            source: SourceConfig::Files {
+                files: vec![dir.path().join("missing.pcap")],
+                buffer_bytes: 4 << 20,
+            },
+            dir: store.clone(),
+            format: Format::Pcapng,
+            sizes: Sizes {
+                segment_mib: 1,
+                write_mib: 1,
+                max_mib: None,
+                index_chunk_kib: None,
+            },
+            max_age_ns: None,
+            duration: None,
+            stats_json: None,
+            http: None,
+            voip: None,
+            flows: Some(FlowsConfig {
+                meter: weir_flows::Config {
+                    max_flows: 16_777_215,
+                    workers: 1,
+                    ..weir_flows::Config::default()
+                },
+                outputs: Outputs::default(),
+            }),
+            rules: None,
+            streams: Vec::new(),
+        };
+        let e = run(&cfg, &Controls::default(), &mut |_| {}).unwrap_err();
+        assert!(matches!(e, SensorError::MeterConfig(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "--max-flows 16777215 over 1 worker(s) is 16777215 flows per worker; the most is \
+             16777214 per worker"
+        );
+        assert!(!store.exists());
     }
 }

@@ -1169,7 +1169,7 @@ impl Sink {
     }
 }
 
-impl crate::capture::PacketSink for Sink {
+impl crate::sink::PacketSink for Sink {
     type Error = SensorError;
 
     fn packet(&mut self, _: &[Interface], record: &Record<'_>) -> Result<(), SensorError> {

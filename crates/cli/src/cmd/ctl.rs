@@ -3,14 +3,14 @@
 //! busiest rules), `reload` (the config
 //! file read again), `rotate` (close the segments being written), `pause JOB` / `resume JOB`
 //! and `rules` (the rule commands, passed to one job's rules), as tables
-//! ([`weir_control::ctl`]) or as the socket's JSON (`--json`).
+//! ([`weir_control::ctl::CtlRequest`]) or as the socket's JSON (`--json`).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use serde_json::{json, Map, Value};
-use weir_control::ctl;
+use weir_control::client::Request;
+use weir_control::ctl::CtlRequest;
 
 use crate::output::{self, Status};
 
@@ -108,64 +108,35 @@ enum RulesWhat {
     Kernel,
 }
 
-/// Renders a reply as text.
-type Table = fn(&Map<String, Value>) -> String;
-
-fn print(text: &str) -> Result<Status> {
-    let mut out = output::stdout();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
-    Ok(Status::Clean)
-}
-
-/// Runs `weir ctl ...`.
+/// Runs `weir ctl ...`: the request ([`CtlRequest`]), its reply as a table or JSON.
 pub(crate) fn run(args: Args) -> Result<Status> {
     let Some(socket) = args.socket.as_deref() else {
         bail!("give the control socket with --socket PATH (the config's `[control] socket`)");
     };
-    let (req, table): (Value, Table) = match &args.what {
-        What::Status => (json!({"cmd": "status"}), ctl::status_table),
-        What::Counters => (json!({"cmd": "counters"}), ctl::counters_table),
-        What::Reload => (json!({"cmd": "config.reload"}), ctl::reload_text),
-        What::Commands => (json!({"cmd": "help"}), ctl::commands_text),
-        What::Rotate { job } => {
-            let mut req = json!({"cmd": "rotate"});
-            if let Some(j) = job {
-                req["job"] = json!(j);
-            }
-            (req, ctl::rotate_text)
-        }
-        What::Top { n, by, job } => {
-            let mut req = json!({"cmd": "top", "n": n, "by": by});
-            if let Some(j) = job {
-                req["job"] = json!(j);
-            }
-            (req, |r| {
-                weir_control::top::top_text(&Value::Object(r.clone()))
-                    .trim_start()
-                    .to_string()
-            })
-        }
-        What::Pause { job } => (json!({"cmd": "pause", "job": job}), ctl::pause_text),
-        What::Resume { job } => (json!({"cmd": "resume", "job": job}), ctl::pause_text),
-        What::Rules { job, what } => {
-            let mut req = match what {
-                RulesWhat::List { limit } => json!({"cmd": "rules.list", "limit": limit}),
-                RulesWhat::Stats => json!({"cmd": "rules.stats"}),
-                RulesWhat::Add { rule } => json!({"cmd": "rules.add", "rule": rule}),
-                RulesWhat::Del { id } => json!({"cmd": "rules.del", "id": id}),
-                RulesWhat::Reload => json!({"cmd": "rules.reload"}),
-                RulesWhat::Kernel => json!({"cmd": "rules.kernel"}),
-            };
-            if let Some(j) = job {
-                req["job"] = json!(j);
-            }
-            (req, |r| format!("{:#}\n", Value::Object(r.clone())))
-        }
+    let req = match args.what {
+        What::Status => CtlRequest::Status,
+        What::Counters => CtlRequest::Counters,
+        What::Reload => CtlRequest::Reload,
+        What::Commands => CtlRequest::Commands,
+        What::Rotate { job } => CtlRequest::Rotate { job },
+        What::Top { n, by, job } => CtlRequest::Top { n, by, job },
+        What::Pause { job } => CtlRequest::Pause(job),
+        What::Resume { job } => CtlRequest::Resume(job),
+        What::Rules { job, what } => CtlRequest::Rules {
+            job,
+            request: match what {
+                RulesWhat::List { limit } => Request::List { limit },
+                RulesWhat::Stats => Request::Stats,
+                RulesWhat::Add { rule } => Request::Add(rule),
+                RulesWhat::Del { id } => Request::DelId(id),
+                RulesWhat::Reload => Request::Reload,
+                RulesWhat::Kernel => Request::Kernel,
+            },
+        },
     };
-    let reply = ctl::ask(socket, &req)?;
-    if args.json {
-        return print(&format!("{:#}\n", Value::Object(reply)));
-    }
-    print(&table(&reply))
+    let text = req.answer(socket, args.json)?;
+    let mut out = output::stdout();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(Status::Clean)
 }

@@ -46,18 +46,7 @@ impl Args {
     pub(crate) fn check(&self, m: &clap::ArgMatches) -> Result<(), String> {
         self.source.check(m, "meter")?;
         self.sinks.check(m)?;
-        let (max_flows, workers) = (self.meter.max_flows, self.meter.workers);
-        let per_worker = max_flows.div_ceil(workers as u64);
-        if per_worker > args::MAX_FLOWS_PER_WORKER {
-            return Err(format!(
-                "--max-flows {} over {} worker(s) is {per_worker} flows per worker; the most is \
-                 {} per worker",
-                max_flows,
-                workers,
-                args::MAX_FLOWS_PER_WORKER
-            ));
-        }
-        Ok(())
+        self.meter.check().map_err(|e| e.to_string())
     }
 }
 
