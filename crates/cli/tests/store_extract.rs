@@ -189,17 +189,26 @@ fn weir_index_makes_capture_files_searchable() {
     assert!(got == want, "{log}");
 }
 
-/// A store written by weir before session 15 (index format 1: one list of chunks per key;
+/// Stores written by weir before session 15 (index format 1: one list of chunks per key;
 /// tests/data/store-v1, synthetic packets from tests/data/make-store-v1.py recorded by the
-/// binary of d79d235 with 8 KiB chunks, see its README.md) still extracts
-/// exactly what tcpdump selects, through its index (no warning, searches narrowed); `weir index
-/// --force` rewrites its index in today's format, with the same answers.
+/// binary of d79d235 with 8 KiB chunks) and in sessions 15-16 (format 2: lists of blocks or
+/// chunks, 24 bytes per block; tests/data/store-v2, the same packets recorded by the binary of
+/// dea9dc8; see their README.md) still extract exactly what tcpdump selects, through their index
+/// (no warning, searches narrowed); `weir index --force` rewrites the index in today's format
+/// (3), with the same answers.
 #[test]
 fn a_store_with_the_old_index_format_still_extracts() {
+    old_store_extracts("store-v1", b"WEIRIDX1");
+    old_store_extracts("store-v2", b"WEIRIDX2");
+}
+
+fn old_store_extracts(name: &str, magic: &[u8; 8]) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     std::fs::create_dir(&dir).unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/store-v1");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
     for e in std::fs::read_dir(&fixture).unwrap() {
         let e = e.unwrap();
         if e.file_name() == "README.md" {
@@ -210,7 +219,7 @@ fn a_store_with_the_old_index_format_still_extracts() {
     let segs = segments(&dir);
     assert_eq!(segs.len(), 1);
     let idx = PathBuf::from(format!("{}.idx", segs[0].display()));
-    assert_eq!(&std::fs::read(&idx).unwrap()[..8], b"WEIRIDX1");
+    assert_eq!(&std::fs::read(&idx).unwrap()[..8], magic);
     let exprs = [
         "host 192.0.2.77",
         "udp and port 5060",
@@ -220,7 +229,7 @@ fn a_store_with_the_old_index_format_still_extracts() {
         "vlan and port 5060",
         "port 443 or port 80",
     ];
-    for pass in ["format 1", "format 2"] {
+    for pass in ["as written", "format 3"] {
         let mut narrowed = 0;
         for expr in exprs {
             let want = tcpdump(&segs, expr, 0, u64::MAX, tmp.path());
@@ -228,7 +237,7 @@ fn a_store_with_the_old_index_format_still_extracts() {
             let (got, log) = extract(&dir, expr, None, tmp.path());
             assert!(
                 got == want,
-                "{pass} `{expr}`: {} vs {}: {log}",
+                "{name} {pass} `{expr}`: {} vs {}: {log}",
                 got.len(),
                 want.len()
             );
@@ -240,7 +249,7 @@ fn a_store_with_the_old_index_format_still_extracts() {
         assert_eq!(narrowed, exprs.len(), "{pass}");
         let o = run(weir().arg("index").arg("--force").arg(&dir));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(&std::fs::read(&idx).unwrap()[..8], b"WEIRIDX2");
+        assert_eq!(&std::fs::read(&idx).unwrap()[..8], b"WEIRIDX3");
     }
 }
 

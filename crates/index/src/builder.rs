@@ -102,15 +102,9 @@ impl Postings {
         self.sorted = self.w.len();
     }
 
-    /// Distinct keys among the sorted entries.
-    fn keys(&self) -> usize {
-        let v = &self.w[..self.sorted];
-        v.windows(2).filter(|p| p[0] >> 32 != p[1] >> 32).count() + usize::from(!v.is_empty())
-    }
-
     /// Writes the postings of every key (sorted entries only), `key` making a key of the high
     /// 32 bits.
-    fn write(&self, out: &mut Vec<u8>, per: u32, key: impl Fn(u32) -> Key) {
+    fn write(&self, out: &mut format::Writer, per: u32, key: impl Fn(u32) -> Key) {
         let v = &self.w[..self.sorted];
         let mut i = 0;
         while i < v.len() {
@@ -128,7 +122,7 @@ impl Postings {
 /// Writes key `k` with its entries (chunks increasing, each with its blocks' mask), as blocks or
 /// as chunks (see the module doc). `per` (blocks per chunk) is a power of two; with one block
 /// per chunk the list is of blocks, which are the chunks.
-fn write_list(out: &mut Vec<u8>, k: Key, per: u32, chunks: &[u64], masks: &[u32]) {
+fn write_list(out: &mut format::Writer, k: Key, per: u32, chunks: &[u64], masks: &[u32]) {
     debug_assert!(per.is_power_of_two());
     let sh = per.trailing_zeros();
     let nchunks = chunks.len();
@@ -163,9 +157,9 @@ fn write_list(out: &mut Vec<u8>, k: Key, per: u32, chunks: &[u64], masks: &[u32]
             2 * fine_bytes <= 3 * coarse_bytes
         });
     if fine {
-        format::write_key(out, k, false, n, blocks());
+        out.key(k, false, n, blocks());
     } else {
-        format::write_key(out, k, true, nchunks, chunks.iter().map(|&w| w as u32));
+        out.key(k, true, nchunks, chunks.iter().map(|&w| w as u32));
     }
 }
 
@@ -603,24 +597,8 @@ impl IndexBuilder {
             self.v6.truncate(end);
             self.v6_sorted = self.v6.len();
         }
-        let v6_keys = self.v6.windows(2).filter(|p| p[0].0 != p[1].0).count()
-            + usize::from(!self.v6.is_empty());
-        let nkeys = self.protos.keys() + self.ports.keys() + self.v4.keys() + v6_keys;
         let per = 1u32 << self.sh;
-        let mut out = format::write_head(
-            &format::Header {
-                covered_len,
-                head_hash,
-                packets: self.packets,
-                first_ns: self.first_ns.unwrap_or(0),
-                last_ns: self.last_ns,
-                chunk_size: self.chunk_size,
-                per,
-            },
-            &self.chunks,
-            &self.wildcard,
-            nkeys,
-        );
+        let mut out = format::Writer::default();
         // In the file's key order: protocols, ports, IPv4, IPv6 (`Key`'s `Ord`).
         self.protos.write(&mut out, per, |k| Key::Proto(k as u8));
         self.ports.write(&mut out, per, |k| Key::Port(k as u16));
@@ -639,7 +617,19 @@ impl IndexBuilder {
             write_list(&mut out, Key::V6(a), per, &w, &m);
             i += n;
         }
-        format::finish(out)
+        out.finish(
+            &format::Header {
+                covered_len,
+                head_hash,
+                packets: self.packets,
+                first_ns: self.first_ns.unwrap_or(0),
+                last_ns: self.last_ns,
+                chunk_size: self.chunk_size,
+                per,
+            },
+            &self.chunks,
+            &self.wildcard,
+        )
     }
 }
 

@@ -17,17 +17,6 @@ pub enum Key {
     V6(u128),
 }
 
-impl Key {
-    pub(crate) fn tag(self) -> u8 {
-        match self {
-            Key::Proto(_) => 1,
-            Key::Port(_) => 2,
-            Key::V4(_) => 3,
-            Key::V6(_) => 4,
-        }
-    }
-}
-
 /// Appends the keys of one frame to `out`; returns `false` when decoding stopped on an error
 /// before the outermost IP header's payload (the packet may match filters on bytes the decoder
 /// did not read, so its chunk must be a candidate for every query; see [`keys_of_decoded`]).

@@ -18,12 +18,17 @@
 //! each packet confirmed by the real BPF program, so an extraction returns exactly what
 //! `tcpdump -r` would select.
 //!
-//! The file format (`SEGMENT.idx`, little-endian) ends with a CRC-32 of everything before it and
+//! The file format (`SEGMENT.idx`, little-endian, format 3, see `format.rs`) has a head (the
+//! chunks' times, the blocks' first records, the wildcard list, a table of the keys with the
+//! offset of each key's list) and then the lists, so a query reads the head and its own keys'
+//! lists only ([`Index::load_for`]). The head and every 4 KiB of lists carry a CRC-32; the head
 //! records the length of the segment it covers and a hash of the segment's first 4 KiB, so a
 //! corrupt, foreign or stale index is detected and bypassed.
 //!
-//! Size: 24 bytes per chunk plus, per key, its value and one varint (usually one byte) per chunk
-//! it appears in. On the corpus trace this is well under 1 % of the data (see bench/README.md).
+//! Size: 16 bytes per chunk and 2 per block, per key its value and a 4-byte offset, and per key
+//! one varint (usually one byte) per block or chunk it appears in, or a bit per chunk of its
+//! span. On 64-byte frames with random source ports (bench_index's diverse traffic) this is
+//! about 2 % of the data, on the corpus trace well under 1 % (see bench/README.md).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
