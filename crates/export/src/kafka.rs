@@ -252,6 +252,13 @@ pub struct KafkaStats {
     /// Records in the failed and overflowed messages (equal to `failed + overflow` with one
     /// record per message).
     pub records_lost: u64,
+    /// Messages handed to librdkafka and neither acknowledged nor failed yet (its queue and
+    /// the requests in flight), as of these counts; 0 once the run has finished.
+    pub unacknowledged: u64,
+    /// The most records a `kill -9` at the time of these counts would lose: the records of the
+    /// unacknowledged messages (each counted with the most records a message holds) and those
+    /// packed into a message not yet handed to librdkafka. 0 once the run has finished.
+    pub records_unacknowledged: u64,
     /// The last delivery error, if any.
     last_error: Option<RDKafkaErrorCode>,
 }
@@ -432,7 +439,8 @@ impl Producer {
     }
 
     /// The counts so far: failed as reported until now, delivered = the messages neither
-    /// failed, overflowed nor still in the producer's queue.
+    /// failed, overflowed nor still in the producer's queue, unacknowledged = those still in
+    /// it (the bound of what a `kill -9` now would lose).
     pub(crate) fn stats(&self) -> KafkaStats {
         let mut k = self.kafka;
         k.failed += self.reports.failed.load(Ordering::Relaxed);
@@ -441,10 +449,10 @@ impl Producer {
             .producer
             .as_ref()
             .map_or(0, |p| u64::try_from(p.in_flight_count()).unwrap_or(0));
-        k.delivered = k
-            .messages
-            .saturating_sub(k.failed + k.overflow)
-            .saturating_sub(queued);
+        let handed = k.messages.saturating_sub(k.failed + k.overflow);
+        k.delivered = handed.saturating_sub(queued);
+        k.unacknowledged = handed - k.delivered;
+        k.records_unacknowledged = k.unacknowledged * u64::from(self.out.records_per_message);
         k
     }
 
@@ -657,9 +665,12 @@ impl FlowSink for KafkaSink {
         Ok(())
     }
 
-    /// The totals so far (see [`Producer::stats`]).
+    /// The totals so far (see [`Producer::stats`]), the records packed but not yet sent
+    /// counted as unacknowledged.
     fn stats(&self) -> ExportStats {
-        self.totals(self.core.stats())
+        let mut k = self.core.stats();
+        k.records_unacknowledged += self.packed as u64;
+        self.totals(k)
     }
 
     /// Serves delivery reports; sends the records packed so far once they waited `linger_ms`
