@@ -8,7 +8,9 @@ The reference writes the same records as JSON lines to /dev/null (the record for
 does anyway); the Kafka runs send them instead to the broker (`--kafka`, JSON with zstd and
 with lz4, JSON lz4 with 100 records per message (`--kafka-records-per-message 100`), protobuf
 with zstd; with --settings also JSON lz4 one record per message with other producer settings:
-1000 records per message (lz4 and uncompressed), linger 5 and 500 ms, 4 MiB batches; one topic per mode, created by the warm-up run as a
+1000 records per message (lz4 and uncompressed), linger 5 and 500 ms, 1 MiB batches (the
+default before session 17; compressed JSON's default is 4 MiB) with one and 100 records per
+message; one topic per mode, created by the warm-up run as a
 sensor's topic exists before it sends) and end only when every message is acknowledged. The broker runs
 on the same machine and its CPU is not in weir's CPU time, but it competes for the same cores
 during the wall time: one more run of each measures the broker's CPU (from /proc) beside
@@ -99,7 +101,9 @@ try:
                    ("json none 1000/msg", "json", "none", ["--kafka-records-per-message", "1000"]),
                    ("json lz4 linger 5", "json", "lz4", ["--kafka-linger-ms", "5"]),
                    ("json lz4 linger 500", "json", "lz4", ["--kafka-linger-ms", "500"]),
-                   ("json lz4 4 MiB batches", "json", "lz4", ["--kafka-batch-bytes", str(4 << 20)])]
+                   ("json lz4 1 MiB batches", "json", "lz4", ["--kafka-batch-bytes", str(1 << 20)]),
+                   ("json lz4 100/msg 1 MiB batches", "json", "lz4",
+                    ["--kafka-records-per-message", "100", "--kafka-batch-bytes", str(1 << 20)])]
 
     def kafka(label, fmt, compression, more):
         topic = "bench-" + "".join(c if c.isalnum() else "-" for c in label)

@@ -137,34 +137,22 @@ fn record_analyzers_with_every_option_equal_the_offline_analyzers_of_the_store()
             "--plot-interval",
             "0.1",
         ];
-        let mut args: Vec<String> = [
-            "record",
-            "-i",
+        let mut args = common::record_analyzers_args(
             &bench.host_if,
-            "-o",
-            &s(&store),
-            "--buffer-mib",
-            "16",
-            "--stats-json",
-            &s(&stats),
-            "--http",
-            &s(&http),
-            "--http-tls-log",
-            &s(&tls),
-            "--http-filter",
-            "tcp",
-            "--voip",
-            &s(&calls),
-            "--voip-streams",
-            &s(&streams),
-            "--voip-filter",
-            "udp",
-            "--voip-plot",
-            &s(&plot),
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .collect();
+            &store,
+            &http,
+            &calls,
+            &[
+                "--stats-json",
+                &s(&stats),
+                "--http-tls-log",
+                &s(&tls),
+                "--voip-streams",
+                &s(&streams),
+                "--voip-plot",
+                &s(&plot),
+            ],
+        );
         for pair in http_opts.chunks(2) {
             args.push(format!("--http-{}", &pair[0][2..]));
             args.push(pair[1].to_string());

@@ -32,9 +32,10 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
+use common::prom::{metrics_text, promtool_check, samples, served};
 use common::sip::call;
 use common::web::{files as web_files, servers, traffic};
-use common::{run, segments, weir, Running};
+use common::{counters_until, record_analyzers_args, run, segments, weir, Running};
 use serde_json::Value;
 use weir_testkit::{have, missing, TempDir};
 
@@ -941,25 +942,13 @@ fn weir_run_sends_a_record_jobs_flows_to_kafka() {
     );
     bench.send_udp_flows(9000, 3, 300, 40);
     // the recorder has every packet (its counter, through the control socket)
-    let sock = dir.join("control.sock");
-    let t = Instant::now();
-    loop {
-        let out = run(weir()
-            .arg("ctl")
-            .arg("--socket")
-            .arg(&sock)
-            .args(["--json", "counters"]));
-        let c: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        if c["jobs"]["k"]["writer"]["packets"].as_u64() == Some(300) {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "counters never got there: {c} {}",
-            svc.text()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    counters_until(
+        &dir.join("control.sock"),
+        &svc,
+        Duration::from_secs(30),
+        "300 packets recorded",
+        |c| c["jobs"]["k"]["writer"]["packets"].as_u64() == Some(300),
+    );
     let (st, log) = svc.signal("-TERM");
     assert!(st.success(), "{st}: {log}");
     let (records, messages, delivered, failed, overflow) = kafka_counts(&log);
@@ -1001,6 +990,137 @@ fn weir_run_sends_a_record_jobs_flows_to_kafka() {
     got.sort();
     want.sort();
     assert_eq!(got, want, "{log}");
+}
+
+/// The one sample of family `name` in a scrape (this test's one Kafka output).
+fn sample(text: &str, name: &str) -> u64 {
+    let prefix = format!("{name}{{");
+    let got: Vec<f64> = samples(text)
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(&prefix))
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(got.len(), 1, "{name}: {text}");
+    got[0] as u64
+}
+
+/// kill -9 of `weir run` whose flows go to Kafka, with the broker paused (SIGSTOP) so that
+/// records are held unacknowledged: the last scrape of /metrics bounds the loss. Three UDP
+/// flows (port 9000) are exported and acknowledged (`weir_kafka_delivered_messages_total` 3),
+/// the broker is paused, four more (port 9100) are exported and held
+/// (`weir_kafka_unacknowledged_records` 4: none can be acknowledged), weir is killed with
+/// SIGKILL and the broker resumed. The topic then holds at least the 3 delivered records, each
+/// flow at most once (no duplicate), each one of the seven sent (its ports, 10 packets), and
+/// the flows missing from it are at most the 4 reported unacknowledged.
+#[test]
+fn kill_9_loses_at_most_the_reported_unacknowledged_records() {
+    let Some((b, bench, dir)) = live_set_up("kafka-kill9") else {
+        return;
+    };
+    let config = dir.join("weir.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[metrics]\nlisten = \"127.0.0.1:0\"\n\
+             [[record]]\nname = \"k\"\ninterface = \"{}\"\nstore = \"s\"\nsegment_mib = 4\n\
+             write_mib = 1\nbuffer_mib = 16\nfilter = \"udp and (dst port 9000 or dst port 9100)\"\n\
+             [record.flows]\nidle_timeout_s = 1\n\
+             [record.flows.kafka]\nbrokers = \"{}\"\ntopic = \"kill9\"\nsensor = \"s1\"\n",
+            bench.host_if,
+            b.brokers()
+        ),
+    )
+    .unwrap();
+    let svc = Running::start(
+        &["run", config.to_str().unwrap()],
+        &dir.join("log"),
+        ": recording on ",
+    );
+    let addr = served(&svc.text());
+    // scrapes until `done` holds for the scrape, at most 60 s
+    let scrape_until = |what: &str, done: &dyn Fn(&str) -> bool| -> String {
+        let t = Instant::now();
+        loop {
+            let text = metrics_text(&addr);
+            if text.contains("weir_kafka_messages_total{") && done(&text) {
+                return text;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "{what} never came: {text}\n{}",
+                svc.text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    bench.send_udp_flows(9000, 3, 30, 40);
+    let first = scrape_until("3 delivered", &|t| {
+        sample(t, "weir_kafka_delivered_messages_total") == 3
+    });
+    if have("promtool") {
+        promtool_check(&first);
+    }
+    assert_eq!(sample(&first, "weir_kafka_unacknowledged_records"), 0);
+    // the broker process this test started and still owns
+    let pid = b.child.as_ref().unwrap().id().to_string();
+    assert!(run(Command::new("kill").args(["-STOP", &pid]))
+        .status
+        .success());
+    bench.send_udp_flows(9100, 4, 40, 40);
+    let last = scrape_until("7 records exported", &|t| {
+        sample(t, "weir_export_records_total") == 7 && sample(t, "weir_kafka_messages_total") == 7
+    });
+    let delivered = sample(&last, "weir_kafka_delivered_messages_total");
+    let bound = sample(&last, "weir_kafka_unacknowledged_records");
+    assert_eq!(
+        (
+            delivered,
+            bound,
+            sample(&last, "weir_kafka_unacknowledged_messages")
+        ),
+        (3, 4, 4),
+        "the paused broker acknowledges nothing: {last}"
+    );
+    assert_eq!(sample(&last, "weir_kafka_failed_messages_total"), 0);
+    let (st, log) = svc.signal("-KILL");
+    assert!(!st.success(), "{st}: {log}");
+    assert!(run(Command::new("kill").args(["-CONT", &pid]))
+        .status
+        .success());
+    let got = b.consume("kill9");
+    let mut seen = BTreeSet::new();
+    let mut per_port: BTreeMap<u64, u64> = BTreeMap::new();
+    for (_, _, key, payload) in &got {
+        let line = String::from_utf8(payload.clone()).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(key, &expected_key(&v), "{line}");
+        assert_eq!(v["packetDeltaCount"], 10, "{line}");
+        assert_eq!(v["sourceIPAddress"], bench.peer_ip.as_str(), "{line}");
+        let flow = (
+            v["sourceTransportPort"].as_u64().unwrap(),
+            v["destinationTransportPort"].as_u64().unwrap(),
+        );
+        assert!(seen.insert(flow), "duplicate: {line}");
+        *per_port.entry(flow.1).or_default() += 1;
+    }
+    eprintln!(
+        "delivered {delivered}, unacknowledged {bound}, consumed {}: {per_port:?}",
+        got.len()
+    );
+    assert!(got.len() as u64 >= delivered, "{per_port:?}");
+    assert_eq!(
+        per_port.get(&9000),
+        Some(&3),
+        "the acknowledged flows are there"
+    );
+    let held = per_port.get(&9100).copied().unwrap_or(0);
+    assert!(held <= 4, "{per_port:?}");
+    assert!(4 - held <= bound, "missing flows beyond the reported bound");
+    assert_eq!(
+        per_port.len() as u64,
+        1 + u64::from(held > 0),
+        "{per_port:?}"
+    );
 }
 
 /// The summary line of an analyzer's Kafka output: (messages, delivered, failed, overflow).
@@ -1294,25 +1414,13 @@ fn weir_run_sends_a_voip_jobs_records_to_kafka() {
         ": recording on ",
     );
     call(&bench);
-    let sock = dir.join("control.sock");
-    let t = Instant::now();
-    loop {
-        let out = run(weir()
-            .arg("ctl")
-            .arg("--socket")
-            .arg(&sock)
-            .args(["--json", "counters"]));
-        let c: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        if c["jobs"]["k"]["voip"]["sip_messages"].as_u64() >= Some(7) {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "counters never got there: {c} {}",
-            svc.text()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    counters_until(
+        &dir.join("control.sock"),
+        &svc,
+        Duration::from_secs(30),
+        "7 SIP messages",
+        |c| c["jobs"]["k"]["voip"]["sip_messages"].as_u64() >= Some(7),
+    );
     let (st, log) = svc.signal("-TERM");
     assert!(st.success(), "{st}: {log}");
     let (calls, streams) = (
@@ -1407,32 +1515,16 @@ fn record_sends_its_analyzers_records_to_kafka() {
     }
     web_files(dir.path());
     let _servers = servers(&bench, dir.path());
-    let s = |p: &Path| p.to_str().unwrap().to_owned();
-    let weir = Running::start(
-        &[
-            "record",
-            "-i",
-            &bench.host_if,
-            "-o",
-            &s(&store),
-            "--buffer-mib",
-            "16",
-            "--http",
-            &s(&http),
-            "--http-filter",
-            "tcp",
-            "--http-kafka",
-            &b.brokers(),
-            "--voip",
-            &s(&voip),
-            "--voip-filter",
-            "udp",
-            "--voip-kafka",
-            &b.brokers(),
-        ],
-        &dir.join("err.txt"),
-        "recording on",
+    let brokers = b.brokers();
+    let args = record_analyzers_args(
+        &bench.host_if,
+        &store,
+        &http,
+        &voip,
+        &["--http-kafka", &brokers, "--voip-kafka", &brokers],
     );
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let weir = Running::start(&argv, &dir.join("err.txt"), "recording on");
     let want = traffic(&bench);
     call(&bench);
     let (status, text) = weir.signal("-TERM");

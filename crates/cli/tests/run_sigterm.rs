@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
-use common::{run, segments, weir, Running};
+use common::{run, segments, Running};
 
 /// capinfos' packet count of one file.
 fn count(file: &Path) -> u64 {
@@ -94,27 +94,13 @@ fn sigterm_under_load_loses_nothing_uncounted() {
         .spawn()
         .unwrap();
     // under load: SIGTERM once the recorder has 300 000 packets (about 3 s at 100 kpps)
-    let sock = tmp.path().join("c.sock");
-    let t = Instant::now();
-    loop {
-        let out = run(weir()
-            .arg("ctl")
-            .arg("--socket")
-            .arg(&sock)
-            .args(["--json", "counters"]));
-        if out.status.success() {
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            if v["jobs"]["rec"]["writer"]["packets"].as_u64().unwrap_or(0) >= 300_000 {
-                break;
-            }
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(120),
-            "the recorder never reached 300 000 packets: {}",
-            svc.text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::counters_until(
+        &tmp.path().join("c.sock"),
+        &svc,
+        Duration::from_secs(120),
+        "300 000 packets recorded",
+        |v| v["jobs"]["rec"]["writer"]["packets"].as_u64().unwrap_or(0) >= 300_000,
+    );
     let load_s = gen_started.elapsed().as_secs_f64();
     let term = Instant::now();
     let (status, log) = svc.signal("-TERM");

@@ -332,11 +332,13 @@ pub struct KafkaProducerArgs {
           value_parser = clap::value_parser!(u32).range(0..=900_000),
           allow_negative_numbers = true)]
     pub kafka_linger_ms: u32,
-    /// Largest batch in bytes (1024 to 1073741824).
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20,
+    /// Largest batch before compression in bytes (1024 to 1073741824; default 4194304 for
+    /// compressed JSON, 1048576 otherwise). The broker's message.max.bytes (1 MB by default)
+    /// bounds a compressed batch.
+    #[arg(long, value_name = "BYTES",
           value_parser = clap::value_parser!(u32).range(1024..=(1 << 30)),
           allow_negative_numbers = true)]
-    pub kafka_batch_bytes: u32,
+    pub kafka_batch_bytes: Option<u32>,
     /// Seconds to try to deliver a message before it counts as failed (1 to 2000000); the end
     /// of the run waits at most this long for pending messages.
     #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = kafka_seconds,

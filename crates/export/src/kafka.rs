@@ -4,7 +4,7 @@
 //!
 //! * **Producer**: idempotent (`enable.idempotence`: acks from every in-sync replica, retries
 //!   without duplicates, order kept per partition), compression `lz4` (default: the least CPU), `zstd` or none,
-//!   batching by `linger.ms` (default 50) and `batch.size` (default 1 MiB), partitioner
+//!   batching by `linger.ms` (default 50) and `batch.size` ([`KafkaOutput::batch`]), partitioner
 //!   `murmur2_random` (Java's: Kafka Streams and Java consumers agree on a key's partition).
 //! * **Key**: `SENSOR/VLAN/PROTO/ADDR/PORT/ADDR/PORT` with the two endpoints in a canonical
 //!   order (the smaller address/port pair first), so every record of one flow of one sensor
@@ -112,8 +112,10 @@ pub struct KafkaOutput {
     pub queue_messages: u32,
     /// How long a batch may wait to fill, ms (0 to 900 000).
     pub linger_ms: u32,
-    /// The largest batch, bytes (at least 1024).
-    pub batch_bytes: u32,
+    /// The largest batch before compression, bytes (1024 to 2³⁰); `None`: [`KafkaOutput::batch`]
+    /// chooses. The broker's `message.max.bytes` (1 MB by default) bounds a batch after
+    /// compression.
+    pub batch_bytes: Option<u32>,
     /// How long librdkafka tries to deliver a message before it counts as failed, ms (at least
     /// 1000). The end of the run waits at most this long for pending messages.
     pub delivery_timeout_ms: u32,
@@ -126,7 +128,8 @@ pub struct KafkaOutput {
 
 impl KafkaOutput {
     /// An output to `topic` on `brokers` with the defaults: JSON, lz4, the host name as
-    /// sensor, a queue of 100 000 messages, linger 50 ms, 1 MiB batches, 60 s delivery timeout,
+    /// sensor, a queue of 100 000 messages, linger 50 ms, batches of [`KafkaOutput::batch`],
+    /// 60 s delivery timeout,
     /// 10 s to connect.
     pub fn new(brokers: &str, topic: &str) -> KafkaOutput {
         KafkaOutput {
@@ -137,7 +140,7 @@ impl KafkaOutput {
             sensor: host_name(),
             queue_messages: 100_000,
             linger_ms: 50,
-            batch_bytes: 1 << 20,
+            batch_bytes: None,
             delivery_timeout_ms: 60_000,
             connect_timeout_ms: 10_000,
             records_per_message: 1,
@@ -151,6 +154,25 @@ impl KafkaOutput {
             KafkaFormat::Protobuf => "protobuf",
         };
         format!("kafka {f} {}@{}", self.topic, self.brokers)
+    }
+
+    /// The largest batch before compression, bytes: [`KafkaOutput::batch_bytes`] when given,
+    /// else 4 MiB for compressed JSON (lz4 and zstd shrink weir's JSON records 8 to 16 times,
+    /// so a batch stays well under the broker's default `message.max.bytes` of 1 MB; with the
+    /// idempotent producer's 5 requests in flight, librdkafka's broker thread polls without
+    /// sleeping while a full batch waits for one of them, and fewer, larger requests leave it
+    /// less to wait for) and 1 MiB otherwise (protobuf compresses about 2.6 times, uncompressed
+    /// batches go as they are).
+    pub fn batch(&self) -> u32 {
+        match self.batch_bytes {
+            Some(b) => b,
+            None if self.format == KafkaFormat::Json
+                && self.compression != KafkaCompression::None =>
+            {
+                4 << 20
+            }
+            None => 1 << 20,
+        }
     }
 
     /// Checks the values (topic name, brokers, bounds) without connecting.
@@ -175,7 +197,7 @@ impl KafkaOutput {
         let bounds = [
             ("queue", u64::from(self.queue_messages), 1, 10_000_000),
             ("linger", self.linger_ms.into(), 0, 900_000),
-            ("batch size", self.batch_bytes.into(), 1024, 1 << 30),
+            ("batch size", self.batch().into(), 1024, 1 << 30),
             (
                 "delivery timeout",
                 self.delivery_timeout_ms.into(),
@@ -252,6 +274,13 @@ pub struct KafkaStats {
     /// Records in the failed and overflowed messages (equal to `failed + overflow` with one
     /// record per message).
     pub records_lost: u64,
+    /// Messages handed to librdkafka and neither acknowledged nor failed yet (its queue and
+    /// the requests in flight), as of these counts; 0 once the run has finished.
+    pub unacknowledged: u64,
+    /// The most records a `kill -9` at the time of these counts would lose: the records of the
+    /// unacknowledged messages (each counted with the most records a message holds) and those
+    /// packed into a message not yet handed to librdkafka. 0 once the run has finished.
+    pub records_unacknowledged: u64,
     /// The last delivery error, if any.
     last_error: Option<RDKafkaErrorCode>,
 }
@@ -329,7 +358,13 @@ impl Producer {
             .set("enable.idempotence", "true")
             .set("compression.type", out.compression.name())
             .set("linger.ms", out.linger_ms.to_string())
-            .set("batch.size", out.batch_bytes.to_string())
+            .set("batch.size", out.batch().to_string())
+            // a batch may be as large as batch.size (librdkafka's default message.max.bytes,
+            // 1 000 000, would cut it there)
+            .set(
+                "message.max.bytes",
+                (out.batch().max(1_000_000) + 65_536).to_string(),
+            )
             // batches bounded by bytes, not by librdkafka's 10 000 messages
             .set("batch.num.messages", "1000000")
             // zstd's fastest level (librdkafka's default is 3), lz4's fast mode: the batches
@@ -432,7 +467,8 @@ impl Producer {
     }
 
     /// The counts so far: failed as reported until now, delivered = the messages neither
-    /// failed, overflowed nor still in the producer's queue.
+    /// failed, overflowed nor still in the producer's queue, unacknowledged = those still in
+    /// it (the bound of what a `kill -9` now would lose).
     pub(crate) fn stats(&self) -> KafkaStats {
         let mut k = self.kafka;
         k.failed += self.reports.failed.load(Ordering::Relaxed);
@@ -441,10 +477,10 @@ impl Producer {
             .producer
             .as_ref()
             .map_or(0, |p| u64::try_from(p.in_flight_count()).unwrap_or(0));
-        k.delivered = k
-            .messages
-            .saturating_sub(k.failed + k.overflow)
-            .saturating_sub(queued);
+        let handed = k.messages.saturating_sub(k.failed + k.overflow);
+        k.delivered = handed.saturating_sub(queued);
+        k.unacknowledged = handed - k.delivered;
+        k.records_unacknowledged = k.unacknowledged * u64::from(self.out.records_per_message);
         k
     }
 
@@ -537,18 +573,24 @@ impl KafkaSink {
         }
     }
 
-    /// Adds the JSON line in `self.line` to the message being packed, sending it when full.
-    fn pack_line(&mut self) {
+    /// Formats `rec`'s JSON line straight into the message being packed (one copy of the
+    /// JSON fewer than through `self.line`), sending the message when it is full; a record
+    /// that would take it past [`MAX_PACKED_BYTES`] starts the next one.
+    fn pack_record(&mut self, rec: &FlowRecord) {
         let most = self.core.output().records_per_message as usize;
-        if self.packed > 0 && self.pack.len() + 1 + self.line.len() > MAX_PACKED_BYTES {
+        if !append_json(
+            &mut self.pack,
+            self.packed,
+            rec,
+            MAX_PACKED_BYTES,
+            &mut self.line,
+        ) {
             self.send_pack();
+            self.pack.push_str(&self.line);
         }
         if self.packed == 0 {
             self.pack_started = Instant::now();
-        } else {
-            self.pack.push('\n');
         }
-        self.pack.push_str(&self.line);
         self.packed += 1;
         if self.packed >= most {
             self.send_pack();
@@ -566,6 +608,31 @@ impl KafkaSink {
             ..ExportStats::default()
         }
     }
+}
+
+/// Appends `rec`'s JSON line (without its newline) to `pack`, which holds `packed` records
+/// separated by newlines. When that takes a pack of one record or more past `max` bytes, `pack`
+/// is left as it was, the line is in `spill` and the answer is false.
+fn append_json(
+    pack: &mut String,
+    packed: usize,
+    rec: &FlowRecord,
+    max: usize,
+    spill: &mut String,
+) -> bool {
+    let start = pack.len();
+    if packed > 0 {
+        pack.push('\n');
+    }
+    push_line(TextFormat::Json, rec, false, pack);
+    pack.pop(); // the newline
+    if packed > 0 && pack.len() > max {
+        spill.clear();
+        spill.push_str(&pack[start + 1..]);
+        pack.truncate(start);
+        return false;
+    }
+    true
 }
 
 /// The key of a record: the sensor, the VLAN, the protocol and the endpoints in canonical order.
@@ -633,13 +700,13 @@ impl FlowSink for KafkaSink {
         let topic = &self.topic;
         match self.core.output().format {
             KafkaFormat::Json => {
-                // formatted into the sink's own line buffer: no allocation per record
-                self.line.clear();
-                push_line(TextFormat::Json, rec, false, &mut self.line);
-                self.line.pop(); // the newline
                 if packing {
-                    self.pack_line();
+                    self.pack_record(rec);
                 } else {
+                    // formatted into the sink's own line buffer: no allocation per record
+                    self.line.clear();
+                    push_line(TextFormat::Json, rec, false, &mut self.line);
+                    self.line.pop(); // the newline
                     self.core
                         .send(topic, self.key.as_bytes(), self.line.as_bytes(), 1);
                 }
@@ -657,9 +724,12 @@ impl FlowSink for KafkaSink {
         Ok(())
     }
 
-    /// The totals so far (see [`Producer::stats`]).
+    /// The totals so far (see [`Producer::stats`]), the records packed but not yet sent
+    /// counted as unacknowledged.
     fn stats(&self) -> ExportStats {
-        self.totals(self.core.stats())
+        let mut k = self.core.stats();
+        k.records_unacknowledged += self.packed as u64;
+        self.totals(k)
     }
 
     /// Serves delivery reports; sends the records packed so far once they waited `linger_ms`
@@ -781,6 +851,75 @@ mod tests {
         }
         assert!(check_topic(&"t".repeat(250)).is_err());
         assert!(check_topic(&"t".repeat(249)).is_ok());
+    }
+
+    /// Records packed into one message are the `--json` lines joined by newlines; the record
+    /// that would take a message past its limit is left out whole, for the next one.
+    #[test]
+    fn packed_records_are_json_lines_and_a_full_message_spills_whole() {
+        let recs = [
+            rec("10.0.0.1", 1000, "10.0.0.2", 80),
+            rec("10.0.0.3", 1001, "10.0.0.2", 80),
+            rec("2001:db8::1", 1002, "2001:db8::2", 443),
+        ];
+        let lines: Vec<String> = recs
+            .iter()
+            .map(|r| {
+                let mut l = String::new();
+                push_line(TextFormat::Json, r, false, &mut l);
+                assert_eq!(l.pop(), Some('\n'));
+                l
+            })
+            .collect();
+        let two = lines[0].len() + 1 + lines[1].len();
+        let (mut pack, mut spill) = (String::new(), String::new());
+        for (i, r) in recs.iter().enumerate() {
+            let fits = append_json(&mut pack, i, r, two, &mut spill);
+            assert_eq!(fits, i < 2, "record {i}");
+        }
+        assert_eq!(pack, format!("{}\n{}", lines[0], lines[1]));
+        assert_eq!(spill, lines[2]);
+        // a first record always goes in, however long
+        let mut alone = String::new();
+        assert!(append_json(&mut alone, 0, &recs[2], 1, &mut spill));
+        assert_eq!(alone, lines[2]);
+    }
+
+    /// The batch size: 4 MiB for compressed JSON, 1 MiB for protobuf or uncompressed, the
+    /// given one when given.
+    #[test]
+    fn the_batch_size_follows_the_encoding_unless_given() {
+        let json = KafkaOutput::new("127.0.0.1:9092", DEFAULT_FLOWS_TOPIC);
+        assert_eq!(json.batch(), 4 << 20);
+        let zstd = KafkaOutput {
+            compression: KafkaCompression::Zstd,
+            ..json.clone()
+        };
+        assert_eq!(zstd.batch(), 4 << 20);
+        for other in [
+            KafkaOutput {
+                format: KafkaFormat::Protobuf,
+                ..json.clone()
+            },
+            KafkaOutput {
+                compression: KafkaCompression::None,
+                ..json.clone()
+            },
+        ] {
+            assert_eq!(other.batch(), 1 << 20);
+        }
+        let given = KafkaOutput {
+            batch_bytes: Some(5000),
+            format: KafkaFormat::Protobuf,
+            ..json.clone()
+        };
+        assert_eq!(given.batch(), 5000);
+        let tiny = KafkaOutput {
+            batch_bytes: Some(10),
+            ..json
+        };
+        let e = tiny.check().unwrap_err().to_string();
+        assert!(e.contains("batch size 10 is out of range"), "{e}");
     }
 
     /// Nothing listens on the port: opening says so (after the connect timeout), it does not

@@ -184,6 +184,8 @@ impl RunReport {
                     "failed": k.failed,
                     "overflow": k.overflow,
                     "records_lost": k.records_lost,
+                    "unacknowledged": k.unacknowledged,
+                    "records_unacknowledged": k.records_unacknowledged,
                     "queue": k.queue,
                     "last_error": k.last_error(),
                 });

@@ -809,6 +809,69 @@ fn exports(e: &mut Exposition, sinks: &[(String, weir_export::ExportStats)]) {
             fam.sample(&[("sink", sink)], get(s));
         }
     }
+    kafka(e, sinks);
+}
+
+/// The Kafka outputs' message accounting and the bound of what a `kill -9` would lose now.
+fn kafka(e: &mut Exposition, sinks: &[(String, weir_export::ExportStats)]) {
+    let kafka: Vec<(&str, &weir_export::KafkaStats)> = sinks
+        .iter()
+        .filter_map(|(n, s)| s.kafka.as_ref().map(|k| (n.as_str(), k)))
+        .collect();
+    if kafka.is_empty() {
+        return;
+    }
+    type Get = fn(&weir_export::KafkaStats) -> u64;
+    let fams: [(&str, Kind, &str, Get); 7] = [
+        (
+            "weir_kafka_messages_total",
+            Kind::Counter,
+            "Messages a Kafka output made from its records.",
+            |k| k.messages,
+        ),
+        (
+            "weir_kafka_delivered_messages_total",
+            Kind::Counter,
+            "Messages the broker acknowledged.",
+            |k| k.delivered,
+        ),
+        (
+            "weir_kafka_failed_messages_total",
+            Kind::Counter,
+            "Messages not delivered within the delivery timeout or refused by the broker.",
+            |k| k.failed,
+        ),
+        (
+            "weir_kafka_overflow_messages_total",
+            Kind::Counter,
+            "Messages dropped because the producer's queue was full.",
+            |k| k.overflow,
+        ),
+        (
+            "weir_kafka_lost_records_total",
+            Kind::Counter,
+            "Records in the failed and overflowed messages.",
+            |k| k.records_lost,
+        ),
+        (
+            "weir_kafka_unacknowledged_messages",
+            Kind::Gauge,
+            "Messages handed to librdkafka and not acknowledged (nor failed) yet.",
+            |k| k.unacknowledged,
+        ),
+        (
+            "weir_kafka_unacknowledged_records",
+            Kind::Gauge,
+            "The most records a kill -9 now would lose (unacknowledged or not yet sent).",
+            |k| k.records_unacknowledged,
+        ),
+    ];
+    for (name, kind, help, get) in fams {
+        let mut fam = e.family(name, kind, help);
+        for (sink, k) in &kafka {
+            fam.sample(&[("sink", sink)], get(k));
+        }
+    }
 }
 
 #[cfg(test)]

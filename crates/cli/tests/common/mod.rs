@@ -220,6 +220,56 @@ impl Drop for Running {
     }
 }
 
+/// Asks `weir ctl --socket SOCK --json counters` every 100 ms until `done` holds for its JSON
+/// (an answer that fails or does not parse is "not yet"), for at most `limit`; returns that
+/// JSON, or fails the test with `what`, the last answer and the service's stderr.
+pub(crate) fn counters_until(
+    sock: &Path,
+    svc: &Running,
+    limit: Duration,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let out = run(weir()
+            .arg("ctl")
+            .arg("--socket")
+            .arg(sock)
+            .args(["--json", "counters"]));
+        let c: serde_json::Value = if out.status.success() {
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+        } else {
+            serde_json::Value::Null
+        };
+        if done(&c) {
+            return c;
+        }
+        assert!(t.elapsed() < limit, "{what} never came: {c} {}", svc.text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `weir record -i IF -o STORE --buffer-mib 16 --http HTTP --http-filter tcp --voip VOIP
+/// --voip-filter udp` and `extra`: the live analyzers' record run of the tests.
+pub(crate) fn record_analyzers_args(
+    interface: &str,
+    store: &Path,
+    http: &Path,
+    voip: &Path,
+    extra: &[&str],
+) -> Vec<String> {
+    let s = |p: &Path| p.to_str().unwrap().to_owned();
+    let mut args: Vec<String> = ["record", "-i", interface, "-o", &s(store), "--buffer-mib"]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    args.extend(["16", "--http", &s(http), "--http-filter", "tcp"].map(String::from));
+    args.extend(["--voip", &s(voip), "--voip-filter", "udp"].map(String::from));
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
 /// `weir rules ARGS --socket SOCK --json` against a running job's control socket: its JSON
 /// reply (the command must succeed).
 pub(crate) fn rules_control(sock: &Path, args: &[&str]) -> serde_json::Value {
