@@ -8,6 +8,10 @@ both). Checked: the far end's rx_packets grows by exactly the count for each too
 trafgen bypasses the qdisc by default (PACKET_QDISC_BYPASS) and runs one process per CPU unless
 told: it runs with --cpus 1, weir with --qdisc-bypass, and weir also through the qdisc (its
 default; veth's default qdisc is noqueue, so the difference is the qdisc layer's fixed cost).
+A fourth row sends through AF_XDP (`weir gen --backend xdp`: UMEM, TX and completion rings; on
+veth the socket binds in copy mode, the kernel copies each frame into an skb, and the qdisc is
+never in the path). The table gives CPU per packet (user + system of the process); the load
+average before and after and the CPU model (`lscpu`) are printed with it.
 
 usage: bench/gen_vs_trafgen.py [--runs N] [--packets N]
 """
@@ -71,6 +75,9 @@ try:
                                          "--qdisc-bypass"]),
             ("weir gen (qdisc path)", [weir, "gen", "-i", A, "--top", "--size", "60", "-c", n,
                                        "--src-mac", "02:00:00:00:00:01", "--dst-mac", "02:00:00:00:00:02"]),
+            ("weir gen --backend xdp", [weir, "gen", "-i", A, "--top", "--size", "60", "-c", n,
+                                        "--src-mac", "02:00:00:00:00:01", "--dst-mac", "02:00:00:00:00:02",
+                                        "--backend", "xdp"]),
         ]
         # Every packet reaches the far end, for each tool.
         for name, cmd in cmds:
@@ -80,7 +87,14 @@ try:
             print(f"check: {name}: far end received {got} of {n}")
             if got != args.packets:
                 sys.exit(f"{name} lost packets")
+        model = next((l.split(":", 1)[1].strip() for l in subprocess.run(
+            ["lscpu"], capture_output=True, text=True).stdout.splitlines()
+            if l.startswith("Model name")), "?")
+        load0 = open("/proc/loadavg").read().split()[:3]
         med = runner.compare(cmds, runs=args.runs)
+        load1 = open("/proc/loadavg").read().split()[:3]
+        print(f"CPU: {model}, {os.cpu_count()} CPUs; load average before {' '.join(load0)}, "
+              f"after {' '.join(load1)}")
         runner.report(f"{args.packets} frames of 60 bytes on a veth pair, one core, median of {args.runs}",
                       med, "trafgen --cpus 1", args.packets)
         print()
@@ -89,6 +103,7 @@ try:
         t = med["trafgen --cpus 1"][0]
         print(f"ratio weir --qdisc-bypass / trafgen (pps): {t / med['weir gen --qdisc-bypass'][0]:.2f}x")
         print(f"ratio weir qdisc path / trafgen (pps): {t / med['weir gen (qdisc path)'][0]:.2f}x")
+        print(f"ratio weir AF_XDP / trafgen (pps): {t / med['weir gen --backend xdp'][0]:.2f}x")
 finally:
     subprocess.run(["ip", "netns", "del", NS])
     subprocess.run(["ip", "link", "del", A], stderr=subprocess.DEVNULL)

@@ -37,6 +37,8 @@ use crate::ebpf::{self, alu, helper, jmp, xdp_action, Insn, Size, TranslateError
 use crate::error::CaptureError;
 use crate::ring::LivePacket;
 
+pub mod tx;
+
 /// Bytes per UMEM frame (one packet each; the kernel keeps `XDP_PACKET_HEADROOM`, 256 bytes, in
 /// front of the data in copy mode, so the longest packet is 3 840 bytes).
 pub const FRAME_SIZE: usize = 4096;
@@ -582,6 +584,84 @@ impl Default for WrapStats {
 #[repr(C)]
 struct WrapStats(libc::xdp_statistics);
 
+/// A new AF_XDP socket with a UMEM of `frames` frames of [`FRAME_SIZE`] bytes registered
+/// (`XDP_UMEM_REG`): on explicit huge pages when the system has them reserved (and the UMEM is
+/// a whole number of them), else on normal pages. Shared by the receive sockets and the
+/// generator's transmit socket ([`tx::XskTx`]).
+fn umem_socket(iface: &str, frames: u32) -> Result<(OwnedFd, Mapping, UmemPages), CaptureError> {
+    // SAFETY: plain system call with constant arguments; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(CaptureError::os(iface, "socket(AF_XDP)"));
+    }
+    let fd = owned(fd);
+    let len = frames as usize * FRAME_SIZE;
+    let (umem, pages) = match Mapping::anonymous(len, true) {
+        Ok(m) if len % HUGE_PAGE == 0 => (m, UmemPages::Huge),
+        _ => (
+            Mapping::anonymous(len, false).map_err(|e| xdp_err(iface, "UMEM mmap", e))?,
+            UmemPages::Normal,
+        ),
+    };
+    let reg = libc::xdp_umem_reg {
+        addr: umem.ptr as u64,
+        len: len as u64,
+        chunk_size: FRAME_SIZE as u32,
+        headroom: 0,
+        flags: 0,
+        tx_metadata_len: 0,
+    };
+    setsockopt(fd.as_raw_fd(), libc::XDP_UMEM_REG, &reg)
+        .map_err(|e| xdp_err(iface, "XDP_UMEM_REG", e))?;
+    Ok((fd, umem, pages))
+}
+
+/// Binds socket `raw` (its rings set up) to `queue` of the interface with
+/// `XDP_USE_NEED_WAKEUP`: zero-copy first, copy mode when the driver refuses it.
+fn bind(raw: RawFd, iface: &str, ifindex: u32, queue: u32) -> Result<BindMode, CaptureError> {
+    let mut zero_copy_refusal = None;
+    for (mode, flag) in [
+        (BindMode::ZeroCopy, libc::XDP_ZEROCOPY),
+        (BindMode::Copy, libc::XDP_COPY),
+    ] {
+        let sa = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: flag | libc::XDP_USE_NEED_WAKEUP,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: 0,
+        };
+        // SAFETY: `sa` is a sockaddr_xdp of the size given, alive for the call.
+        let r = unsafe {
+            libc::bind(
+                raw,
+                &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            if let Some(e) = zero_copy_refusal {
+                tracing::debug!("{iface}: queue {queue}: no zero-copy ({e}), copy mode");
+            }
+            return Ok(mode);
+        }
+        let e = io::Error::last_os_error();
+        if mode == BindMode::ZeroCopy {
+            zero_copy_refusal = Some(e);
+            continue;
+        }
+        let what = if e.raw_os_error() == Some(libc::EBUSY) {
+            format!(
+                "queue {queue} already has an AF_XDP socket bound (another capture or generator?)"
+            )
+        } else {
+            format!("bind to queue {queue}")
+        };
+        return Err(xdp_err(iface, what, e));
+    }
+    unreachable!("the copy-mode bind returns")
+}
+
 impl XskSocket {
     /// Opens a socket on `queue` of `iface` with a UMEM of `frames` frames (a power of two),
     /// binds it (zero-copy, else copy mode) and hands every frame to the kernel.
@@ -592,30 +672,8 @@ impl XskSocket {
         frames: u32,
         snaplen: u32,
     ) -> Result<XskSocket, CaptureError> {
-        // SAFETY: plain system call with constant arguments; the result is checked.
-        let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(CaptureError::os(iface, "socket(AF_XDP)"));
-        }
-        let fd = owned(fd);
+        let (fd, umem, pages) = umem_socket(iface, frames)?;
         let raw = fd.as_raw_fd();
-        let len = frames as usize * FRAME_SIZE;
-        let (umem, pages) = match Mapping::anonymous(len, true) {
-            Ok(m) if len % HUGE_PAGE == 0 => (m, UmemPages::Huge),
-            _ => (
-                Mapping::anonymous(len, false).map_err(|e| xdp_err(iface, "UMEM mmap", e))?,
-                UmemPages::Normal,
-            ),
-        };
-        let reg = libc::xdp_umem_reg {
-            addr: umem.ptr as u64,
-            len: len as u64,
-            chunk_size: FRAME_SIZE as u32,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
-        setsockopt(raw, libc::XDP_UMEM_REG, &reg).map_err(|e| xdp_err(iface, "XDP_UMEM_REG", e))?;
         setsockopt(raw, libc::XDP_UMEM_FILL_RING, &(frames as libc::c_int))
             .map_err(|e| xdp_err(iface, "XDP_UMEM_FILL_RING", e))?;
         setsockopt(
@@ -657,42 +715,8 @@ impl XskSocket {
         sock.fill
             .producer()
             .store(sock.fill_prod, Ordering::Release);
-        for (mode, flag) in [
-            (BindMode::ZeroCopy, libc::XDP_ZEROCOPY),
-            (BindMode::Copy, libc::XDP_COPY),
-        ] {
-            let sa = libc::sockaddr_xdp {
-                sxdp_family: libc::AF_XDP as u16,
-                sxdp_flags: flag | libc::XDP_USE_NEED_WAKEUP,
-                sxdp_ifindex: ifindex,
-                sxdp_queue_id: queue,
-                sxdp_shared_umem_fd: 0,
-            };
-            // SAFETY: `sa` is a sockaddr_xdp of the size given, alive for the call.
-            let r = unsafe {
-                libc::bind(
-                    raw,
-                    &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-                )
-            };
-            if r == 0 {
-                sock.mode = mode;
-                return Ok(sock);
-            }
-            if mode == BindMode::Copy {
-                let e = io::Error::last_os_error();
-                let what = if e.raw_os_error() == Some(libc::EBUSY) {
-                    format!(
-                        "RX queue {queue} already has an AF_XDP socket bound (another capture?)"
-                    )
-                } else {
-                    format!("bind to RX queue {queue}")
-                };
-                return Err(xdp_err(iface, what, e));
-            }
-        }
-        unreachable!("the copy-mode bind returns")
+        sock.mode = bind(raw, iface, ifindex, queue)?;
+        Ok(sock)
     }
 
     /// Writes one frame address at the fill ring's (private) producer position.

@@ -146,40 +146,21 @@ fn number_after(text: &str, what: &str) -> u64 {
 
 #[test]
 fn capture_drops_exact_and_wildcard_rules_in_the_kernel() {
-    let b = VethBench::new();
-    let tmp = tempfile::tempdir().unwrap();
-    let (out, rules, log) = (
-        tmp.path().join("cap.pcap"),
-        tmp.path().join("rules.txt"),
-        tmp.path().join("log"),
-    );
-    // gen's single flow has source port 40000.
-    std::fs::write(
-        &rules,
-        "id 1 exact udp 10.50.0.9:40000 10.50.1.1:9000 -> drop\n\
-         id 2 host 10.50.0.8 -> drop\n\
-         id 3 dport 7000 -> slice 64\n",
-    )
-    .unwrap();
-    let mut cmd = weir();
-    cmd.args(["capture", "-i", &b.host_if, "--threads", "2", "-w"])
-        .arg(&out)
-        .arg("--rules")
-        .arg(&rules)
-        .arg("ip and udp");
-    let cap = Bg::start(cmd, &log, "capturing on");
-    send(&b, "10.50.0.9", 9000, 50); // rule 1, exact: dropped in the kernel
-    send(&b, "10.50.0.8", 9000, 60); // rule 2, wildcard: dropped in the kernel
-    send(&b, "10.50.0.9", 9001, 20); // another conversation of the same host: kept
-    send(&b, "10.50.0.1", 7000, 30); // rule 3: sliced to 64 bytes
-    send(&b, "10.50.0.3", 5000, 40); // no rule: kept
-    let text = cap.stop();
+    let (got, text) = capture_with_rules(&["--threads", "2"], "ip and udp", false);
 
+    let untagged = |src: &str, dport: &str, cap: &str| {
+        (
+            String::new(),
+            src.to_string(),
+            dport.to_string(),
+            cap.to_string(),
+        )
+    };
     let mut want = BTreeMap::new();
-    want.insert(key("10.50.0.9", 9001, 120), 20);
-    want.insert(key("10.50.0.1", 7000, 64), 30);
-    want.insert(key("10.50.0.3", 5000, 120), 40);
-    assert_eq!(frames(&[out]), want, "{text}");
+    want.insert(untagged("10.50.0.9", "9001", "120"), 20);
+    want.insert(untagged("10.50.0.1", "7000", "64"), 30);
+    want.insert(untagged("10.50.0.3", "5000", "120"), 40);
+    assert_eq!(got, want, "{text}");
 
     assert!(
         text.contains(
@@ -457,9 +438,18 @@ fn frames_with_tags(file: &Path) -> TaggedFrames {
     m
 }
 
-/// `weir capture --backend BACKEND --rules` of one set of traffic (untagged and tagged) on a
-/// new bench; returns the file's frames and the summary.
-fn capture_with_rules(backend: &str) -> (TaggedFrames, String) {
+/// The user filter of the tests that send tagged frames to both backends: AF_PACKET's socket
+/// filter sees a tagged frame without its tag (`udp`), AF_XDP's user-space filter the frame as
+/// sent (a tag, then IPv4 and UDP). Not libpcap's `vlan`, which shifts the offsets of what
+/// follows it (see [`vlan_in_the_user_filter_shifts_no_drop_rule`] for that case).
+const TAGGED_OR_NOT: &str =
+    "udp or (ether[12:2] = 0x8100 and ether[16:2] = 0x0800 and ether[27] = 17)";
+
+/// `weir capture ARGS --rules FILTER` on a new bench, of one set of traffic: five untagged
+/// conversations (rule 1, exact, drops 50; rule 2, a host, 60; 20 kept; rule 3 slices 30; 40
+/// kept), then, when `tagged`, two tagged ones (15 that rule 1, untagged only, keeps; 12 of
+/// rule 2's host, left to the engine). Returns the file's frames and the summary.
+fn capture_with_rules(args: &[&str], filter: &str, tagged: bool) -> (TaggedFrames, String) {
     let b = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
     let (out, rules, log) = (
@@ -467,6 +457,7 @@ fn capture_with_rules(backend: &str) -> (TaggedFrames, String) {
         tmp.path().join("rules.txt"),
         tmp.path().join("log"),
     );
+    // gen's single flow has source port 40000.
     std::fs::write(
         &rules,
         "id 1 exact udp 10.50.0.9:40000 10.50.1.1:9000 -> drop\n\
@@ -475,29 +466,30 @@ fn capture_with_rules(backend: &str) -> (TaggedFrames, String) {
     )
     .unwrap();
     let mut cmd = weir();
-    cmd.args(["capture", "-i", &b.host_if, "--backend", backend, "-w"])
+    cmd.args(["capture", "-i", &b.host_if])
+        .args(args)
+        .arg("-w")
         .arg(&out)
         .arg("--rules")
         .arg(&rules)
-        // AF_PACKET's socket filter sees a tagged frame without its tag (`udp`), AF_XDP's
-        // user-space filter the frame as sent (a tag, then IPv4 and UDP). Not libpcap's `vlan`:
-        // it would shift the offsets of what follows it, here AF_PACKET's `and not (DROPS)`.
-        .arg("udp or (ether[12:2] = 0x8100 and ether[16:2] = 0x0800 and ether[27] = 17)");
+        .arg(filter);
     let cap = Bg::start(cmd, &log, "capturing on");
     send(&b, "10.50.0.9", 9000, 50); // rule 1, exact: dropped in the kernel
     send(&b, "10.50.0.8", 9000, 60); // rule 2, wildcard: dropped in the kernel
     send(&b, "10.50.0.9", 9001, 20); // another conversation of the same host: kept
     send(&b, "10.50.0.1", 7000, 30); // rule 3: sliced to 64 bytes
     send(&b, "10.50.0.3", 5000, 40); // no rule: kept
-    send_tagged(&b, "10.50.0.9", 9000, 15, 7); // tagged: rule 1 (untagged only) keeps it
-    send_tagged(&b, "10.50.0.8", 9000, 12, 7); // tagged: rule 2 in the engine, not the kernel
+    if tagged {
+        send_tagged(&b, "10.50.0.9", 9000, 15, 7); // tagged: rule 1 (untagged only) keeps it
+        send_tagged(&b, "10.50.0.8", 9000, 12, 7); // tagged: rule 2 in the engine, not the kernel
+    }
     let text = cap.stop();
     (frames_with_tags(&out), text)
 }
 
 #[test]
 fn xdp_drops_the_same_packets_in_the_kernel_as_the_socket_filter() {
-    let (xdp, text) = capture_with_rules("xdp");
+    let (xdp, text) = capture_with_rules(&["--backend", "xdp"], TAGGED_OR_NOT, true);
     assert!(text.contains("AF_XDP on "), "{text}");
     // 50 + 60 untagged packets of rules 1 and 2 dropped by the XDP program, counted by its map
     assert!(
@@ -544,7 +536,7 @@ fn xdp_drops_the_same_packets_in_the_kernel_as_the_socket_filter() {
 
     // The same traffic through AF_PACKET with its socket filter: the same file, the same
     // kernel count.
-    let (packet, ptext) = capture_with_rules("packet");
+    let (packet, ptext) = capture_with_rules(&["--backend", "packet"], TAGGED_OR_NOT, true);
     assert_eq!(packet, xdp, "{ptext}");
     assert!(
         ptext.contains(
@@ -566,4 +558,189 @@ fn xdp_replaces_its_program_when_rules_change() {
         ),
         "{text}"
     );
+}
+
+/// An Ethernet frame to [`NOWHERE`]: optionally tagged (VLAN `vlan`), IPv4 UDP `src` → `dst`
+/// with IP total length `ip_len` (whatever the frame's real length), ports `sport` → `dport`,
+/// 32 bytes of payload.
+fn udp_frame(
+    vlan: Option<u16>,
+    src: [u8; 4],
+    dst: [u8; 4],
+    ip_len: u16,
+    ports: (u16, u16),
+) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x99, 0x02, 0, 0, 0, 0, 0x01];
+    if let Some(v) = vlan {
+        f.extend([0x81, 0x00]);
+        f.extend(v.to_be_bytes());
+    }
+    f.extend([0x08, 0x00, 0x45, 0x00]);
+    f.extend(ip_len.to_be_bytes());
+    f.extend([0, 0, 0, 0, 64, 17, 0, 0]);
+    f.extend(src);
+    f.extend(dst);
+    f.extend(ports.0.to_be_bytes());
+    f.extend(ports.1.to_be_bytes());
+    f.extend(40u16.to_be_bytes());
+    f.extend([0, 0]);
+    f.extend([0x5a; 32]);
+    f
+}
+
+/// Sends each frame of `plan` its number of times from the namespace side, through a raw
+/// AF_PACKET socket (python), in order.
+fn send_raw(b: &VethBench, plan: &[(Vec<u8>, u32)]) {
+    let frames: Vec<String> = plan
+        .iter()
+        .map(|(f, n)| {
+            let hex: String = f.iter().map(|x| format!("{x:02x}")).collect();
+            format!("(bytes.fromhex('{hex}'),{n})")
+        })
+        .collect();
+    let script = format!(
+        "import socket\n\
+         s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
+         s.bind(('{}',0))\n\
+         for f,n in [{}]:\n    for _ in range(n): s.send(f)\n",
+        b.peer_if(),
+        frames.join(",")
+    );
+    let out = run(Command::new("ip").args(["netns", "exec", &b.ns, "python3", "-c", &script]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every frame of `file` as tcpdump prints it without times (headers and bytes in hex), in
+/// file order.
+fn frames_hex(file: &Path) -> Vec<String> {
+    let out = run(Command::new("tcpdump")
+        .args(["-n", "-t", "-xx", "-r"])
+        .arg(file)
+        .stderr(Stdio::null()));
+    assert!(out.status.success());
+    let mut v: Vec<String> = Vec::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        if line.starts_with(char::is_whitespace) {
+            v.last_mut().unwrap().push_str(line);
+        } else {
+            v.push(line.to_string());
+        }
+    }
+    v
+}
+
+/// `weir record --backend BACKEND --rules` (rule 1: host 10.0.0.9 → drop) with the user filter
+/// `udp or (vlan and udp)`, libpcap's `vlan` included, beside a plain tcpdump of the same
+/// filter. The traffic: untagged frames (UDP 10.0.0.7 → 10.0.0.1, IP length 2048, ports
+/// 2560 → 9) that the one joined expression `(USER) and not (DROPS)` would have dropped (its
+/// drop test reads them 4 bytes on, as 10.0.0.9), rule 1's untagged packets (dropped in the
+/// kernel), rule 1's tagged ones (dropped by the engine) and other tagged and untagged ones
+/// (kept). Checks: the store holds exactly the plain capture's frames but rule 1's, byte for
+/// byte; the kernel counter is rule 1's untagged packets.
+fn vlan_in_the_user_filter(backend: &str) {
+    let b = VethBench::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, rules, log, sj, plain) = (
+        tmp.path().join("store"),
+        tmp.path().join("rules.txt"),
+        tmp.path().join("log"),
+        tmp.path().join("stats.json"),
+        tmp.path().join("plain.pcap"),
+    );
+    std::fs::write(&rules, "id 1 host 10.0.0.9 -> drop\n").unwrap();
+    let filter = "udp or (vlan and udp)";
+    let plan = vec![
+        (
+            udp_frame(None, [10, 0, 0, 7], [10, 0, 0, 1], 2048, (2560, 9)),
+            30,
+        ),
+        (
+            udp_frame(None, [10, 0, 0, 9], [10, 0, 0, 1], 60, (4000, 53)),
+            20,
+        ),
+        (
+            udp_frame(Some(7), [10, 0, 0, 9], [10, 0, 0, 1], 60, (4000, 53)),
+            12,
+        ),
+        (
+            udp_frame(Some(7), [10, 0, 0, 3], [10, 0, 0, 1], 60, (4000, 53)),
+            15,
+        ),
+        (
+            udp_frame(None, [10, 0, 0, 3], [10, 0, 0, 1], 60, (4000, 53)),
+            10,
+        ),
+    ];
+    let total: u32 = plan.iter().map(|p| p.1).sum();
+    // The plain capture: tcpdump on the sending side (with an XDP program on our side, no
+    // packet socket there sees what it redirects), of every frame of ours, tags inline.
+    let mut tcpdump = Command::new("ip");
+    tcpdump
+        .args(["netns", "exec", &b.ns, "tcpdump", "-n", "-i"])
+        .arg(b.peer_if())
+        .args(["-c", &total.to_string(), "-w"])
+        .arg(&plain)
+        .arg("ether src 02:00:00:00:00:01");
+    let witness = common::start(tcpdump, "listening on");
+    let mut cmd = weir();
+    cmd.args(["record", "-i", &b.host_if, "--backend", backend, "-o"])
+        .arg(&dir)
+        .args(["--buffer-mib", "64", "--rules"])
+        .arg(&rules)
+        .arg("--stats-json")
+        .arg(&sj)
+        .arg(filter);
+    let rec = Bg::start(cmd, &log, "recording on");
+    send_raw(&b, &plan);
+    common::wait(witness);
+    let text = rec.stop();
+    let s = stats(&sj);
+
+    // The plain capture's frames that the user filter takes (tcpdump reading the file), but
+    // rule 1's (by tshark's reading of the source address).
+    let taken = tmp.path().join("taken.pcap");
+    let out = run(Command::new("tcpdump")
+        .arg("-r")
+        .arg(&plain)
+        .arg("-w")
+        .arg(&taken)
+        .arg(filter));
+    assert!(out.status.success());
+    let plain = taken;
+    let sources = tshark_fields(&plain, &["ip.src"]);
+    let all = frames_hex(&plain);
+    assert_eq!(all.len(), total as usize, "{text}");
+    assert_eq!(sources.len(), all.len());
+    let mut want: Vec<String> = all
+        .into_iter()
+        .zip(&sources)
+        .filter(|(_, src)| src[0] != "10.0.0.9")
+        .map(|(f, _)| f)
+        .collect();
+    want.sort();
+    assert_eq!(want.len(), 30 + 15 + 10);
+    let mut got: Vec<String> = segments(&dir).iter().flat_map(|f| frames_hex(f)).collect();
+    got.sort();
+    assert_eq!(got, want, "{backend}: {text}");
+    // Rule 1's 20 untagged packets in the kernel, its 12 tagged ones in the engine.
+    let k = &s["capture"]["kernel_rules"];
+    assert_eq!(u(&k["dropped"]), 20, "{backend}: {s}");
+    let r1 = s["rules"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == 1)
+        .unwrap_or_else(|| panic!("{s}"))
+        .clone();
+    assert_eq!(u(&r1["packets"]), 12, "{backend}: {s}");
+}
+
+#[test]
+fn vlan_in_the_user_filter_shifts_no_drop_rule() {
+    vlan_in_the_user_filter("packet");
+    vlan_in_the_user_filter("xdp");
 }

@@ -1,5 +1,6 @@
 //! The two drivers: [`to_file`] writes a source's packets with their planned times as
-//! timestamps; [`to_ring`] sends them through a [`TxRing`] when their time comes, in batches
+//! timestamps; [`to_ring`] sends them through a [`TxRing`](crate::TxRing) or an AF_XDP socket
+//! (any [`Transmit`]) when their time comes, in batches
 //! (every packet already due, up to `batch`, goes out with one `send()`).
 //!
 //! Pacing: the driver sleeps until shortly before a packet is due, then spins; packets that are
@@ -14,7 +15,7 @@ use weir_packet::PacketMeta;
 use weir_pcap::{FileFormat, Interface, PacketWriter};
 
 use crate::source::Source;
-use crate::tx::TxRing;
+use crate::tx::Transmit;
 use crate::GenError;
 
 pub use crate::report::Report;
@@ -104,9 +105,9 @@ fn wait_until(deadline: Instant, stop: &AtomicBool) -> bool {
 
 /// Sends every packet of `src` through `ring`, each when its planned time comes (at once for an
 /// unpaced source), until the source ends, the duration passes or `stop` is raised.
-pub fn to_ring(
+pub fn to_ring<T: Transmit>(
     src: &mut dyn Source,
-    ring: &mut TxRing,
+    ring: &mut T,
     opts: SendOptions,
     stop: &AtomicBool,
 ) -> Result<Report, GenError> {

@@ -1,6 +1,7 @@
 //! A whole `weir gen` run ([`Job::run`]): the source (synthetic streams or a replayed file) built
 //! for its target, then driven into a file ([`drive::to_file`], written under a temporary name and
-//! committed) or through a TX ring on an interface ([`drive::to_ring`]) until it ends or `stop`.
+//! committed) or on an interface ([`drive::to_ring`]) through an AF_PACKET TX ring or an AF_XDP
+//! socket ([`Backend`]) until it ends or `stop`.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -10,7 +11,20 @@ use weir_pcap::FileFormat;
 
 use crate::drive::{self, SendOptions};
 use crate::spec::{self, StreamSpec};
+use weir_capture::xdp::tx::XskTx;
+
 use crate::{Replay, Report, Source, TxConfig, TxRing};
+
+/// How a [`Job`] sends on an interface.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// An AF_PACKET TPACKET_V2 TX ring ([`TxRing`]).
+    #[default]
+    Packet,
+    /// An AF_XDP socket on queue 0 ([`XskTx`]): UMEM frames, TX and completion rings,
+    /// zero-copy when the driver offers it, else copy mode; no qdisc.
+    Xdp,
+}
 
 /// Where a [`Job`] sends its packets.
 #[derive(Clone, Debug)]
@@ -24,10 +38,12 @@ pub enum Target {
         /// Timestamp of the first packet, ns since the epoch.
         start_ns: Option<u64>,
     },
-    /// An interface, through a TX ring.
+    /// An interface, through a TX ring or an AF_XDP socket.
     Interface {
         /// Its name.
         name: String,
+        /// Through what.
+        backend: Backend,
         /// The ring.
         ring: TxConfig,
         /// Batches and duration.
@@ -42,6 +58,8 @@ pub enum Said {
     Warning(String),
     /// Sending starts on this interface; whether the qdisc is bypassed.
     Sending(String, bool),
+    /// Sending starts on this interface through AF_XDP, set up as said.
+    SendingXdp(String, String),
 }
 
 /// The line `weir gen` prints after `weir: ` (`warning: ...`, `sending on IFACE (through the
@@ -54,6 +72,7 @@ impl std::fmt::Display for Said {
                 let how = if *bypass { "bypassing" } else { "through" };
                 write!(f, "sending on {iface} ({how} the qdisc)")
             }
+            Said::SendingXdp(iface, how) => write!(f, "sending on {iface} ({how})"),
         }
     }
 }
@@ -141,10 +160,26 @@ impl Job {
                 out.commit()?;
                 Ok(rep)
             }
-            Target::Interface { name, ring, send } => {
+            Target::Interface {
+                name,
+                backend: Backend::Packet,
+                ring,
+                send,
+            } => {
                 let mut tx = TxRing::open(name, *ring)?;
                 let mut src = self.source(Some(name), tx.max_frame(), say)?;
                 say(Said::Sending(name.clone(), ring.qdisc_bypass));
+                Ok(drive::to_ring(src.as_mut(), &mut tx, *send, stop)?)
+            }
+            Target::Interface {
+                name,
+                backend: Backend::Xdp,
+                ring,
+                send,
+            } => {
+                let mut tx = XskTx::open(name, ring.frame_count).map_err(crate::GenError::from)?;
+                let mut src = self.source(Some(name), tx.max_frame(), say)?;
+                say(Said::SendingXdp(name.clone(), tx.describe()));
                 Ok(drive::to_ring(src.as_mut(), &mut tx, *send, stop)?)
             }
         }
@@ -161,5 +196,9 @@ mod tests {
         let on = |b| Said::Sending("veth0".into(), b).to_string();
         assert_eq!(on(false), "sending on veth0 (through the qdisc)");
         assert_eq!(on(true), "sending on veth0 (bypassing the qdisc)");
+        assert_eq!(
+            Said::SendingXdp("veth0".into(), "AF_XDP, copy mode".into()).to_string(),
+            "sending on veth0 (AF_XDP, copy mode)"
+        );
     }
 }

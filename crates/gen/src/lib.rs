@@ -54,4 +54,4 @@ pub use size::{SizeMix, Sizes};
 pub use source::{Rate, Replay, ReplayPace, Source, Synth, SynthConfig};
 pub use spec::StreamSpec;
 pub use stamp::{Stamp, MAGIC, STAMP_LEN};
-pub use tx::{TxConfig, TxRing, TxStats};
+pub use tx::{Transmit, TxConfig, TxRing, TxStats};

@@ -6,10 +6,16 @@
 //! The socket, its options and the ring's mapping are weir-capture's AF_PACKET layer
 //! ([`PacketSocket`]); the frames' memory protocol is here. Every `unsafe` block of the
 //! generator lives here, each with a `// SAFETY:` comment.
+//!
+//! [`Transmit`] is what the drivers need of a sender; it is implemented by [`TxRing`] and by
+//! weir-capture's AF_XDP transmit socket ([`XskTx`], `weir gen --backend xdp`), whose counters
+//! map onto [`TxStats`]: frames the device dropped (`EBUSY`) and frames the kernel never handed
+//! back are `unsent`, invalid descriptors `rejected`.
 
 use std::mem::size_of;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use weir_capture::xdp::tx::XskTx;
 use weir_capture::{PacketSocket, RingMap};
 
 use crate::GenError;
@@ -303,5 +309,101 @@ impl TxRing {
                 _ => {}
             }
         }
+    }
+}
+
+/// A sender the drivers ([`crate::drive::to_ring`]) push frames into.
+pub trait Transmit {
+    /// The largest frame it takes.
+    fn max_frame(&self) -> usize;
+    /// Frames it holds at once (the most per batch).
+    fn slots(&self) -> usize;
+    /// Tries to write one frame with `fill`; `Ok(None)` when full (flush or wait first).
+    fn push<E>(
+        &mut self,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<Option<usize>, E>;
+    /// Sends what was pushed.
+    fn flush(&mut self);
+    /// Flushes and waits (up to `timeout_ms`) for room.
+    fn wait(&mut self, timeout_ms: i32);
+    /// Sends what is pending and waits until the counters are final.
+    fn drain(&mut self);
+    /// Counters so far.
+    fn stats(&self) -> TxStats;
+    /// The last send error, if any.
+    fn last_error(&self) -> Option<&std::io::Error>;
+}
+
+impl Transmit for TxRing {
+    fn max_frame(&self) -> usize {
+        TxRing::max_frame(self)
+    }
+    fn slots(&self) -> usize {
+        TxRing::slots(self)
+    }
+    #[inline]
+    fn push<E>(
+        &mut self,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<Option<usize>, E> {
+        TxRing::push(self, fill)
+    }
+    fn flush(&mut self) {
+        TxRing::flush(self)
+    }
+    fn wait(&mut self, timeout_ms: i32) {
+        TxRing::wait(self, timeout_ms)
+    }
+    fn drain(&mut self) {
+        TxRing::drain(self)
+    }
+    fn stats(&self) -> TxStats {
+        TxRing::stats(self)
+    }
+    fn last_error(&self) -> Option<&std::io::Error> {
+        TxRing::last_error(self)
+    }
+}
+
+impl Transmit for XskTx {
+    fn max_frame(&self) -> usize {
+        XskTx::max_frame(self)
+    }
+    fn slots(&self) -> usize {
+        self.frames()
+    }
+    #[inline]
+    fn push<E>(
+        &mut self,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<Option<usize>, E> {
+        XskTx::push(self, fill)
+    }
+    fn flush(&mut self) {
+        XskTx::flush(self)
+    }
+    fn wait(&mut self, timeout_ms: i32) {
+        XskTx::wait(self, timeout_ms)
+    }
+    fn drain(&mut self) {
+        XskTx::drain(self)
+    }
+    fn stats(&self) -> TxStats {
+        let s = XskTx::stats(self);
+        TxStats {
+            queued: s.queued,
+            queued_bytes: s.queued_bytes,
+            rejected: s.invalid,
+            // The bytes of invalid descriptors are not known apart; they are in `unsent_bytes`.
+            rejected_bytes: 0,
+            send_errors: s.kick_errors,
+            sends: s.kicks,
+            unsent: s.unsent + s.dropped,
+            unsent_bytes: s.unsent_bytes + s.dropped_bytes,
+        }
+    }
+    fn last_error(&self) -> Option<&std::io::Error> {
+        XskTx::last_error(self)
     }
 }

@@ -1,5 +1,6 @@
 //! `weir gen`: synthetic stamped streams or the replay of a capture file, sent on an interface
-//! through an AF_PACKET TX ring or written to a file with the planned times as timestamps.
+//! through an AF_PACKET TX ring or an AF_XDP socket (`--backend xdp`), or written to a file with
+//! the planned times as timestamps.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,13 +10,22 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use weir_gen::drive::SendOptions;
-use weir_gen::job::{Job, Target};
+use weir_gen::job::{Backend, Job, Target};
 use weir_gen::spec::StreamSpec;
 use weir_gen::TxConfig;
 
 use crate::args;
 use crate::args::Format;
 use crate::output::{self, Status};
+
+/// Transmit backend of `weir gen`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum GenBackend {
+    /// AF_PACKET TPACKET_V2 TX ring.
+    Packet,
+    /// AF_XDP socket (UMEM, TX and completion rings).
+    Xdp,
+}
 
 /// Arguments of `weir gen`.
 #[derive(clap::Args, Debug)]
@@ -56,6 +66,10 @@ pub(crate) struct Args {
     /// Timestamp of the first packet of a file, ns since the epoch (default: now).
     #[arg(long, value_name = "NS")]
     start: Option<u64>,
+    /// Send through `packet` (an AF_PACKET TX ring) or `xdp` (an AF_XDP socket on queue 0:
+    /// zero-copy when the driver offers it, else copy mode; never through the qdisc).
+    #[arg(long, value_enum, default_value_t = GenBackend::Packet)]
+    backend: GenBackend,
     /// Skip the qdisc (PACKET_QDISC_BYPASS); off by default since queueing is often measured.
     #[arg(long)]
     qdisc_bypass: bool,
@@ -64,7 +78,8 @@ pub(crate) struct Args {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 16),
           allow_negative_numbers = true)]
     batch: usize,
-    /// TX ring slots (1 to 1048576).
+    /// TX ring slots (1 to 1048576; with --backend xdp, UMEM frames, rounded up to a power of
+    /// two, at least 64).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1 << 20),
           allow_negative_numbers = true)]
     ring_frames: u32,
@@ -87,6 +102,7 @@ impl Args {
                 ("qdisc_bypass", "--qdisc-bypass"),
                 ("batch", "--batch"),
                 ("ring_frames", "--ring-frames"),
+                ("backend", "--backend"),
             ];
             (
                 args::first_given(m, &ids),
@@ -98,6 +114,10 @@ impl Args {
         };
         match ignored {
             Some(flag) => Err(format!("{flag} is {mode}")),
+            None if self.backend == GenBackend::Xdp && self.qdisc_bypass => Err(
+                "--qdisc-bypass is for --backend packet (AF_XDP never goes through the qdisc)"
+                    .into(),
+            ),
             None => Ok(()),
         }
     }
@@ -114,6 +134,10 @@ impl Args {
             },
             None => Target::Interface {
                 name: self.interface.clone().unwrap_or_default(),
+                backend: match self.backend {
+                    GenBackend::Packet => Backend::Packet,
+                    GenBackend::Xdp => Backend::Xdp,
+                },
                 ring: TxConfig {
                     frame_count: self.ring_frames,
                     qdisc_bypass: self.qdisc_bypass,
