@@ -44,11 +44,19 @@ ap.add_argument("--runs", type=int, default=3)
 ap.add_argument("--packets", type=int, default=1_000_000)
 ap.add_argument("--traffic", default="diverse,trace,one-flow")
 ap.add_argument("--trace", default=None, help="pcap to replay (default bench/out/trace-3000000.pcap)")
+ap.add_argument("--tools", default="weir record,weir record --no-index,tcpdump -w,netsniff-ng",
+                help="comma-separated tools to measure (tcpdump -w always runs: the ratios need it)")
+ap.add_argument("--weir", default=None, help="weir binary to run (default: target/release/weir, built here)")
+ap.add_argument("--perf", default=None, metavar="FILE",
+                help="perf record -g the first weir record run of each traffic into FILE.N (not measured)")
 args = ap.parse_args()
 
 root = runner.repo_root()
-subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir"], cwd=root, check=True)
-weir = os.path.join(root, "target", "release", "weir")
+if args.weir:
+    weir = os.path.abspath(args.weir)
+else:
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir"], cwd=root, check=True)
+    weir = os.path.join(root, "target", "release", "weir")
 for tool in ("tcpdump", "netsniff-ng", "trafgen", "tcpreplay", "editcap"):
     if not shutil.which(tool):
         sys.exit(f"{tool} is not installed (scripts/setup.sh)")
@@ -121,7 +129,19 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
-def one(name, tmp, send):
+def link_stats(dev, ns=None):
+    """The interface's counters (rx/tx packets and drops) from sysfs."""
+    pre = ["ip", "netns", "exec", ns] if ns else []
+    names = ("rx_packets", "rx_dropped", "tx_packets", "tx_dropped")
+    out = subprocess.run(pre + ["cat"] + [f"/sys/class/net/{dev}/statistics/{n}" for n in names],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return dict(zip(names, (int(x) for x in out)))
+
+
+RECONCILE = {}
+
+
+def one(name, tmp, send, perf=None):
     out = os.path.join(tmp, "out")
     shutil.rmtree(out, ignore_errors=True)
     if name.startswith("weir record"):
@@ -141,18 +161,35 @@ def one(name, tmp, send):
             sys.exit(f"{name} did not start: {open(log.name).read()}")
         time.sleep(0.05)
     time.sleep(0.5 if ready else 1.5)
+    la0, lb0 = link_stats(A), link_stats(B, NS)
     c0 = cpu_s(p.pid)
     m0 = machine_busy_s()
+    prof = None
+    if perf:
+        prof = subprocess.Popen(["perf", "record", "-g", "-q", "-o", perf, "-p", str(p.pid)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)
     sh(*send)
     time.sleep(0.5)
     # CPU until the traffic is handled; the final flush is outside the measurement for all.
     c1 = cpu_s(p.pid)
+    if prof:
+        prof.send_signal(signal.SIGINT)
+        prof.wait(timeout=60)
     p.send_signal(signal.SIGINT)
     p.wait(timeout=60)
     # Page-cache writers leave their data to kernel threads: count the flush too.
     os.sync()
     m1 = machine_busy_s()
     text = open(log.name).read()
+    la1, lb1 = link_stats(A), link_stats(B, NS)
+    if name.startswith("weir record") and not perf and name not in RECONCILE:
+        # Sent (the generator's side of the veth) vs what reached the capture side and what
+        # weir counts: printed once per tool and traffic.
+        RECONCILE[name] = (
+            f"  {B} tx {lb1['tx_packets'] - lb0['tx_packets']} (tx_dropped {lb1['tx_dropped'] - lb0['tx_dropped']}); "
+            f"{A} rx {la1['rx_packets'] - la0['rx_packets']} (rx_dropped {la1['rx_dropped'] - la0['rx_dropped']}); "
+            "weir's summary:\n" + "\n".join("    " + l for l in text.splitlines() if l.strip() and "INFO" not in l))
     if name.startswith("weir record"):
         got = int(re.search(r"(\d+) packets recorded", text)[1])
         m = re.search(r"kernel: \d+ received, (\d+) dropped.*?buffer: (\d+) dropped \(full\), (\d+) dropped \(too long\); writer: (\d+)", text, re.S)
@@ -201,12 +238,18 @@ def workloads(tmp):
             sys.exit(f"unknown traffic {kind} (diverse, trace, one-flow)")
 
 
-tools = ["weir record", "weir record --no-index", "tcpdump -w", "netsniff-ng"]
+tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+if "tcpdump -w" not in tools:
+    tools.append("tcpdump -w")
 setup()
 tmp = tempfile.mkdtemp(prefix="weir-bench-record-")
 try:
     for title, send in workloads(tmp):
         samples = {t: [] for t in tools}
+        RECONCILE.clear()
+        if args.perf:
+            n = len([f for f in os.listdir(os.path.dirname(os.path.abspath(args.perf))) if f.startswith(os.path.basename(args.perf))])
+            one("weir record", tmp, send, perf=f"{os.path.abspath(args.perf)}.{n}")
         for _ in range(args.runs):
             for t in tools:
                 samples[t].append(one(t, tmp, send))
@@ -222,11 +265,13 @@ try:
             rows.append((t, got, drops, cpu, machine))
         for t, got, drops, cpu, machine in rows:
             print(f"{t:<24} {got:>10.0f} {drops:>9.0f} {cpu:>7.2f} {per[t]:>11.0f} {per['tcpdump -w'] / per[t]:>10.2f}x {machine:>10.2f}")
+        for t, text in RECONCILE.items():
+            print(f"counters of the first '{t}' run (sent on the generator's side, received on the capture side):\n{text}")
         print("(machine s: busy CPU of the whole machine from the generator's start to the tool's exit "
               "and a sync: generator, softirq, the tool and its page-cache writeback)")
         print(f"(ratio column: tcpdump's CPU per packet / the tool's; weir record is "
               f"{per['tcpdump -w'] / per['weir record']:.2f}x cheaper than tcpdump -w, "
-              f"{per['netsniff-ng'] / per['weir record']:.2f}x cheaper than netsniff-ng)")
+              + (f"{per['netsniff-ng'] / per['weir record']:.2f}x cheaper than netsniff-ng)" if "netsniff-ng" in per else ")"))
 finally:
     teardown()
     shutil.rmtree(tmp, ignore_errors=True)

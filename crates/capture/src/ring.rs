@@ -253,6 +253,10 @@ impl RxRing {
     }
 }
 
+/// How far ahead of the packet being read [`Block::packets`] prefetches (bytes): about eight
+/// 64-byte frames with their headers.
+const PREFETCH_AHEAD: usize = 1024;
+
 /// A block of packets owned by user space until dropped.
 pub struct Block<'a> {
     bytes: &'a [u8],
@@ -287,6 +291,15 @@ impl<'a> Block<'a> {
         let mut at = u32_at(b, 16).unwrap_or(0) as usize; // offset_to_first_pkt
         let hw = self.hw;
         (0..n).map_while(move |_| {
+            // The kernel wrote the block on another CPU: each packet header is a miss, and
+            // its load starts a chain (the next header's offset is in it). Ask for the lines
+            // `PREFETCH_AHEAD` bytes ahead (packets are laid out in order) so that the misses
+            // overlap (perf on 64-byte frames: 62 % of the capture thread's loop on that load).
+            for ahead in [PREFETCH_AHEAD, PREFETCH_AHEAD + 64] {
+                if let Some(x) = b.get(at + ahead) {
+                    weir_packet::prefetch(x);
+                }
+            }
             // struct tpacket3_hdr: next_offset, sec, nsec, snaplen, len, status, mac, net,
             // rxhash, vlan_tci, vlan_tpid.
             let next = u32_at(b, at)? as usize;

@@ -217,7 +217,33 @@ impl<'a> Ring<'a> {
             &self.b[i.saturating_sub(la)..j.saturating_sub(la)],
         ]
     }
+
+    /// Starts loading the two cache lines at buffer offset `o` (if in the batch): the record
+    /// [`PREFETCH_AHEAD`] bytes ahead of the one being accounted for, which a capture thread
+    /// wrote on another core (a miss per record otherwise).
+    #[inline(always)]
+    fn prefetch(&self, o: u64) {
+        let i = o.wrapping_sub(self.start) as usize;
+        let la = self.a.len();
+        let at = if i < la {
+            self.a.get(i..)
+        } else {
+            self.b.get(i - la..)
+        };
+        if let Some(s) = at {
+            if let Some(x) = s.first() {
+                weir_packet::prefetch(x);
+            }
+            if let Some(x) = s.get(64) {
+                weir_packet::prefetch(x);
+            }
+        }
+    }
 }
+
+/// How far ahead of the record being accounted for the recorder prefetches (bytes): about ten
+/// 64-byte packets' records.
+const PREFETCH_AHEAD: u64 = 1024;
 
 /// The segment being written.
 struct Segment {
@@ -287,6 +313,8 @@ pub struct Recorder {
     file_header: Vec<u8>,
     newest_ns: u64,
     last_manifest: Instant,
+    /// The open segment's index is not rewritten before this (see [`INDEX_DUTY`]).
+    index_not_before: Instant,
     /// Recording is paused (the [`RecorderStats::pause`] request, read between steps).
     paused: bool,
 }
@@ -295,6 +323,12 @@ pub struct Recorder {
 const RETRY_AFTER: Duration = Duration::from_secs(10);
 /// How often the manifest entry of the segment being written is refreshed.
 const MANIFEST_PERIOD: Duration = Duration::from_secs(5);
+/// The index of the segment being written is rewritten whole at a refresh (merge of every
+/// key's entries so far, and the file): it waits at least this many times as long as its last
+/// rewrite took, so rewriting costs at most 1/(1 + INDEX_DUTY) of the recorder thread however
+/// large the index grows (on 64-byte frames with diverse keys a 1 GiB segment's index is
+/// ≈ 25 MB; every rewrite costs the whole of it again).
+const INDEX_DUTY: u32 = 19;
 
 impl Recorder {
     /// A recorder writing into `store`.
@@ -344,6 +378,7 @@ impl Recorder {
             file_header,
             newest_ns: 0,
             last_manifest: Instant::now(),
+            index_not_before: Instant::now(),
             paused: false,
             opts,
         })
@@ -403,6 +438,7 @@ impl Recorder {
         let new = batch.end() != walked;
         if new {
             for blk in batch.blocks(walked) {
+                ring.prefetch(blk.offset.wrapping_add(PREFETCH_AHEAD));
                 self.block(&ring, &blk)?;
             }
             self.walked = Some(batch.end());
@@ -786,11 +822,12 @@ impl Recorder {
                     (p.file_done >= HEAD_LEN as u64).then_some(seg.info.bytes)
                 }
             };
-            if let Some(covered) = covered {
+            if let Some(covered) = covered.filter(|_| self.last_manifest >= self.index_not_before) {
                 match write_index(seg, covered) {
                     Err(e) => tracing::warn!("{}: cannot write the index: {e}", seg.info.file),
                     Ok(()) => self.stats.indexed(),
                 }
+                self.index_not_before = Instant::now() + self.last_manifest.elapsed() * INDEX_DUTY;
             }
             self.store.put(seg.info.clone());
             self.store.save()?;
