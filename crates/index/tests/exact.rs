@@ -233,3 +233,30 @@ fn lists_equal_a_plain_map_of_blocks() {
         assert!(fine > 100 && coarse > 5, "{fine} fine, {coarse} coarse");
     }
 }
+
+/// The ports at the edges of the builder's touched-port bitmap (word and summary-word
+/// boundaries, 0 and 65 535), several in one block, one chunk and across chunks, with a
+/// serialize in the middle of a chunk.
+#[test]
+fn edge_ports_equal_a_plain_map() {
+    let edges = [
+        0u16, 1, 63, 64, 127, 4095, 4096, 32_767, 32_768, 61_440, 65_472, 65_535,
+    ];
+    let mut pkts = Vec::new();
+    let mut off = 0;
+    for round in 0..40u32 {
+        for (i, &p) in edges.iter().enumerate() {
+            let q = edges[(i + round as usize) % edges.len()];
+            pkts.push((
+                off,
+                LinkType::ETHERNET,
+                frame(0x0a00_0001 + round, 0x0a00_0002, p, q, false),
+            ));
+            off += 96 + 64 * u64::from(round % 5);
+        }
+    }
+    for every in [usize::MAX, 5, 37] {
+        check(&mut IndexBuilder::new(4096), 4096, &pkts, every);
+        check(&mut IndexBuilder::new(1 << 17), 1 << 17, &pkts, every);
+    }
+}
