@@ -300,7 +300,13 @@ fn json_records_equal_weir_flows_json_in_order_per_key() {
     for (i, f) in files.iter().enumerate() {
         let topic = format!("json{i}");
         let compression = ["zstd", "lz4", "none"][i % 3];
-        let err = to_kafka(&b, f, &topic, &["--kafka-compression", compression]);
+        // the largest batch (above librdkafka's most message.max.bytes), the least, the default
+        let batch = ["1073741824", "1024", ""][i % 3];
+        let mut extra = vec!["--kafka-compression", compression];
+        if !batch.is_empty() {
+            extra.extend(["--kafka-batch-bytes", batch]);
+        }
+        let err = to_kafka(&b, f, &topic, &extra);
         let want = json_lines(f, &[]);
         let (records, messages, delivered, failed, overflow) = kafka_counts(&err);
         assert_eq!(

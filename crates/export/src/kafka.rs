@@ -360,10 +360,10 @@ impl Producer {
             .set("linger.ms", out.linger_ms.to_string())
             .set("batch.size", out.batch().to_string())
             // a batch may be as large as batch.size (librdkafka's default message.max.bytes,
-            // 1 000 000, would cut it there)
+            // 1 000 000, would cut it there; its most is 10⁹)
             .set(
                 "message.max.bytes",
-                (out.batch().max(1_000_000) + 65_536).to_string(),
+                max_request_bytes(out.batch()).to_string(),
             )
             // batches bounded by bytes, not by librdkafka's 10 000 messages
             .set("batch.num.messages", "1000000")
@@ -608,6 +608,15 @@ impl KafkaSink {
             ..ExportStats::default()
         }
     }
+}
+
+/// librdkafka's `message.max.bytes` for batches of `batch` bytes: room for a batch and its
+/// framing, at least librdkafka's default (1 000 000), at most its limit (10⁹).
+fn max_request_bytes(batch: u32) -> u32 {
+    batch
+        .max(1_000_000)
+        .saturating_add(65_536)
+        .min(1_000_000_000)
 }
 
 /// Appends `rec`'s JSON line (without its newline) to `pack`, which holds `packed` records
@@ -920,6 +929,13 @@ mod tests {
         };
         let e = tiny.check().unwrap_err().to_string();
         assert!(e.contains("batch size 10 is out of range"), "{e}");
+        assert_eq!(max_request_bytes(1024), 1_065_536);
+        assert_eq!(max_request_bytes(4 << 20), (4 << 20) + 65_536);
+        assert_eq!(
+            max_request_bytes(1 << 30),
+            1_000_000_000,
+            "librdkafka's most"
+        );
     }
 
     /// Nothing listens on the port: opening says so (after the connect timeout), it does not
