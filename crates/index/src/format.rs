@@ -772,8 +772,11 @@ impl Index {
         buf.resize(n, 0);
         f.read_exact_at(buf, 0)?;
         if buf.get(..8) != Some(&MAGIC[..]) {
-            use std::io::Read;
-            (&f).read_to_end(buf)?;
+            // Formats 1 and 2: the rest of the file, then all of it parsed.
+            let have = buf.len();
+            let all = usize::try_from(len).map_err(|_| IndexError::Corrupt("too large"))?;
+            buf.resize(all, 0);
+            f.read_exact_at(&mut buf[have..], have as u64)?;
             return Index::parse(buf)?.check(segment_head, segment_len);
         }
         let (head_len, lists_len) = sizes3(buf)?;
