@@ -593,8 +593,8 @@ fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
     // Keys increasing within each kind, lists in key order, each at least a kind byte and a
     // count (so a binary search and a list's end can be trusted).
     let mut prev_off: Option<u64> = None;
-    for k in 0..4 {
-        for i in 0..counts[k] as usize {
+    for (k, &count) in counts.iter().enumerate() {
+        for i in 0..count as usize {
             if i > 0 && t.key(body, k, i - 1) >= t.key(body, k, i) {
                 return Err(IndexError::Corrupt("keys out of order"));
             }
@@ -772,8 +772,11 @@ impl Index {
         buf.resize(n, 0);
         f.read_exact_at(buf, 0)?;
         if buf.get(..8) != Some(&MAGIC[..]) {
-            use std::io::Read;
-            (&f).read_to_end(buf)?;
+            // Formats 1 and 2: the rest of the file, then all of it parsed.
+            let have = buf.len();
+            let all = usize::try_from(len).map_err(|_| IndexError::Corrupt("too large"))?;
+            buf.resize(all, 0);
+            f.read_exact_at(&mut buf[have..], have as u64)?;
             return Index::parse(buf)?.check(segment_head, segment_len);
         }
         let (head_len, lists_len) = sizes3(buf)?;
@@ -1291,6 +1294,29 @@ mod tests {
             Index::load_for(&path, &[], u64::MAX, &q, &mut buf),
             Err(IndexError::Corrupt(_))
         ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Formats 1 and 2 load whole through [`Index::load_for`] too, under and over the 64 KiB
+    /// it reads first.
+    #[test]
+    fn a_load_for_reads_old_formats_whole() {
+        let dir = std::env::temp_dir().join(format!("weir-index-v1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("seg.idx");
+        let mut buf = Vec::new();
+        for nchunks in [8u32, 5000] {
+            let mut bytes = crafted_v1(nchunks, &[7], 0, &[]);
+            // Made for a segment whose first bytes are none, checksum redone.
+            bytes[16..24].copy_from_slice(&head_hash(&[]).to_le_bytes());
+            let n = bytes.len() - 4;
+            let crc = crc32fast::hash(&bytes[..n]);
+            bytes[n..].copy_from_slice(&crc.to_le_bytes());
+            std::fs::write(&path, &bytes).unwrap();
+            let ix = Index::load_for(&path, &[], u64::MAX, &Query::All, &mut buf).unwrap();
+            assert_eq!((ix.blocks(), ix.wildcard()), (nchunks as usize, vec![7]));
+            assert_eq!(buf, bytes, "{nchunks} chunks");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
