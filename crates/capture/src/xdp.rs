@@ -26,8 +26,11 @@
 //! space (the capture thread's user filter), and the snap length is applied here. The kernel's counters come from
 //! `XDP_STATISTICS` ([`XdpStats`]).
 //!
-//! Every `unsafe` block of the backend is in this file and in `ebpf.rs`, each with a `// SAFETY:`
-//! comment.
+//! [`tx`] is the generator's AF_XDP transmit socket (`weir gen --backend xdp`), built on the same
+//! UMEM, ring and bind code (`umem_socket`, `bind`, `Mapping`, `Ring`).
+//!
+//! Every `unsafe` block of the backend is in this file, in `xdp/tx.rs` and in `ebpf.rs`, each
+//! with a `// SAFETY:` comment.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
