@@ -26,8 +26,11 @@
 //! space (the capture thread's user filter), and the snap length is applied here. The kernel's counters come from
 //! `XDP_STATISTICS` ([`XdpStats`]).
 //!
-//! Every `unsafe` block of the backend is in this file and in `ebpf.rs`, each with a `// SAFETY:`
-//! comment.
+//! [`tx`] is the generator's AF_XDP transmit socket (`weir gen --backend xdp`), built on the same
+//! UMEM, ring and bind code (`umem_socket`, `bind`, `Mapping`, `Ring`).
+//!
+//! Every `unsafe` block of the backend is in this file, in `xdp/tx.rs` and in `ebpf.rs`, each
+//! with a `// SAFETY:` comment.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -617,8 +620,27 @@ fn umem_socket(iface: &str, frames: u32) -> Result<(OwnedFd, Mapping, UmemPages)
 }
 
 /// Binds socket `raw` (its rings set up) to `queue` of the interface with
-/// `XDP_USE_NEED_WAKEUP`: zero-copy first, copy mode when the driver refuses it.
+/// `XDP_USE_NEED_WAKEUP`: zero-copy first, copy mode when the driver refuses it. `EBUSY` (the
+/// queue has a socket) is retried for up to a second: the kernel releases a closed socket's
+/// hold on its queue in deferred work, so a socket of a process that just ended (or was
+/// killed) can hold it for a moment after its close.
 fn bind(raw: RawFd, iface: &str, ifindex: u32, queue: u32) -> Result<BindMode, CaptureError> {
+    let t = std::time::Instant::now();
+    loop {
+        match bind_once(raw, iface, ifindex, queue) {
+            Err(CaptureError::Xdp { os: Some(e), .. })
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && t.elapsed() < std::time::Duration::from_secs(1) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// One attempt of [`bind`].
+fn bind_once(raw: RawFd, iface: &str, ifindex: u32, queue: u32) -> Result<BindMode, CaptureError> {
     let mut zero_copy_refusal = None;
     for (mode, flag) in [
         (BindMode::ZeroCopy, libc::XDP_ZEROCOPY),

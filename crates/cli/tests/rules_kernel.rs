@@ -16,6 +16,11 @@
 //!   (weir-capture's `xdp_rules`): the same traffic, tagged frames included, gives the same file
 //!   and the same kernel count as AF_PACKET's socket filter, and a rule change replaces the
 //!   program on its link (the count goes on across the replacements).
+//! * `weir record --rules` with libpcap's `vlan` in the user filter (`udp or (vlan and udp)`),
+//!   both backends: untagged frames that the old joined expression `(USER) and not (DROPS)`
+//!   would have dropped (its drop test read them 4 bytes on) are recorded, byte for byte as a
+//!   plain tcpdump on the sending side saw them, and the kernel counter is exactly the frames
+//!   the rule drops.
 
 mod common;
 

@@ -10,7 +10,8 @@
 //! Two drivers ([`drive`]): [`drive::to_file`] writes the packets with their planned send times
 //! as timestamps (so tests and analyses get exact, known timing), and [`drive::to_ring`] sends them
 //! through a [`TxRing`] ([`job::Job`] runs either, from the command line's settings), an AF_PACKET TPACKET_V2 transmit ring: frames are written into memory
-//! shared with the kernel and a batch leaves with one `send()`. The qdisc stays in the path
+//! shared with the kernel and a batch leaves with one `send()`; or through weir-capture's AF_XDP
+//! socket (`XskTx`, [`job::Backend::Xdp`]; both are a [`Transmit`]). The qdisc stays in the path
 //! unless PACKET_QDISC_BYPASS is asked for, since queueing is often what is being measured.
 //!
 //! ```

@@ -4,12 +4,15 @@
 //! The bench is one veth pair this test creates (and removes): the ring is opened while the
 //! interface is up, then the interface is set down, so the kernel refuses every `send()` with
 //! ENETDOWN and leaves the frames in the ring. Nothing leaves the machine, or even the pair.
+//! The same for the AF_XDP socket (`--backend xdp`): `sendto()` kicks fail with ENETDOWN and the
+//! frames stay in its TX ring.
 
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
+use weir_capture::xdp::tx::XskTx;
 use weir_gen::drive::{self, SendOptions};
-use weir_gen::{FlowSpec, Proto, Rate, SizeMix, Synth, SynthConfig, TxConfig, TxRing};
+use weir_gen::{FlowSpec, Proto, Rate, SizeMix, Synth, SynthConfig, Transmit, TxConfig, TxRing};
 
 fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
@@ -38,7 +41,26 @@ impl Drop for Pair {
 
 #[test]
 fn frames_left_in_the_ring_are_queued_not_sent() {
-    let name = format!("wgu{}", std::process::id() % 100_000);
+    left_in_the_ring("p", |name| {
+        TxRing::open(
+            name,
+            TxConfig {
+                frame_count: 64,
+                ..TxConfig::default()
+            },
+        )
+        .unwrap()
+    });
+}
+
+#[test]
+fn frames_left_in_the_xdp_tx_ring_are_queued_not_sent() {
+    left_in_the_ring("x", |name| XskTx::open(name, 64).unwrap());
+}
+
+/// Opens a sender with `open` on a pair that is up, sets it down, sends ten frames.
+fn left_in_the_ring<T: Transmit>(tag: &str, open: impl FnOnce(&str) -> T) {
+    let name = format!("wgu{tag}{}", std::process::id() % 100_000);
     let peer = format!("{name}p");
     if let Err(e) = ip(&["link", "add", &name, "type", "veth", "peer", "name", &peer]) {
         weir_testkit::missing(&format!("cannot make a veth pair (needs root and ip): {e}"));
@@ -47,14 +69,7 @@ fn frames_left_in_the_ring_are_queued_not_sent() {
     let pair = Pair(name.clone());
     ip(&["link", "set", &peer, "up"]).unwrap();
     ip(&["link", "set", &name, "up"]).unwrap();
-    let mut ring = TxRing::open(
-        &name,
-        TxConfig {
-            frame_count: 64,
-            ..TxConfig::default()
-        },
-    )
-    .unwrap();
+    let mut ring = open(&name);
     ip(&["link", "set", &name, "down"]).unwrap();
 
     let flow = FlowSpec {
