@@ -9,7 +9,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::netns::VethBench;
 use common::{run, start, wait, weir};
@@ -52,24 +52,6 @@ fn witness(b: &VethBench, n: u64, file: &Path) -> std::process::Child {
     start(c, "listening on")
 }
 
-/// Every frame of `file` as tcpdump prints it without times, headers and bytes in hex.
-fn frames_hex(file: &Path) -> Vec<String> {
-    let out = run(Command::new("tcpdump")
-        .args(["-n", "-t", "-xx", "-r"])
-        .arg(file)
-        .stderr(Stdio::null()));
-    assert!(out.status.success());
-    let mut v: Vec<String> = Vec::new();
-    for line in String::from_utf8(out.stdout).unwrap().lines() {
-        if line.starts_with(char::is_whitespace) {
-            v.last_mut().unwrap().push_str(line);
-        } else {
-            v.push(line.to_string());
-        }
-    }
-    v
-}
-
 /// A bench whose our side sends no IPv6 chatter (router solicitations, MLD) that the far
 /// end's counter would count.
 fn bench() -> VethBench {
@@ -101,7 +83,7 @@ fn xdp_sends_exactly_what_it_says_and_the_same_bytes_as_packet() {
         .args(["-c", &n.to_string(), "-w"])
         .arg(&src));
     assert!(g.status.success());
-    let want = frames_hex(&src);
+    let want = common::frames_hex(&src);
     assert_eq!(want.len() as u64, n);
     let want_bytes: u64 = common::tshark_fields(&src, &["frame.len"])
         .iter()
@@ -131,7 +113,7 @@ fn xdp_sends_exactly_what_it_says_and_the_same_bytes_as_packet() {
         // The far end's counter: exactly what weir says it sent.
         assert_eq!(rx_packets(&b) - before, n, "{backend}");
         assert_eq!(rep["bytes"].as_u64(), Some(want_bytes), "{rep}");
-        assert_eq!(frames_hex(&cap), want, "{backend}: frames as sent");
+        assert_eq!(common::frames_hex(&cap), want, "{backend}: frames as sent");
     }
 }
 

@@ -619,25 +619,6 @@ fn send_raw(b: &VethBench, plan: &[(Vec<u8>, u32)]) {
     );
 }
 
-/// Every frame of `file` as tcpdump prints it without times (headers and bytes in hex), in
-/// file order.
-fn frames_hex(file: &Path) -> Vec<String> {
-    let out = run(Command::new("tcpdump")
-        .args(["-n", "-t", "-xx", "-r"])
-        .arg(file)
-        .stderr(Stdio::null()));
-    assert!(out.status.success());
-    let mut v: Vec<String> = Vec::new();
-    for line in String::from_utf8(out.stdout).unwrap().lines() {
-        if line.starts_with(char::is_whitespace) {
-            v.last_mut().unwrap().push_str(line);
-        } else {
-            v.push(line.to_string());
-        }
-    }
-    v
-}
-
 /// `weir record --backend BACKEND --rules` (rule 1: host 10.0.0.9 → drop) with the user filter
 /// `udp or (vlan and udp)`, libpcap's `vlan` included, beside a plain tcpdump of the same
 /// filter. The traffic: untagged frames (UDP 10.0.0.7 → 10.0.0.1, IP length 2048, ports
@@ -717,7 +698,7 @@ fn vlan_in_the_user_filter(backend: &str) {
     assert!(out.status.success());
     let plain = taken;
     let sources = tshark_fields(&plain, &["ip.src"]);
-    let all = frames_hex(&plain);
+    let all = common::frames_hex(&plain);
     assert_eq!(all.len(), total as usize, "{text}");
     assert_eq!(sources.len(), all.len());
     let mut want: Vec<String> = all
@@ -728,7 +709,10 @@ fn vlan_in_the_user_filter(backend: &str) {
         .collect();
     want.sort();
     assert_eq!(want.len(), 30 + 15 + 10);
-    let mut got: Vec<String> = segments(&dir).iter().flat_map(|f| frames_hex(f)).collect();
+    let mut got: Vec<String> = segments(&dir)
+        .iter()
+        .flat_map(|f| common::frames_hex(f))
+        .collect();
     got.sort();
     assert_eq!(got, want, "{backend}: {text}");
     // Rule 1's 20 untagged packets in the kernel, its 12 tagged ones in the engine.

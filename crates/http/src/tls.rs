@@ -10,6 +10,8 @@
 //! ends the side's parsing and is counted; nothing panics on hostile bytes. The ClientHello's
 //! JA4 fingerprint ([`crate::ja4`]) is computed from the same parse.
 
+use weir_packet::bytes::be16_checked;
+
 /// Most handshake bytes joined for one hello message.
 pub const MAX_HANDSHAKE: usize = 64 * 1024;
 /// Largest TLS record accepted (TLSCiphertext's bound).
@@ -78,15 +80,11 @@ pub(crate) fn cipher_name(id: u16) -> String {
         .unwrap_or_else(|| format!("0x{id:04x}"))
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
 /// Walks a hello's extension block: `(type, data)` pairs, stopping at the first bad length.
 fn extensions(mut ext: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     std::iter::from_fn(move || {
-        let ty = be16(ext, 0)?;
-        let len = usize::from(be16(ext, 2)?);
+        let ty = be16_checked(ext, 0)?;
+        let len = usize::from(be16_checked(ext, 2)?);
         let data = ext.get(4..4 + len)?;
         ext = &ext[4 + len..];
         Some((ty, data))
@@ -96,7 +94,7 @@ fn extensions(mut ext: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 /// The list of a u16-length-prefixed vector of u8-length-prefixed strings (ALPN).
 fn alpn_list(d: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
-    let Some(total) = be16(d, 0) else {
+    let Some(total) = be16_checked(d, 0) else {
         return out;
     };
     let mut l = d.get(2..2 + usize::from(total)).unwrap_or(&d[2..]);
@@ -114,7 +112,7 @@ fn alpn_list(d: &[u8]) -> Vec<String> {
 fn u16_list(d: &[u8], prefix: usize) -> Vec<u16> {
     let n = match prefix {
         1 => d.first().map_or(0, |&n| usize::from(n)),
-        _ => be16(d, 0).map_or(0, usize::from),
+        _ => be16_checked(d, 0).map_or(0, usize::from),
     };
     d.get(prefix..prefix + n)
         .unwrap_or(&[])
@@ -132,11 +130,11 @@ fn first_alpn(d: &[u8]) -> Option<Vec<u8>> {
 
 /// The host name of a server_name extension.
 fn sni(d: &[u8]) -> Option<String> {
-    let total = usize::from(be16(d, 0)?);
+    let total = usize::from(be16_checked(d, 0)?);
     let mut l = d.get(2..2 + total)?;
     while l.len() >= 3 {
         let ty = l[0];
-        let n = usize::from(be16(l, 1)?);
+        let n = usize::from(be16_checked(l, 1)?);
         let name = l.get(3..3 + n)?;
         if ty == 0 {
             return Some(String::from_utf8_lossy(name).into_owned());
@@ -299,7 +297,7 @@ impl Tls {
                     match ty {
                         16 => h.next_protocol = alpn_list(d).into_iter().next(),
                         43 => {
-                            if let Some(v) = be16(d, 0) {
+                            if let Some(v) = be16_checked(d, 0) {
                                 h.version = Some(v);
                             }
                         }

@@ -2,9 +2,10 @@
 //! order for packet headers (`be16`...), and the byte order a capture file's header chose
 //! (`u16_in`, `u32_in`) for pcap and pcapng records.
 //!
-//! Every reader panics when the slice is too short, like slice indexing: callers check the
-//! length first (the typed views of `weir-decode` do it once in `new_checked`). Each one
-//! compiles to one range check and a single (byte-swapped) load, the check often proven away.
+//! Every reader but [`be16_checked`] panics when the slice is too short, like slice indexing:
+//! callers check the length first (the typed views of `weir-decode` do it once in
+//! `new_checked`). Each one compiles to one range check and a single (byte-swapped) load, the
+//! check often proven away.
 
 /// The big-endian `u16` at `b[at..at + 2]`.
 #[inline(always)]
@@ -12,6 +13,14 @@ pub fn be16(b: &[u8], at: usize) -> u16 {
     let mut x = [0u8; 2];
     x.copy_from_slice(&b[at..at + 2]);
     u16::from_be_bytes(x)
+}
+
+/// The big-endian `u16` at `b[at..at + 2]`, or `None` when the slice is too short: for
+/// parsers of hostile bytes that walk lengths they read (TLS extensions, a UDP length) rather
+/// than check a header's length once.
+#[inline(always)]
+pub fn be16_checked(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes(*b.get(at..)?.first_chunk::<2>()?))
 }
 
 /// The big-endian `u32` at `b[at..at + 4]`.

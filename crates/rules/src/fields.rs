@@ -11,6 +11,7 @@ use core::net::IpAddr;
 
 use weir_decode::quick::{self, Upper};
 use weir_decode::{decode_into, Decoded, Layer, LinkType, Transport};
+use weir_packet::bytes::be16_checked;
 
 /// "No VLAN tag" in [`PacketFields::vlan`].
 pub const NO_VLAN: u16 = 0xffff;
@@ -145,11 +146,6 @@ fn link_header_len(link: LinkType) -> Option<usize> {
     })
 }
 
-#[inline(always)]
-fn be16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(*b.get(at..)?.first_chunk::<2>()?))
-}
-
 /// The fields through [`quick::parse`]; `None` leaves the frame to the decoder (the frames the
 /// parser refuses, and IPv6 with extension headers, whose lengths it does not keep).
 #[inline(always)]
@@ -199,7 +195,7 @@ fn quick_fields(link: LinkType, frame: &[u8], wire_len: u32) -> Option<PacketFie
             f.payload_len = ip_end.checked_sub(l4 + doff)? as u32;
         }
         Upper::Udp => {
-            let len = usize::from(be16_at(frame, l4 + 4)?);
+            let len = usize::from(be16_checked(frame, l4 + 4)?);
             let end = if len == 0 {
                 ip_end
             } else {

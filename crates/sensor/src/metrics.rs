@@ -877,12 +877,10 @@ fn kafka(e: &mut Exposition, sinks: &[(String, weir_export::ExportStats)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::SourceConfig;
-    use crate::record::{self, FlowsConfig, RecordConfig};
+    use crate::record;
     use crate::Controls;
     use weir_packet::{LinkType, PacketMeta};
     use weir_pcap::{FileFormat, Interface, PacketWriter, Precision};
-    use weir_store::{Format, Sizes};
 
     /// An Ethernet/IPv4/UDP frame from 10.0.0.1:`sport` to 10.0.0.2:53, 10 bytes of payload.
     fn frame(sport: u16) -> Vec<u8> {
@@ -919,31 +917,8 @@ mod tests {
             w.write(&meta, &data).unwrap();
         }
         w.finish().unwrap();
-        let cfg = RecordConfig {
-            source: SourceConfig::Files {
-                files: vec![input],
-                buffer_bytes: 4 << 20,
-            },
-            dir: dir.path().join("store"),
-            format: Format::Pcapng,
-            sizes: Sizes {
-                segment_mib: 1,
-                write_mib: 1,
-                max_mib: None,
-                index_chunk_kib: None,
-            },
-            max_age_ns: None,
-            duration: None,
-            stats_json: None,
-            http: None,
-            voip: None,
-            flows: Some(FlowsConfig {
-                meter: weir_flows::Config::default(),
-                outputs: weir_export::Outputs::default(),
-            }),
-            rules: None,
-            streams: Vec::new(),
-        };
+        let store = dir.path().join("store");
+        let cfg = record::tests::import_job(input, &store, weir_flows::Config::default());
         let board = Board::new();
         let before = board.render();
         assert!(

@@ -1009,6 +1009,40 @@ pub(crate) mod tests {
         f
     }
 
+    /// A job importing `input` into `store` (1 MiB segments, pcapng) with a flow meter of
+    /// `meter` beside it and no other output.
+    pub(crate) fn import_job(
+        input: PathBuf,
+        store: &Path,
+        meter: weir_flows::Config,
+    ) -> RecordConfig {
+        RecordConfig {
+            source: SourceConfig::Files {
+                files: vec![input],
+                buffer_bytes: 4 << 20,
+            },
+            dir: store.to_path_buf(),
+            format: Format::Pcapng,
+            sizes: Sizes {
+                segment_mib: 1,
+                write_mib: 1,
+                max_mib: None,
+                index_chunk_kib: None,
+            },
+            max_age_ns: None,
+            duration: None,
+            stats_json: None,
+            http: None,
+            voip: None,
+            flows: Some(FlowsConfig {
+                meter,
+                outputs: Outputs::default(),
+            }),
+            rules: None,
+            streams: Vec::new(),
+        }
+    }
+
     /// Importing a file records every packet, byte for byte, into the store; the flow meter
     /// beside it writes the two flows to the store's `flows.json`; the statistics file and the
     /// report count the same packets.
@@ -1043,29 +1077,8 @@ pub(crate) mod tests {
         let store = dir.path().join("store");
         let stats = dir.path().join("stats.json");
         let cfg = RecordConfig {
-            source: SourceConfig::Files {
-                files: vec![input],
-                buffer_bytes: 4 << 20,
-            },
-            dir: store.clone(),
-            format: Format::Pcapng,
-            sizes: Sizes {
-                segment_mib: 1,
-                write_mib: 1,
-                max_mib: None,
-                index_chunk_kib: None,
-            },
-            max_age_ns: None,
-            duration: None,
             stats_json: Some(stats.clone()),
-            http: None,
-            voip: None,
-            flows: Some(FlowsConfig {
-                meter: weir_flows::Config::default(),
-                outputs: Outputs::default(),
-            }),
-            rules: None,
-            streams: Vec::new(),
+            ..import_job(input, &store, weir_flows::Config::default())
         };
         let mut events = Vec::new();
         let report = run(&cfg, &Controls::default(), &mut |e| events.push(e)).unwrap();
@@ -1114,35 +1127,12 @@ pub(crate) mod tests {
     fn record_refuses_a_meter_over_the_flow_limit() {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("store");
-        let cfg = RecordConfig {
-            source: SourceConfig::Files {
-                files: vec![dir.path().join("missing.pcap")],
-                buffer_bytes: 4 << 20,
-            },
-            dir: store.clone(),
-            format: Format::Pcapng,
-            sizes: Sizes {
-                segment_mib: 1,
-                write_mib: 1,
-                max_mib: None,
-                index_chunk_kib: None,
-            },
-            max_age_ns: None,
-            duration: None,
-            stats_json: None,
-            http: None,
-            voip: None,
-            flows: Some(FlowsConfig {
-                meter: weir_flows::Config {
-                    max_flows: 16_777_215,
-                    workers: 1,
-                    ..weir_flows::Config::default()
-                },
-                outputs: Outputs::default(),
-            }),
-            rules: None,
-            streams: Vec::new(),
+        let meter = weir_flows::Config {
+            max_flows: 16_777_215,
+            workers: 1,
+            ..weir_flows::Config::default()
         };
+        let cfg = import_job(dir.path().join("missing.pcap"), &store, meter);
         let e = run(&cfg, &Controls::default(), &mut |_| {}).unwrap_err();
         assert!(matches!(e, SensorError::MeterConfig(_)), "{e:?}");
         assert_eq!(

@@ -336,3 +336,22 @@ pub(crate) fn dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v.sort();
     v
 }
+
+/// Every frame of `file` as tcpdump prints it without times (headers and bytes in hex), in
+/// file order.
+pub(crate) fn frames_hex(file: &Path) -> Vec<String> {
+    let out = run(Command::new("tcpdump")
+        .args(["-n", "-t", "-xx", "-r"])
+        .arg(file)
+        .stderr(Stdio::null()));
+    assert!(out.status.success());
+    let mut v: Vec<String> = Vec::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        if line.starts_with(char::is_whitespace) {
+            v.last_mut().unwrap().push_str(line);
+        } else {
+            v.push(line.to_string());
+        }
+    }
+    v
+}
