@@ -130,7 +130,7 @@ fn write_list(out: &mut format::Writer, k: Key, per: u32, chunks: &[u64], masks:
     let blocks = || {
         chunks.iter().zip(masks).flat_map(move |(&w, &m)| {
             let base = (w as u32) << sh;
-            Bits(m).map(move |b| base | b)
+            Bits(u64::from(m)).map(move |b| base | b)
         })
     };
     let fine = per == 1
@@ -163,25 +163,10 @@ fn write_list(out: &mut format::Writer, k: Key, per: u32, chunks: &[u64], masks:
     }
 }
 
-/// The set bits of a mask, lowest first.
-struct Bits(u32);
+/// The set bits of a word (a block mask widened, or a port bitmap word), lowest first.
+struct Bits(u64);
 
 impl Iterator for Bits {
-    type Item = u32;
-    #[inline(always)]
-    fn next(&mut self) -> Option<u32> {
-        (self.0 != 0).then(|| {
-            let b = self.0.trailing_zeros();
-            self.0 &= self.0 - 1;
-            b
-        })
-    }
-}
-
-/// The set bits of a 64-bit word, lowest first.
-struct Bits64(u64);
-
-impl Iterator for Bits64 {
     type Item = u32;
     #[inline(always)]
     fn next(&mut self) -> Option<u32> {
@@ -517,9 +502,9 @@ impl IndexBuilder {
         }
         self.proto_n = 0;
         for (j, summary) in self.port_words.iter_mut().enumerate() {
-            for w in Bits64(std::mem::take(summary)) {
+            for w in Bits(std::mem::take(summary)) {
                 let i = j << 6 | w as usize;
-                for b in Bits64(std::mem::take(&mut self.port_touched[i])) {
+                for b in Bits(std::mem::take(&mut self.port_touched[i])) {
                     let p = i << 6 | b as usize;
                     let m = std::mem::take(&mut self.port_mask[p]);
                     self.ports.push(p as u32, c, m);
