@@ -43,5 +43,6 @@ pub use kernel_rules::KernelRules;
 pub use pipeline::{Backend, Counters, Pipeline, PipelineConfig, Rules, Totals};
 pub use ring::{Block, LivePacket, RingConfig, RxRing, TimestampSource};
 pub use socket::{
-    check_up, interface_index, link_type, FanoutMode, KernelStats, PacketSocket, RingMap,
+    check_up, interface_index, interface_value, link_type, FanoutMode, KernelStats, PacketSocket,
+    RingMap,
 };

@@ -57,6 +57,16 @@ pub fn interface_index(name: &str) -> Result<u32, CaptureError> {
     Ok(idx)
 }
 
+/// One number of an interface from sysfs (`/sys/class/net/IFACE/NAME`: `mtu`, `type`...), or
+/// `None` when it cannot be read or parsed.
+pub fn interface_value<T: std::str::FromStr>(iface: &str, name: &str) -> Option<T> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/{name}"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The link type of a Linux interface, from its ARPHRD type in sysfs: Ethernet (loopback
 /// included) or raw IP (tun, wireguard); anything else is refused.
 pub fn link_type(iface: &str) -> Result<weir_packet::LinkType, CaptureError> {

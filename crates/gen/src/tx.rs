@@ -104,15 +104,6 @@ pub struct TxRing {
     last_error: Option<std::io::Error>,
 }
 
-/// The MTU of an interface, from sysfs.
-fn mtu(iface: &str) -> Option<usize> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 impl TxRing {
     /// Opens the socket, sets up and maps the ring, and binds to `iface`.
     pub fn open(iface: &str, cfg: TxConfig) -> Result<TxRing, GenError> {
@@ -167,7 +158,7 @@ impl TxRing {
             next: 0,
             pending: 0,
             lens: vec![0; frame_count],
-            mtu: mtu(iface).unwrap_or(1500),
+            mtu: weir_capture::interface_value(iface, "mtu").unwrap_or(1500),
             stats: TxStats::default(),
             last_error: None,
         })

@@ -97,24 +97,6 @@ pub struct XskTx {
 // and the kernel's side is synchronised through the rings' atomic words.
 unsafe impl Send for XskTx {}
 
-/// The MTU of an interface, from sysfs.
-fn mtu(iface: &str) -> Option<usize> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// The interface's link type (`ARPHRD_*`), from sysfs.
-fn link_type(iface: &str) -> Option<u32> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/type"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 impl XskTx {
     /// Opens a socket on queue 0 of `iface` with a UMEM of `frames` frames (rounded up to a
     /// power of two, at least 64) and binds it (zero-copy, else copy mode). Refused with a clear
@@ -124,7 +106,7 @@ impl XskTx {
         crate::socket::check_up(iface)?;
         let ifindex = crate::socket::interface_index(iface)?;
         super::check_interface(iface)?;
-        if link_type(iface) != Some(libc::ARPHRD_ETHER as u32) {
+        if crate::socket::interface_value(iface, "type") != Some(libc::ARPHRD_ETHER as u32) {
             return Err(CaptureError::Xdp {
                 iface: iface.to_string(),
                 what: "not an Ethernet interface: AF_XDP sends whole Ethernet frames".into(),
@@ -176,7 +158,8 @@ impl XskTx {
                 .map(|i| i * FRAME_SIZE as u64)
                 .collect(),
             lens: vec![0; frames as usize],
-            max_frame: FRAME_SIZE.min(mtu(iface).unwrap_or(1500) + 18),
+            max_frame: FRAME_SIZE
+                .min(crate::socket::interface_value(iface, "mtu").unwrap_or(1500) + 18),
             stats: XskTxStats::default(),
             last_error: None,
         })
