@@ -69,6 +69,14 @@ fn json(out: &std::process::Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
+/// `weir gen -i IFACE --backend xdp` to the far end's MAC: the start of every xdp run here.
+fn xdp_gen(iface: &str) -> Command {
+    let mut c = weir();
+    c.args(["gen", "-i", iface, "--backend", "xdp"])
+        .args(["--dst-mac", "02:00:00:00:00:02"]);
+    c
+}
+
 #[test]
 fn xdp_sends_exactly_what_it_says_and_the_same_bytes_as_packet() {
     let b = bench();
@@ -122,15 +130,9 @@ fn xdp_top_speed_count_matches_the_far_end_counter() {
     let b = bench();
     let n = 50_000u64;
     let before = rx_packets(&b);
-    let out = run(weir()
-        .args(["gen", "-i", &b.host_if, "--backend", "xdp", "--top"])
-        .args(["--size", "60", "-c", &n.to_string(), "--json"])
-        .args([
-            "--src-mac",
-            "02:00:00:00:00:01",
-            "--dst-mac",
-            "02:00:00:00:00:02",
-        ]));
+    let out = run(xdp_gen(&b.host_if)
+        .args(["--top", "--size", "60", "-c", &n.to_string(), "--json"])
+        .args(["--src-mac", "02:00:00:00:00:01"]));
     assert!(
         out.status.success(),
         "{}",
@@ -151,11 +153,7 @@ fn xdp_refuses_what_it_cannot_send_on() {
         } else {
             &["--pps", "100"]
         };
-        run(weir()
-            .args(["gen", "-i", iface, "--backend", "xdp", "-c", "5"])
-            .args(rate)
-            .args(["--dst-mac", "02:00:00:00:00:02"])
-            .args(extra))
+        run(xdp_gen(iface).args(["-c", "5"]).args(rate).args(extra))
     };
     let fails = |out: std::process::Output, code: i32, what: &str| {
         let err = String::from_utf8_lossy(&out.stderr).to_string();
@@ -212,19 +210,8 @@ fn xdp_refuses_what_it_cannot_send_on() {
         fails(out, 1, "not an Ethernet interface");
     }
     // a full stdout for --json: the report cannot be written, said so
-    let out = weir()
-        .args([
-            "gen",
-            "-i",
-            &b.host_if,
-            "--backend",
-            "xdp",
-            "--top",
-            "-c",
-            "10",
-            "--json",
-        ])
-        .args(["--dst-mac", "02:00:00:00:00:02"])
+    let out = xdp_gen(&b.host_if)
+        .args(["--top", "-c", "10", "--json"])
         .stdout(std::fs::File::create("/dev/full").unwrap())
         .output()
         .unwrap();
@@ -258,31 +245,15 @@ fn xdp_refuses_what_it_cannot_send_on() {
 #[test]
 fn xdp_kill_9_leaves_the_queue_free() {
     let b = bench();
-    let mut c = weir();
-    c.args(["gen", "-i", &b.host_if, "--backend", "xdp", "--pps", "2000"])
-        .args(["-c", "100000000", "--dst-mac", "02:00:00:00:00:02"]);
+    let mut c = xdp_gen(&b.host_if);
+    c.args(["--pps", "2000", "-c", "100000000"]);
     let mut child = start(c, "sending on");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     // The socket died with the process: the queue binds again, and the far end gets every frame.
     let before = rx_packets(&b);
-    let out = run(weir()
-        .args([
-            "gen",
-            "-i",
-            &b.host_if,
-            "--backend",
-            "xdp",
-            "--top",
-            "-c",
-            "300",
-        ])
-        .args([
-            "--src-mac",
-            "02:00:00:00:00:01",
-            "--dst-mac",
-            "02:00:00:00:00:02",
-        ])
+    let out = run(xdp_gen(&b.host_if)
+        .args(["--top", "-c", "300", "--src-mac", "02:00:00:00:00:01"])
         .arg("--json"));
     assert!(
         out.status.success(),
