@@ -103,6 +103,43 @@ fn numeric_options_are_finite_and_in_range() {
             &["--max-age", secs],
         );
         assert_usage(&["latency", f, f, "--window", bad], &["--window", secs]);
+        // the analyzers' durations, alone and beside `record`: one parser, one message
+        // (record's own parser said "seconds from 1e-9 to 1e9")
+        for (alone, beside) in [
+            (["http", "-r", f, "--idle-timeout"], "--http-idle-timeout"),
+            (["voip", "-r", f, "--call-linger"], "--voip-call-linger"),
+            (["voip", "-r", f, "--call-timeout"], "--voip-call-timeout"),
+        ] {
+            let mut a = alone.to_vec();
+            a.push(bad);
+            assert_usage(&a, &[alone[3], secs]);
+            let with = if beside.starts_with("--http") {
+                "--http"
+            } else {
+                "--voip"
+            };
+            let r = [
+                "record",
+                "-i",
+                "lo",
+                "-o",
+                store,
+                with,
+                "/dev/null",
+                beside,
+                bad,
+            ];
+            assert_usage(&r, &[beside, secs]);
+        }
+        assert_usage(
+            &["voip", "-r", f, "--plot", store, "--plot-interval", bad],
+            &["--plot-interval", secs],
+        );
+        let plot = ["--voip", "/dev/null", "--voip-plot", store];
+        let mut r = vec!["record", "-i", "lo", "-o", store];
+        r.extend(plot);
+        r.extend(["--voip-plot-interval", bad]);
+        assert_usage(&r, &["--voip-plot-interval", secs]);
         assert_usage(
             &["gen", "-w", "/dev/null", "--pps", bad],
             &["--pps", "from 0.001 to 1000000000"],

@@ -70,15 +70,15 @@ const QUEUE: usize = 4;
 pub struct Config {
     /// Seconds without a packet after which a flow ends.
     #[cfg_attr(feature = "clap", arg(long = "idle-timeout", value_name = "S", default_value = "30",
-          value_parser = seconds_ns, allow_negative_numbers = true))]
+          value_parser = weir_packet::value::seconds_ns, allow_negative_numbers = true))]
     pub idle_timeout_ns: u64,
     /// Seconds after which a long flow is exported and restarted.
     #[cfg_attr(feature = "clap", arg(long = "active-timeout", value_name = "S", default_value = "120",
-          value_parser = seconds_ns, allow_negative_numbers = true))]
+          value_parser = weir_packet::value::seconds_ns, allow_negative_numbers = true))]
     pub active_timeout_ns: u64,
     /// Seconds a TCP flow lives on after a FIN or RST (for the other side's FIN and last ACKs).
     #[cfg_attr(feature = "clap", arg(long = "fin-grace", value_name = "S", default_value = "1",
-          value_parser = seconds_ns, allow_negative_numbers = true))]
+          value_parser = weir_packet::value::seconds_ns, allow_negative_numbers = true))]
     pub fin_grace_ns: u64,
     /// Shards of the flow table, 1 to 256: each meters its part of the flows in packet order,
     /// on one thread at a time. Reading several files, pcapng or live traffic, each shard has a
@@ -120,11 +120,6 @@ pub struct Config {
     /// How long a first fragment's ports are remembered (default 30 s, Linux's `ipfrag_time`).
     #[cfg_attr(feature = "clap", arg(skip = 30_000_000_000u64))]
     pub frag_timeout_ns: u64,
-}
-
-/// A duration in seconds ([`weir_packet::value::seconds`]: finite, 1 ns to 10⁹ s) in ns.
-pub fn seconds_ns(s: &str) -> Result<u64, String> {
-    weir_packet::value::seconds(s).map(weir_packet::value::ns)
 }
 
 /// The default of `--workers`: one shard per core (at most 256).

@@ -57,7 +57,7 @@ pub struct Config {
     pub max_total_pending: usize,
     /// Seconds without a packet after which a connection ends.
     #[cfg_attr(feature = "clap", arg(long = "idle-timeout", value_name = "S",
-          default_value = "300", value_parser = seconds_ns, allow_negative_numbers = true))]
+          default_value = "300", value_parser = weir_packet::value::seconds_ns, allow_negative_numbers = true))]
     pub idle_timeout_ns: u64,
 }
 
@@ -68,12 +68,6 @@ fn mib_bytes() -> impl clap::builder::TypedValueParser<Value = usize> {
     clap::value_parser!(u64)
         .range(1..=65536)
         .map(|mib| (mib as usize) << 20)
-}
-
-/// A duration in seconds ([`weir_packet::value::seconds`]: finite, 1 ns to 10⁹ s) in ns.
-#[cfg(feature = "clap")]
-pub fn seconds_ns(s: &str) -> Result<u64, String> {
-    weir_packet::value::seconds(s).map(|s| (s * 1e9) as u64)
 }
 
 impl Default for Config {

@@ -92,9 +92,16 @@ pub fn block_size(s: &str) -> Result<u32, String> {
     power_of_two(s, "ring block size in bytes", 4096, 1 << 30).map(|n| n as u32)
 }
 
-/// Nanoseconds of a duration in seconds (already in range: [`seconds`]).
+/// Nanoseconds of a duration in seconds (already in range: [`seconds`]), rounded to the
+/// nearest (0.0000000015 s is 2 ns, not 1).
 pub fn ns(seconds: f64) -> u64 {
     (seconds * 1e9).round() as u64
+}
+
+/// A duration in seconds ([`seconds`]: finite, 1 ns to 10⁹ s) as nanoseconds ([`ns`]): the one
+/// parser of every option given in seconds and held in ns.
+pub fn seconds_ns(s: &str) -> Result<u64, String> {
+    seconds(s).map(ns)
 }
 
 #[cfg(test)]
@@ -121,5 +128,19 @@ mod tests {
         assert!(buffer_mib("131072").is_err());
         assert!(block_size("2048").is_err() && block_size("4096").is_ok());
         assert_eq!(ns(1.5), 1_500_000_000);
+    }
+
+    /// Seconds become ns rounded, not truncated: by hand, 0.0000000015 s = 1.5 ns → 2 (1.5e-9
+    /// × 1e9 is exactly 1.5 in f64, which rounds away from zero); 0.0000000019 s = 1.9 ns → 2;
+    /// 2.9999999999 s = 2 999 999 999.9 ns → 3 000 000 000; 1e-9 s → 1 ns; 10⁹ s → 10¹⁸ ns.
+    /// Truncation gave 1, 1 and 2 999 999 999.
+    #[test]
+    fn seconds_become_rounded_nanoseconds() {
+        assert_eq!(seconds_ns("0.0000000015"), Ok(2));
+        assert_eq!(seconds_ns("0.0000000019"), Ok(2));
+        assert_eq!(seconds_ns("2.9999999999"), Ok(3_000_000_000));
+        assert_eq!(seconds_ns("1e-9"), Ok(1));
+        assert_eq!(seconds_ns("1e9"), Ok(1_000_000_000_000_000_000));
+        assert!(seconds_ns("nan").is_err() && seconds_ns("-3").is_err());
     }
 }

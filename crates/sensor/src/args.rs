@@ -508,24 +508,6 @@ impl From<HttpFormat> for weir_http::log::Format {
     }
 }
 
-/// A duration of `weir record`'s `--http-*`/`--voip-*` options in seconds: from 1 ns to 10⁹ s,
-/// finite (its messages are its own: [`seconds`] for the other options).
-fn beside_seconds(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number (seconds)"))?;
-    if !(v.is_finite() && (1e-9..=1e9).contains(&v)) {
-        return Err(format!("{s} is out of range: seconds from 1e-9 to 1e9"));
-    }
-    Ok(v)
-}
-
-/// Seconds as nanoseconds, truncated (the value is checked by [`beside_seconds`]: no overflow).
-fn beside_ns(s: f64) -> u64 {
-    (s * 1e9) as u64
-}
-
 /// A filter expression of an analyzer, checked (syntax, for Ethernet) before anything starts.
 fn filter(expr: &str, flag: &str) -> Result<String, String> {
     weir_filter::FilterSet::new(expr).map_err(|e| format!("{flag}: {e}"))?;
@@ -568,7 +550,7 @@ pub struct HttpBesideArgs {
           allow_negative_numbers = true, requires = "http")]
     pub http_max_memory_mib: u64,
     /// Seconds without a packet after which the HTTP analyzer ends a connection.
-    #[arg(long, value_name = "S", default_value_t = 300.0, value_parser = beside_seconds,
+    #[arg(long, value_name = "S", default_value_t = 300.0, value_parser = seconds,
           allow_negative_numbers = true, requires = "http")]
     pub http_idle_timeout: f64,
     /// Also send the HTTP and TLS records to Kafka (topics weir.http, weir.tls; the --json
@@ -589,7 +571,7 @@ impl HttpBesideArgs {
             analyzer: weir_http::Config {
                 max_flows: self.http_max_flows as usize,
                 max_total_pending: (self.http_max_memory_mib as usize) << 20,
-                idle_timeout_ns: beside_ns(self.http_idle_timeout),
+                idle_timeout_ns: ns(self.http_idle_timeout),
                 ..weir_http::Config::default()
             },
             logs: HttpLogs {
@@ -627,11 +609,11 @@ pub struct VoipBesideArgs {
           allow_negative_numbers = true, requires = "voip")]
     pub voip_max_streams: u64,
     /// A call that is over is written once this many seconds pass with none of its packets.
-    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = beside_seconds,
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = seconds,
           allow_negative_numbers = true, requires = "voip")]
     pub voip_call_linger: f64,
     /// A call (or heuristic RTP stream) idle this many seconds is written as it stands.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = beside_seconds,
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = seconds,
           allow_negative_numbers = true, requires = "voip")]
     pub voip_call_timeout: f64,
     /// Draw each call's jitter and loss over time (SVG and CSV) into DIR when the call is
@@ -639,7 +621,7 @@ pub struct VoipBesideArgs {
     #[arg(long, value_name = "DIR", requires = "voip")]
     pub voip_plot: Option<PathBuf>,
     /// The charts' interval in seconds of the packets' time.
-    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = beside_seconds,
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = seconds,
           allow_negative_numbers = true, requires = "voip_plot")]
     pub voip_plot_interval: f64,
     /// Also send the call and RTP stream records to Kafka (topics weir.calls, weir.rtp; lz4,
@@ -660,10 +642,10 @@ impl VoipBesideArgs {
             analyzer: weir_voip::Config {
                 max_calls: self.voip_max_calls as usize,
                 max_streams: self.voip_max_streams as usize,
-                linger_ns: beside_ns(self.voip_call_linger),
-                call_timeout_ns: beside_ns(self.voip_call_timeout),
+                linger_ns: ns(self.voip_call_linger),
+                call_timeout_ns: ns(self.voip_call_timeout),
                 timeline_ns: if self.voip_plot.is_some() {
-                    beside_ns(self.voip_plot_interval).max(1)
+                    ns(self.voip_plot_interval).max(1)
                 } else {
                     0
                 },
@@ -865,7 +847,7 @@ impl RecordArgs {
             dir: self.dir.clone(),
             format: self.format,
             sizes: self.sizes(),
-            max_age_ns: self.max_age.map(|s| (s * 1e9) as u64),
+            max_age_ns: self.max_age.map(ns),
             duration: self.source.live.duration.map(Duration::from_secs_f64),
             stats_json: self.stats_json.clone(),
             flows,

@@ -549,7 +549,7 @@ impl Cx<'_> {
             .as_ref()
             .map(|v| self.secs(v, &k("max_age_s"), 1.0, 1e9))
             .transpose()?
-            .map(|s| (s * 1e9) as u64);
+            .map(weir_packet::value::ns);
         let index_chunk_kib = match (&r.index, &r.index_chunk_kib) {
             (Some(false), Some(v)) => {
                 return Err(self.at(
@@ -653,11 +653,12 @@ impl Cx<'_> {
         let k = |n: &str| format!("{key}.{n}");
         let mut meter = weir_flows::Config::default();
         if let Some(v) = &f.idle_timeout_s {
-            meter.idle_timeout_ns = (self.secs(v, &k("idle_timeout_s"), 1e-3, 1e6)? * 1e9) as u64;
+            meter.idle_timeout_ns =
+                weir_packet::value::ns(self.secs(v, &k("idle_timeout_s"), 1e-3, 1e6)?);
         }
         if let Some(v) = &f.active_timeout_s {
             meter.active_timeout_ns =
-                (self.secs(v, &k("active_timeout_s"), 1e-3, 1e6)? * 1e9) as u64;
+                weir_packet::value::ns(self.secs(v, &k("active_timeout_s"), 1e-3, 1e6)?);
         }
         let format = match &f.export_format {
             None => NetflowFormat::Ipfix,
@@ -807,7 +808,7 @@ impl Cx<'_> {
                 if f.parquet.is_none() {
                     return Err(self.at(v, &k("parquet_interval_s"), "give `parquet` too"));
                 }
-                (self.secs(v, &k("parquet_interval_s"), 1.0, 86400.0)? * 1e9) as u64
+                weir_packet::value::ns(self.secs(v, &k("parquet_interval_s"), 1.0, 86400.0)?)
             }
         };
         let Some(v) = &f.parquet else {

@@ -67,23 +67,17 @@ pub struct Config {
     /// A call that is over (BYE, CANCEL, final error) is written once this many seconds pass
     /// with none of its packets (late RTP).
     #[cfg_attr(feature = "clap", arg(long = "call-linger", value_name = "SECONDS",
-          default_value = "2", value_parser = seconds_ns, allow_negative_numbers = true))]
+          default_value = "2", value_parser = weir_packet::value::seconds_ns, allow_negative_numbers = true))]
     pub linger_ns: u64,
     /// A call (or heuristic RTP stream) with no packet for this many seconds is written as it
     /// stands.
     #[cfg_attr(feature = "clap", arg(long = "call-timeout", value_name = "SECONDS",
-          default_value = "300", value_parser = seconds_ns, allow_negative_numbers = true))]
+          default_value = "300", value_parser = weir_packet::value::seconds_ns, allow_negative_numbers = true))]
     pub call_timeout_ns: u64,
     /// Each stream's record carries its loss and jitter over intervals this long
     /// ([`StreamRecord::timeline`]), ns; 0: none (set by `weir voip --plot`).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub timeline_ns: u64,
-}
-
-/// A duration in seconds ([`weir_packet::value::seconds`]: finite, 1 ns to 10⁹ s) in ns.
-#[cfg(feature = "clap")]
-pub fn seconds_ns(s: &str) -> Result<u64, String> {
-    weir_packet::value::seconds(s).map(|s| (s * 1e9) as u64)
 }
 
 /// How often (in the packets' time) open calls are looked at for [`Config::linger_ns`] and

@@ -58,7 +58,7 @@ impl Args {
 
     /// The analyzer's bounds, with the charts' interval when there are charts.
     fn analyzer(&self) -> Config {
-        let timeline_ns = ((self.plot_interval * 1e9) as u64).max(1);
+        let timeline_ns = weir_packet::value::ns(self.plot_interval).max(1);
         Config {
             timeline_ns: if self.plot.is_some() { timeline_ns } else { 0 },
             ..self.analyzer

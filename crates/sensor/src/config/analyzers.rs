@@ -235,7 +235,7 @@ impl Cx<'_> {
             }
             if let Some(v) = &r.idle_timeout_s {
                 analyzer.idle_timeout_ns =
-                    (self.secs(v, &k("idle_timeout_s"), 1e-3, 1e6)? * 1e9) as u64;
+                    weir_packet::value::ns(self.secs(v, &k("idle_timeout_s"), 1e-3, 1e6)?);
             }
             let kafka = self.analyzer_kafka(r.kafka.as_ref(), &key)?;
             if kafka.is_some() && format != weir_http::log::Format::Json {
@@ -299,11 +299,12 @@ impl Cx<'_> {
                 analyzer.max_streams = self.int(v, &k("max_streams"), 1, 100_000_000)? as usize;
             }
             if let Some(v) = &r.call_linger_s {
-                analyzer.linger_ns = (self.secs(v, &k("call_linger_s"), 1e-3, 1e6)? * 1e9) as u64;
+                analyzer.linger_ns =
+                    weir_packet::value::ns(self.secs(v, &k("call_linger_s"), 1e-3, 1e6)?);
             }
             if let Some(v) = &r.call_timeout_s {
                 analyzer.call_timeout_ns =
-                    (self.secs(v, &k("call_timeout_s"), 1e-3, 1e6)? * 1e9) as u64;
+                    weir_packet::value::ns(self.secs(v, &k("call_timeout_s"), 1e-3, 1e6)?);
             }
             let plot = match &r.plot {
                 Some(v) => {
@@ -319,7 +320,7 @@ impl Cx<'_> {
                         Some(i) => self.secs(i, &k("plot_interval_s"), 1e-3, 1e6)?,
                         None => 1.0,
                     };
-                    analyzer.timeline_ns = ((interval * 1e9) as u64).max(1);
+                    analyzer.timeline_ns = weir_packet::value::ns(interval).max(1);
                     Some(p)
                 }
                 None => {
