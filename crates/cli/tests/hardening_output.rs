@@ -274,11 +274,68 @@ fn an_output_that_is_an_input_is_refused() {
             "--csv".as_ref(),
             out.as_os_str(),
         ]);
+        // session 18: extract replaced the input with its selection (here none), flows wrote
+        // its records or counters over it, all with exit 0 (--stats: 1, the input gone)
+        let o = out.to_str().unwrap();
+        let file_out = format!("file:{o}");
+        for rest in [
+            &["extract", o, "-w", o, "udp port 1"][..],
+            &["flows", "-r", o, "--json", o],
+            &["flows", "-r", o, "--stats", o],
+            &["flows", "-r", o, "--export", &file_out],
+        ] {
+            let args: Vec<&std::ffi::OsStr> = rest.iter().map(|a| a.as_ref()).collect();
+            check(&args);
+        }
     }
     assert!(std::fs::symlink_metadata(&link)
         .unwrap()
         .file_type()
         .is_symlink());
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
+/// `weir extract` does not write into what it reads: a file of the store it searches (the
+/// manifest was replaced by the selection, the store then unreadable) or an input file's index;
+/// `weir flows` refuses two outputs in one place (`--json X --stats X`: the counters replaced
+/// the records). Each is exit 1 before anything is written; the store still lists its packets.
+#[test]
+fn extract_and_flows_do_not_write_over_what_they_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |n: &str| tmp.path().join(n).to_str().unwrap().to_string();
+    let (f, store) = (t("f.pcap"), t("store"));
+    std::fs::copy(sample(), &f).unwrap();
+    assert!(run(weir().args(["record", "-r", &f, "-o", &store]))
+        .status
+        .success());
+    assert!(run(weir().args(["index", &f])).status.success());
+    let ls = || run(weir().args(["ls", &store, "--json"])).stdout;
+    let (listed, idx) = (ls(), std::fs::read(format!("{f}.idx")).unwrap());
+    let manifest = format!("{store}/manifest.json");
+    let (idx_path, json) = (format!("{f}.idx"), t("x.json"));
+    let cases: &[(&[&str], &str)] = &[
+        (&["extract", &store, "-w", &manifest], "into the store"),
+        (
+            &["extract", &store, "-w", &t("store/new.pcap")],
+            "into the store",
+        ),
+        (&["extract", &f, "-w", &idx_path], "over the index"),
+        (
+            &["flows", "-r", &f, "--json", &json, "--stats", &json],
+            "--json and --stats both name",
+        ),
+        (&["flows", "-r", &f, "--csv", &store], "is a directory"),
+    ];
+    for (args, msg) in cases {
+        let r = run(weir().args(*args));
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    assert_eq!(ls(), listed, "the store changed");
+    assert_eq!(std::fs::read(&idx_path).unwrap(), idx, "the index changed");
+    assert!(!Path::new(&json).exists() && !Path::new(&t("store/new.pcap")).exists());
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 

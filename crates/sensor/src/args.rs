@@ -661,9 +661,9 @@ impl VoipBesideArgs {
     }
 }
 
-/// Refuses two analyzer outputs in one place (the same name, file, terminal or pipe; see
-/// [`crate::output::same_output`]), an output that is one of `inputs` (files imported with
-/// `-r`), and a chart directory that is a file.
+/// Refuses two analyzer outputs in one place (the same name, file, terminal or pipe), an output
+/// that is one of `inputs` (files imported with `-r`) or a directory
+/// ([`crate::output::distinct_outputs`]), and a chart directory that is a file.
 pub fn check_outputs(
     http: &HttpBesideArgs,
     voip: &VoipBesideArgs,
@@ -678,21 +678,7 @@ pub fn check_outputs(
     .into_iter()
     .filter_map(|(f, p)| p.map(|p| (f, p)))
     .collect();
-    for (i, (fa, a)) in outs.iter().enumerate() {
-        weir_packet::output::check_inputs(inputs, Some(*a)).map_err(|e| format!("{fa}: {e}"))?;
-        if a.is_dir() {
-            return Err(format!("{fa}: {} is a directory", a.display()));
-        }
-        if let Some((fb, _)) = outs[i + 1..]
-            .iter()
-            .find(|(_, b)| crate::output::same_output(a, b))
-        {
-            return Err(format!(
-                "{fa} and {fb} both name {}: give each log its own output",
-                a.display()
-            ));
-        }
-    }
+    crate::output::distinct_outputs(&outs, inputs)?;
     if let Some(p) = &voip.voip_plot {
         if p.exists() && !p.is_dir() {
             return Err(format!("--voip-plot: {} is not a directory", p.display()));

@@ -5,7 +5,7 @@
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
@@ -49,6 +49,25 @@ pub fn same_output(a: &Path, b: &Path) -> bool {
             resolved(a).is_some_and(|x| resolved(b) == Some(x))
         }
     }
+}
+
+/// Refuses, among a command's outputs (`(flag, path)`), one that is one of `inputs` (the files
+/// it reads: [`weir_packet::output::check_inputs`]), one that is a directory, and two in one
+/// place ([`same_output`]): `FLAG and FLAG both name PATH: give each its own output`.
+pub fn distinct_outputs(outs: &[(&str, &Path)], inputs: &[PathBuf]) -> Result<(), String> {
+    for (i, (fa, a)) in outs.iter().enumerate() {
+        weir_packet::output::check_inputs(inputs, Some(*a)).map_err(|e| format!("{fa}: {e}"))?;
+        if a.is_dir() {
+            return Err(format!("{fa}: {} is a directory", a.display()));
+        }
+        if let Some((fb, _)) = outs[i + 1..].iter().find(|(_, b)| same_output(a, b)) {
+            return Err(format!(
+                "{fa} and {fb} both name {}: give each its own output",
+                a.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a second log of an analyzer (`flag`, at `other`) in the same place as its main log

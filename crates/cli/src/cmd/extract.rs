@@ -11,9 +11,9 @@
 //! With `--sensor URL[,URL...]` the same extract is asked of several `weir serve` instances at
 //! once and their packets merged in time order (`weir_store::remote`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use weir_index::Query;
 use weir_pcap::PacketWriter;
 use weir_store::extract::BpfMatcher;
@@ -105,6 +105,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     let format = args.out.format(Format::Pcap);
     let specs = selection.output_interfaces(format)?;
     let out = args.out.path.as_deref().context("-w is required")?;
+    check_output(&inputs, out)?;
     let mut w = PacketWriter::new(output::create(out)?, format, &specs)?;
     let untagged = selection.write(&mut w, format)?;
     w.finish()?.commit()?;
@@ -118,6 +119,39 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         eprintln!("weir extract: {}", selection.summary());
     }
     Ok(status)
+}
+
+/// Refuses an output that would replace what is read: one of the input files (the selection
+/// would take the place of the whole file), an input file's index (`FILE.idx`), or a file in
+/// an input store's directory (its manifest, a segment, an index).
+fn check_output(inputs: &[PathBuf], out: &Path) -> Result<()> {
+    output::check_inputs(inputs, Some(out))?;
+    let canonical_dir = |p: &Path| match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => std::fs::canonicalize(d).ok(),
+        _ => std::fs::canonicalize(".").ok(),
+    };
+    for input in inputs {
+        if input.is_dir() {
+            let store = std::fs::canonicalize(input).ok();
+            if store.is_some() && canonical_dir(out) == store {
+                bail!(
+                    "refusing to write {} into the store {} it reads",
+                    out.display(),
+                    input.display()
+                );
+            }
+        } else {
+            let idx = PathBuf::from(format!("{}.idx", input.display()));
+            if weir_sensor::output::same_output(out, &idx) {
+                bail!(
+                    "refusing to write {} over the index of the input {}",
+                    out.display(),
+                    input.display()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `--sensor`: the extract of every sensor, merged ([`weir_store::remote::merge`]); each

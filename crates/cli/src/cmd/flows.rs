@@ -9,11 +9,11 @@
 //! `weir rules`. The outputs are `weir_export::Outputs`, shared with `weir record --flows`
 //! (the options: [`weir_export::SinkArgs`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
-use weir_export::SinkArgs;
+use weir_export::{Outputs, SinkArgs, Target};
 use weir_flows::Config;
 use weir_sensor::flows::{FlowsJobConfig, FlowsSource};
 use weir_sensor::Controls;
@@ -72,6 +72,12 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         stats: args.stats.clone(),
         duration: args.source.live.duration.map(Duration::from_secs_f64),
     };
+    let inputs = if live {
+        &[][..]
+    } else {
+        &args.source.inputs.files[..]
+    };
+    check_outputs(&cfg.outputs, cfg.stats.as_deref(), inputs)?;
     let controls = if live {
         output::controls(cfg.rules.is_some())?
     } else {
@@ -96,4 +102,24 @@ pub(crate) fn run(args: Args) -> Result<Status> {
         }
     }
     Ok(input::status(report.damaged))
+}
+
+/// Before anything is created: no output file (`--export FILE`, `--json`, `--csv`, `--stats`)
+/// is one of the files read or a directory, and no two name one place (they would overwrite
+/// the input, or each other, silently).
+fn check_outputs(o: &Outputs, stats: Option<&Path>, inputs: &[PathBuf]) -> Result<()> {
+    let export = o.netflow.as_ref().and_then(|n| match &n.target {
+        Target::File(p) => Some(p.as_path()),
+        _ => None,
+    });
+    let outs: Vec<(&str, &Path)> = [
+        ("--export", export),
+        ("--json", o.json.as_deref()),
+        ("--csv", o.csv.as_deref()),
+        ("--stats", stats),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p)))
+    .collect();
+    weir_sensor::output::distinct_outputs(&outs, inputs).map_err(anyhow::Error::msg)
 }
