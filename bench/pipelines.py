@@ -7,7 +7,13 @@
    `weir extract --sensor A,B` merged against the sum of `weir extract A` + `weir extract B`
    (for a port filter and for everything), medians of --runs, wall, CPU, peak RSS.
 
-usage: bench/pipelines.py [--runs 5] [--port 53] [--weir BINARY] [--skip-extract]
+With --profile, the three flows commands run once more under `perf sched record -a`
+(bench/sched_profile.py): per thread of weir (the Parquet sink's is `weir-parquet`) its CPU, the
+time it waited for a core and when it last ran. --interval S adds `--parquet-interval S` to the
+Parquet runs (default: the 5-minute default).
+
+usage: bench/pipelines.py [--runs 5] [--port 53] [--weir BINARY] [--skip-extract] [--profile]
+                          [--interval S]
 """
 
 import argparse
@@ -27,6 +33,8 @@ ap.add_argument("--runs", type=int, default=5)
 ap.add_argument("--port", default="53")
 ap.add_argument("--weir", help="a weir binary to measure instead of target/release/weir")
 ap.add_argument("--skip-extract", action="store_true", help="only the Parquet part")
+ap.add_argument("--profile", action="store_true", help="one more run of each flows command under perf sched")
+ap.add_argument("--interval", help="--parquet-interval for the Parquet runs (seconds)")
 args = ap.parse_args()
 
 root = runner.repo_root()
@@ -44,21 +52,28 @@ tmp = tempfile.mkdtemp(prefix="weir-bench-pipelines-")
 try:
     pq = os.path.join(tmp, "pq")
     base = [weir, "flows", "-r", trace]
-    med = runner.compare(
-        [
-            ("flows --json", base + ["--json", "/dev/null"]),
-            ("flows --parquet", ["sh", "-c", f'rm -rf {pq}; exec "$@"', "-"] + base + ["--parquet", pq]),
-            ("flows --json --parquet", ["sh", "-c", f'rm -rf {pq}; exec "$@"', "-"] + base
-             + ["--json", "/dev/null", "--parquet", pq]),
-        ],
-        runs=args.runs,
-    )
+    pqopts = ["--parquet", pq] + (["--parquet-interval", args.interval] if args.interval else [])
+    flows_cmds = [
+        ("flows --json", base + ["--json", "/dev/null"]),
+        ("flows --parquet", ["sh", "-c", f'rm -rf {pq}; exec "$@"', "-"] + base + pqopts),
+        ("flows --json --parquet", ["sh", "-c", f'rm -rf {pq}; exec "$@"', "-"] + base
+         + ["--json", "/dev/null"] + pqopts),
+    ]
+    med = runner.compare(flows_cmds, runs=args.runs)
     runner.report("flows: Parquet sink (3 M packets)", med, "flows --json")
     j, p, jp = med["flows --json"], med["flows --parquet"], med["flows --json --parquet"]
     print(f"--parquet added to --json: {100 * (jp[0] / j[0] - 1):+.1f} % wall, "
           f"{100 * (jp[1] / j[1] - 1):+.1f} % CPU (target <= +10 % wall)")
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(pq) for f in fs)
-    print(f"parquet files: {size / 1e6:.1f} MB")
+    files = sum(1 for _, _, fs in os.walk(pq) for f in fs if f.endswith(".parquet"))
+    print(f"parquet files: {files} files, {size / 1e6:.2f} MB")
+    print("load average (1, 5, 15 min) at the end: %.2f %.2f %.2f" % os.getloadavg())
+    if args.profile:
+        import sched_profile
+        for name, cmd in flows_cmds:
+            shutil.rmtree(pq, ignore_errors=True)
+            # perf names the command by its first word: run weir itself, not through sh
+            sched_profile.print_profile(name, sched_profile.profile(cmd[cmd.index(weir):]))
 
     if args.skip_extract:
         sys.exit(0)
