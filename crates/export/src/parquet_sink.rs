@@ -759,6 +759,78 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The columns of [`DELTA_COLUMNS`] are delta-encoded and not compressed, the addresses
+    /// zstd-compressed, the low-cardinality ones dictionary-encoded; the values read back (the
+    /// parquet crate's own reader) are the records' (times, ports and counters of `rec`, set
+    /// by hand above, and a null reverse start for a direction without packets; the reader
+    /// gives ns timestamps as plain longs).
+    #[test]
+    fn delta_columns_are_uncompressed_and_read_back_exact() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        use parquet::record::Field;
+        let dir = std::env::temp_dir().join(format!("weir-parquet-enc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = ParquetOutput {
+            dir: dir.clone(),
+            interval_ns: DEFAULT_INTERVAL_NS,
+            sensor: "s1".into(),
+            sync: false,
+        };
+        let mut s = ParquetSink::open(&out).unwrap();
+        let n = 300u64;
+        for i in 0..n {
+            let mut r = rec(T0 + i * 1_000_000);
+            r.key.src_port = 1024 + i as u16;
+            r.forward.bytes = 1000 * i;
+            s.export(&r).unwrap();
+        }
+        assert_eq!(s.finish().unwrap().files, 1);
+        let path = dir.join(&files(&dir)[0]);
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let rg = reader.metadata().row_group(0);
+        assert_eq!(rg.num_rows(), n as i64);
+        for c in rg.columns() {
+            let name = c.column_path().string();
+            let (delta, dict) = (
+                DELTA_COLUMNS.contains(&name.as_str()),
+                DICTIONARY_COLUMNS.contains(&name.as_str()),
+            );
+            let encodings: Vec<Encoding> = c.encodings().collect();
+            if delta {
+                assert_eq!(c.compression(), Compression::UNCOMPRESSED, "{name}");
+                assert!(
+                    encodings.contains(&Encoding::DELTA_BINARY_PACKED),
+                    "{name}: {encodings:?}"
+                );
+            } else if dict {
+                assert_eq!(c.compression(), Compression::UNCOMPRESSED, "{name}");
+            } else {
+                assert!(name.ends_with("IPAddress"), "{name}");
+                assert!(matches!(c.compression(), Compression::ZSTD(_)), "{name}");
+            }
+        }
+        assert_eq!(DELTA_COLUMNS.len() + DICTIONARY_COLUMNS.len() + 2, 25);
+        for (i, row) in reader.get_row_iter(None).unwrap().enumerate() {
+            let row = row.unwrap();
+            let get = |k: &str| {
+                row.get_column_iter()
+                    .find(|(n, _)| n.as_str() == k)
+                    .map(|(_, v)| v.clone())
+                    .unwrap()
+            };
+            let at = T0 + i as u64 * 1_000_000;
+            assert_eq!(get("flowStartNanoseconds"), Field::Long(at as i64 - 5));
+            assert_eq!(get("flowEndNanoseconds"), Field::Long(at as i64));
+            assert_eq!(get("sourceTransportPort"), Field::UShort(1024 + i as u16));
+            assert_eq!(get("destinationTransportPort"), Field::UShort(80));
+            assert_eq!(get("packetDeltaCount"), Field::Long(2));
+            assert_eq!(get("octetDeltaCount"), Field::Long(1000 * i as i64));
+            assert_eq!(get("reverseFlowStartNanoseconds"), Field::Null);
+            assert_eq!(get("reversePacketDeltaCount"), Field::Long(0));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// A run killed mid-interval leaves its temporary file; the next run of that sensor
     /// removes it (and counts it), another sensor's is left alone.
     #[test]
