@@ -16,7 +16,11 @@ on the same machine and its CPU is not in weir's CPU time, but it competes for t
 during the wall time: one more run of each measures the broker's CPU (from /proc) beside
 weir's. Target: the sink costs at most 10 % of `weir flows -r`.
 
-usage: bench/flows_kafka.py [--runs N] [--packets N] [--weir BINARY] [--settings]
+With --profile, each command runs once more under `perf sched record -a` (bench/sched_profile.py):
+per thread of weir its CPU, the time it waited for a core and when it last ran (the meter's end
+against the last delivery), and the broker's CPU and the idle cores' time over weir's life.
+
+usage: bench/flows_kafka.py [--runs N] [--packets N] [--weir BINARY] [--settings] [--profile]
 """
 
 import argparse
@@ -36,6 +40,8 @@ ap.add_argument("--runs", type=int, default=5)
 ap.add_argument("--packets", type=int, default=3_000_000)
 ap.add_argument("--weir", help="a weir binary to measure instead of target/release/weir (no build)")
 ap.add_argument("--settings", action="store_true", help="also the producer settings' variants")
+ap.add_argument("--profile", action="store_true", help="one more run of each under perf sched (who waits on whom)")
+ap.add_argument("--only", help="comma-separated labels of the Kafka modes to run (default: all)")
 args = ap.parse_args()
 
 root = runner.repo_root()
@@ -105,6 +111,10 @@ try:
                    ("json lz4 100/msg 1 MiB batches", "json", "lz4",
                     ["--kafka-records-per-message", "100", "--kafka-batch-bytes", str(1 << 20)])]
 
+    if args.only:
+        keep = set(args.only.split(","))
+        kafkas = [k for k in kafkas if k[0] in keep]
+
     def kafka(label, fmt, compression, more):
         topic = "bench-" + "".join(c if c.isalnum() else "-" for c in label)
         return [weir, "flows", "-r", trace, "--kafka", brokers, "--kafka-format", fmt,
@@ -133,6 +143,11 @@ try:
         with open(stats) as f:
             st = json.load(f)
         counts[k[0]] = st
+    if args.profile:
+        import sched_profile
+        for name, cmd in cmds:
+            sched_profile.print_profile(name, sched_profile.profile(cmd, [broker.pid]),
+                                        {broker.pid: "broker (JVM)"})
 finally:
     broker.terminate()
     try:
@@ -141,7 +156,7 @@ finally:
         broker.kill()
     subprocess.run(["rm", "-rf", kdir])
 
-st = counts["json zstd"]
+st = next(iter(counts.values()))
 packets, records = st["packets_read"], st["records"]
 runner.report(f"flows to Kafka: {os.path.basename(trace)}, {packets} packets, {records} records, "
               f"median of {args.runs}", med, "json to /dev/null", packets)

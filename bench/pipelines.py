@@ -7,13 +7,20 @@
    `weir extract --sensor A,B` merged against the sum of `weir extract A` + `weir extract B`
    (for a port filter and for everything), medians of --runs, wall, CPU, peak RSS.
 
-usage: bench/pipelines.py [--runs 5] [--port 53] [--weir BINARY] [--skip-extract]
+With --profile, the three flows commands run once more under `perf sched record -a`
+(bench/sched_profile.py): per thread of weir (the Parquet sink's is `weir-parquet`) its CPU, the
+time it waited for a core and when it last ran. --interval S adds `--parquet-interval S` to the
+Parquet runs (default: the 5-minute default).
+
+usage: bench/pipelines.py [--runs 5] [--port 53] [--weir BINARY] [--skip-extract] [--profile]
+                          [--interval S]
 """
 
 import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +34,8 @@ ap.add_argument("--runs", type=int, default=5)
 ap.add_argument("--port", default="53")
 ap.add_argument("--weir", help="a weir binary to measure instead of target/release/weir")
 ap.add_argument("--skip-extract", action="store_true", help="only the Parquet part")
+ap.add_argument("--profile", action="store_true", help="one more run of each flows command under perf sched")
+ap.add_argument("--interval", help="--parquet-interval for the Parquet runs (seconds)")
 args = ap.parse_args()
 
 root = runner.repo_root()
@@ -44,21 +53,42 @@ tmp = tempfile.mkdtemp(prefix="weir-bench-pipelines-")
 try:
     pq = os.path.join(tmp, "pq")
     base = [weir, "flows", "-r", trace]
-    med = runner.compare(
-        [
-            ("flows --json", base + ["--json", "/dev/null"]),
-            ("flows --parquet", ["sh", "-c", f'rm -rf {pq}; exec "$@"', "-"] + base + ["--parquet", pq]),
-            ("flows --json --parquet", ["sh", "-c", f'rm -rf {pq}; exec "$@"', "-"] + base
-             + ["--json", "/dev/null", "--parquet", pq]),
-        ],
-        runs=args.runs,
-    )
+    pqopts = ["--parquet", "{PQ}"] + (["--parquet-interval", args.interval] if args.interval else [])
+    flows_cmds = [
+        ("flows --json", base + ["--json", "/dev/null"]),
+        ("flows --parquet", base + pqopts),
+        ("flows --json --parquet", base + ["--json", "/dev/null"] + pqopts),
+    ]
+    # every Parquet run writes into a directory of its own, all removed at the end: removing
+    # the previous run's files inside the timed command (as before session 18) timed `sh` and
+    # `rm -rf` with it, and ext4 then spent a third of the sink's time skipping the inodes
+    # just freed (`recently_deleted` under `ext4_create`), which a sensor writing a file every
+    # few minutes does not meet
+    fresh = iter(range(1 << 30))
+
+    def argv(cmd):
+        return [os.path.join(tmp, f"pq-{next(fresh)}") if a == "{PQ}" else a for a in cmd]
+
+    samples = {name: [] for name, _ in flows_cmds}
+    for r in range(args.runs + 1):  # the first round warms up
+        for name, cmd in flows_cmds:
+            m = runner.measure(argv(cmd))
+            if r:
+                samples[name].append(m)
+    med = {n: tuple(statistics.median(x[i] for x in s) for i in range(3)) for n, s in samples.items()}
+    pq = os.path.join(tmp, f"pq-{next(fresh) - 1}")
     runner.report("flows: Parquet sink (3 M packets)", med, "flows --json")
     j, p, jp = med["flows --json"], med["flows --parquet"], med["flows --json --parquet"]
     print(f"--parquet added to --json: {100 * (jp[0] / j[0] - 1):+.1f} % wall, "
           f"{100 * (jp[1] / j[1] - 1):+.1f} % CPU (target <= +10 % wall)")
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(pq) for f in fs)
-    print(f"parquet files: {size / 1e6:.1f} MB")
+    files = sum(1 for _, _, fs in os.walk(pq) for f in fs if f.endswith(".parquet"))
+    print(f"parquet files: {files} files, {size / 1e6:.2f} MB")
+    print("load average (1, 5, 15 min) at the end: %.2f %.2f %.2f" % os.getloadavg())
+    if args.profile:
+        import sched_profile
+        for name, cmd in flows_cmds:
+            sched_profile.print_profile(name, sched_profile.profile(argv(cmd)))
 
     if args.skip_extract:
         sys.exit(0)

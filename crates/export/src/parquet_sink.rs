@@ -22,9 +22,11 @@
 //! its interval's end (or a record goes back more than an interval and an hour: captures
 //! concatenated out of time order start again). Intervals without records leave no file.
 //!
-//! Columns (IPFIX names, as the JSON lines; typed; times, addresses, ports and counters
-//! zstd-compressed, the columns of few distinct values (VLAN, IP version, protocol, ToS, TCP
-//! flags, TTLs, `flowEndReason`, `tag`, `sensor`) dictionary-encoded and not compressed; min/max statistics per column chunk): `flowStartNanoseconds`, `flowEndNanoseconds` (timestamp ns UTC, null for a direction
+//! Columns (IPFIX names, as the JSON lines; typed; the addresses zstd-compressed, times, ports
+//! and counters delta-encoded (`DELTA_BINARY_PACKED`) and not compressed, the columns of few
+//! distinct values (VLAN, IP version, protocol, ToS, TCP flags, TTLs, `flowEndReason`, `tag`,
+//! `sensor`) dictionary-encoded and not compressed: see [`DELTA_COLUMNS`] for why; min/max
+//! statistics per column chunk): `flowStartNanoseconds`, `flowEndNanoseconds` (timestamp ns UTC, null for a direction
 //! without packets), `vlanId` (uint16), `ipVersion` (uint8, 4 or 6), `sourceIPAddress`,
 //! `destinationIPAddress` (16-byte fixed: IPv6, or IPv4 mapped as `::ffff:a.b.c.d`),
 //! `protocolIdentifier`, `sourceTransportPort`, `destinationTransportPort`, `ipClassOfService`,
@@ -37,7 +39,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::data_type::{ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType};
 use parquet::data_type::{Int32Type, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -101,6 +103,28 @@ const DICTIONARY_COLUMNS: &[&str] = &[
     "flowEndReason",
     "tag",
     "sensor",
+];
+
+/// The integer columns of many distinct values (times, ports, counters): delta-encoded
+/// (`DELTA_BINARY_PACKED`: each block's deltas from their minimum, bit-packed) and not
+/// compressed. The parquet crate makes a zstd compressor and a decompressor for every
+/// compressed column chunk, and each asks the CPU its features (`cpuid`, three times): on a
+/// virtual machine every `cpuid` traps to the hypervisor (≈ 10 µs on the 2-vCPU bench VMs), so
+/// with files of a few hundred records (5 minutes of a small sensor) making compressors cost
+/// more than compressing. Delta encoding needs no compressor and packs these columns about as
+/// small as zstd did (times within a file and counters are small numbers apart); only the two
+/// address columns stay zstd-compressed (bench/README.md, session 18).
+const DELTA_COLUMNS: &[&str] = &[
+    "flowStartNanoseconds",
+    "flowEndNanoseconds",
+    "sourceTransportPort",
+    "destinationTransportPort",
+    "packetDeltaCount",
+    "octetDeltaCount",
+    "reverseFlowStartNanoseconds",
+    "reverseFlowEndNanoseconds",
+    "reversePacketDeltaCount",
+    "reverseOctetDeltaCount",
 ];
 
 /// Where and how a run writes Parquet files.
@@ -175,8 +199,8 @@ impl ParquetSink {
         let schema = Arc::new(parse_message_type(SCHEMA).map_err(ExportError::Parquet)?);
         // a file holds few records (≈ 400 in 5 minutes of a small sensor): per column chunk,
         // a dictionary page costs more than it saves on addresses, times and counters (zstd
-        // compresses their plain pages); statistics per column chunk (row group pruning), not
-        // per page
+        // compresses the addresses' plain pages, the others are delta-encoded); statistics per
+        // column chunk (row group pruning), not per page
         let mut props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_dictionary_enabled(false)
@@ -190,6 +214,11 @@ impl ParquetSink {
         for col in DICTIONARY_COLUMNS {
             props = props
                 .set_column_dictionary_enabled(ColumnPath::from(*col), true)
+                .set_column_compression(ColumnPath::from(*col), Compression::UNCOMPRESSED);
+        }
+        for col in DELTA_COLUMNS {
+            props = props
+                .set_column_encoding(ColumnPath::from(*col), Encoding::DELTA_BINARY_PACKED)
                 .set_column_compression(ColumnPath::from(*col), Compression::UNCOMPRESSED);
         }
         let props = Arc::new(props.build());
@@ -727,6 +756,78 @@ mod tests {
         assert!(
             files(&dir).contains(&"date=2026-11-21/hour=10/s1-20261121T102000Z-1.parquet".into())
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The columns of [`DELTA_COLUMNS`] are delta-encoded and not compressed, the addresses
+    /// zstd-compressed, the low-cardinality ones dictionary-encoded; the values read back (the
+    /// parquet crate's own reader) are the records' (times, ports and counters of `rec`, set
+    /// by hand above, and a null reverse start for a direction without packets; the reader
+    /// gives ns timestamps as plain longs).
+    #[test]
+    fn delta_columns_are_uncompressed_and_read_back_exact() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        use parquet::record::Field;
+        let dir = std::env::temp_dir().join(format!("weir-parquet-enc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = ParquetOutput {
+            dir: dir.clone(),
+            interval_ns: DEFAULT_INTERVAL_NS,
+            sensor: "s1".into(),
+            sync: false,
+        };
+        let mut s = ParquetSink::open(&out).unwrap();
+        let n = 300u64;
+        for i in 0..n {
+            let mut r = rec(T0 + i * 1_000_000);
+            r.key.src_port = 1024 + i as u16;
+            r.forward.bytes = 1000 * i;
+            s.export(&r).unwrap();
+        }
+        assert_eq!(s.finish().unwrap().files, 1);
+        let path = dir.join(&files(&dir)[0]);
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let rg = reader.metadata().row_group(0);
+        assert_eq!(rg.num_rows(), n as i64);
+        for c in rg.columns() {
+            let name = c.column_path().string();
+            let (delta, dict) = (
+                DELTA_COLUMNS.contains(&name.as_str()),
+                DICTIONARY_COLUMNS.contains(&name.as_str()),
+            );
+            let encodings: Vec<Encoding> = c.encodings().collect();
+            if delta {
+                assert_eq!(c.compression(), Compression::UNCOMPRESSED, "{name}");
+                assert!(
+                    encodings.contains(&Encoding::DELTA_BINARY_PACKED),
+                    "{name}: {encodings:?}"
+                );
+            } else if dict {
+                assert_eq!(c.compression(), Compression::UNCOMPRESSED, "{name}");
+            } else {
+                assert!(name.ends_with("IPAddress"), "{name}");
+                assert!(matches!(c.compression(), Compression::ZSTD(_)), "{name}");
+            }
+        }
+        assert_eq!(DELTA_COLUMNS.len() + DICTIONARY_COLUMNS.len() + 2, 25);
+        for (i, row) in reader.get_row_iter(None).unwrap().enumerate() {
+            let row = row.unwrap();
+            let get = |k: &str| {
+                row.get_column_iter()
+                    .find(|(n, _)| n.as_str() == k)
+                    .map(|(_, v)| v.clone())
+                    .unwrap()
+            };
+            let at = T0 + i as u64 * 1_000_000;
+            assert_eq!(get("flowStartNanoseconds"), Field::Long(at as i64 - 5));
+            assert_eq!(get("flowEndNanoseconds"), Field::Long(at as i64));
+            assert_eq!(get("sourceTransportPort"), Field::UShort(1024 + i as u16));
+            assert_eq!(get("destinationTransportPort"), Field::UShort(80));
+            assert_eq!(get("packetDeltaCount"), Field::Long(2));
+            assert_eq!(get("octetDeltaCount"), Field::Long(1000 * i as i64));
+            assert_eq!(get("reverseFlowStartNanoseconds"), Field::Null);
+            assert_eq!(get("reversePacketDeltaCount"), Field::Long(0));
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
