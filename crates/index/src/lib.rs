@@ -40,7 +40,7 @@ mod query;
 
 pub use builder::IndexBuilder;
 pub use format::{head_hash, Index, IndexError, HEAD_LEN};
-pub use keys::{keys_of, keys_of_decoded, Key};
+pub use keys::{keys_of, keys_of_decoded, Key, PortGrain};
 pub use plan::ReadRange;
 pub use query::Query;
 
