@@ -3,16 +3,20 @@
 //!
 //! Per packet each key ORs the bit of the packet's **block** ([`BLOCKS_PER_CHUNK`] blocks of
 //! 4 KiB per 128 KiB chunk) into the key's mask for the current **chunk**, in tables addressed
-//! directly: 256 protocol masks, 65 536 port masks, a direct-mapped table of recent IPv4 (and
-//! IPv6) addresses with their masks. No hash map, no allocation, no branch on whether the key
-//! is new beyond the address slot's. When the chunk ends, every key touched in it gives one
-//! entry `(key, chunk, mask of its blocks)` appended to a flat array per kind (an address
-//! pushed out of its slot by another gives one early, merged later).
+//! directly: 256 protocol masks, 65 536 port masks (a port from 1 024 on ORs its bucket's:
+//! [`PortGrain`]), a direct-mapped table of recent IPv4 (and IPv6) addresses with their masks.
+//! No hash map, no allocation, no branch on whether the key is new beyond the address slot's.
+//! When the chunk ends, every key touched in it gives one entry `(key id, chunk, mask of its
+//! blocks)` appended to a flat array per kind (an address pushed out of its slot by another
+//! gives one early, merged later). The key id of a protocol or port is its value; an IPv4
+//! address gets a dense number from a table of the segment's addresses ([`V4Ids`]), looked up
+//! once per entry (per address and chunk), not per packet.
 //!
-//! When the index is serialized, the entries added since the last time are radix-sorted on
-//! their key bits (stable, so each key's chunks stay in order), entries of the same key and
-//! chunk merged (their masks ORed) and merged into the sorted entries of before: the postings
-//! of every key are then runs of consecutive entries. A key's block count is the sum of its
+//! When the index is serialized, the entries are grouped by key id with one counting pass
+//! (stable, so each key's chunks stay in order; entries of the same key and chunk, next to
+//! each other, merged with their masks ORed): the postings of every key are then runs of
+//! consecutive entries, written in key order (the addresses' ids sorted by address, a sort of
+//! the distinct addresses only). A key's block count is the sum of its
 //! masks' popcounts and its chunk count the length of its run, so the choice of list is read
 //! off the run, as the format asks: its blocks when the key is rare ([`FINE_ALWAYS`] blocks at
 //! most) or in few blocks of its chunks (at most [`FINE_PER_CHUNK`] per chunk on average) for
@@ -23,7 +27,9 @@
 //! chunk (session 12) cost ≈ 1 µs per packet; flat arrays of `(key, chunk)` words radix-sorted
 //! (session 14) ≈ 89 ns; the same with a word per (key, 4 KiB block) for index format 2
 //! (session 15) ≈ 140 ns, ≈ 3.1 words per packet to sort; a word per (key, chunk) with the
-//! blocks as a mask (session 16) ≈ 2.0 per packet, the same index bytes.
+//! blocks as a mask (session 16) ≈ 2.0 per packet, the same index bytes; ports from 1 024 on
+//! per bucket of 64 and a counting pass by key id instead of the radix sort (session 18):
+//! ≈ 134 → ≈ 103 ns per packet (serializing ≈ 82 → ≈ 48), the index 2.51 → 1.34 % of the data.
 
 use weir_decode::quick::{self, Upper};
 use weir_packet::LinkType;
