@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use weir_index::{IndexBuilder, Key, DEFAULT_CHUNK};
+use weir_index::{IndexBuilder, Key, PortGrain, DEFAULT_CHUNK};
 use weir_packet::LinkType;
 use weir_pcap::FileReader;
 
@@ -38,6 +38,12 @@ struct Args {
     /// Traffic to run, comma-separated: diverse, trace, one-flow.
     #[arg(long, default_value = "diverse,trace,one-flow")]
     traffic: String,
+    /// Ports below this are keys of their own (65536: every port, as index format 3).
+    #[arg(long, default_value_t = PortGrain::DEFAULT.exact_below)]
+    port_exact_below: u32,
+    /// log2 of the ports per key from --port-exact-below on.
+    #[arg(long, default_value_t = PortGrain::DEFAULT.bucket_shift)]
+    port_bucket_shift: u32,
 }
 
 /// Packets back to back in one allocation, as in the packet buffer the recorder reads, with
@@ -151,11 +157,17 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn report(name: &str, t: &Traffic, rounds: usize, decoder: bool) -> std::io::Result<()> {
+fn report(
+    name: &str,
+    t: &Traffic,
+    rounds: usize,
+    decoder: bool,
+    grain: PortGrain,
+) -> std::io::Result<()> {
     let (mut secs, mut sers) = (Vec::new(), Vec::new());
     let mut size = 0;
     // One builder, cleared for each segment, as the recorder keeps one.
-    let mut b = IndexBuilder::new(DEFAULT_CHUNK);
+    let mut b = IndexBuilder::with_port_grain(DEFAULT_CHUNK, grain);
     for _ in 0..rounds {
         let (s, ser, n) = run(t, false, &mut b);
         secs.push(s);
@@ -255,10 +267,20 @@ fn main() -> Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.rounds >= 1, "--rounds: at least 1");
     anyhow::ensure!(args.packets >= 1, "--packets: at least 1");
+    let grain = PortGrain {
+        exact_below: args.port_exact_below,
+        bucket_shift: args.port_bucket_shift,
+    };
+    anyhow::ensure!(
+        grain.is_valid(),
+        "--port-exact-below must be at most 65536 and a multiple of 2^--port-bucket-shift (at most 15)"
+    );
     writeln!(
         std::io::stdout(),
-        "weir-index, median of {} rounds:",
-        args.rounds
+        "weir-index, median of {} rounds, ports exact below {}, buckets of {} above:",
+        args.rounds,
+        grain.exact_below,
+        1u32 << grain.bucket_shift
     )
     .context("writing the results")?;
     for what in args.traffic.split(',') {
@@ -268,11 +290,12 @@ fn main() -> Result<()> {
                 &synthetic(args.packets, true),
                 args.rounds,
                 false,
+                grain,
             )
             .context("writing the results")?,
             "trace" => {
                 let tr = trace(&args.trace)?;
-                report("trace", &tr, args.rounds, true).context("writing the results")?;
+                report("trace", &tr, args.rounds, true, grain).context("writing the results")?;
                 wildcard_census(&tr).context("writing the results")?;
             }
             "one-flow" => report(
@@ -280,6 +303,7 @@ fn main() -> Result<()> {
                 &synthetic(args.packets, false),
                 args.rounds,
                 false,
+                grain,
             )
             .context("writing the results")?,
             other => anyhow::bail!("--traffic: {other:?} is none of diverse, trace, one-flow"),

@@ -193,13 +193,17 @@ fn weir_index_makes_capture_files_searchable() {
 /// tests/data/store-v1, synthetic packets from tests/data/make-store-v1.py recorded by the
 /// binary of d79d235 with 8 KiB chunks) and in sessions 15-16 (format 2: lists of blocks or
 /// chunks, 24 bytes per block; tests/data/store-v2, the same packets recorded by the binary of
-/// dea9dc8; see their README.md) still extract exactly what tcpdump selects, through their index
-/// (no warning, searches narrowed); `weir index --force` rewrites the index in today's format
-/// (3), with the same answers.
+/// dea9dc8; see their README.md) and in session 17 (format 3: key tables, every port its own
+/// key; tests/data/store-v3, by the binary of 867d603) still extract exactly what tcpdump
+/// selects, through their index (no warning, searches narrowed); `weir index --force` rewrites
+/// the index in today's format (4: ports from 1 024 on keyed per bucket of 64, so `port 5060`
+/// and the ephemeral ports read their bucket's blocks, a superset the BPF program narrows),
+/// with the same answers.
 #[test]
 fn a_store_with_the_old_index_format_still_extracts() {
     old_store_extracts("store-v1", b"WEIRIDX1");
     old_store_extracts("store-v2", b"WEIRIDX2");
+    old_store_extracts("store-v3", b"WEIRIDX3");
 }
 
 fn old_store_extracts(name: &str, magic: &[u8; 8]) {
@@ -228,8 +232,11 @@ fn old_store_extracts(name: &str, magic: &[u8; 8]) {
         "host 2001:db8:1::2",
         "vlan and port 5060",
         "port 443 or port 80",
+        // Ephemeral ports (one packet each in the fixture): a bucket's key in format 4.
+        "port 39857",
+        "tcp port 49196 or udp port 39857",
     ];
-    for pass in ["as written", "format 3"] {
+    for pass in ["as written", "format 4"] {
         let mut narrowed = 0;
         for expr in exprs {
             let want = tcpdump(&segs, expr, 0, u64::MAX, tmp.path());
@@ -249,7 +256,7 @@ fn old_store_extracts(name: &str, magic: &[u8; 8]) {
         assert_eq!(narrowed, exprs.len(), "{pass}");
         let o = run(weir().arg("index").arg("--force").arg(&dir));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(&std::fs::read(&idx).unwrap()[..8], b"WEIRIDX3");
+        assert_eq!(&std::fs::read(&idx).unwrap()[..8], b"WEIRIDX4");
     }
 }
 

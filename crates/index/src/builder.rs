@@ -3,16 +3,20 @@
 //!
 //! Per packet each key ORs the bit of the packet's **block** ([`BLOCKS_PER_CHUNK`] blocks of
 //! 4 KiB per 128 KiB chunk) into the key's mask for the current **chunk**, in tables addressed
-//! directly: 256 protocol masks, 65 536 port masks, a direct-mapped table of recent IPv4 (and
-//! IPv6) addresses with their masks. No hash map, no allocation, no branch on whether the key
-//! is new beyond the address slot's. When the chunk ends, every key touched in it gives one
-//! entry `(key, chunk, mask of its blocks)` appended to a flat array per kind (an address
-//! pushed out of its slot by another gives one early, merged later).
+//! directly: 256 protocol masks, 65 536 port masks (a port from 1 024 on ORs its bucket's:
+//! [`PortGrain`]), a direct-mapped table of recent IPv4 (and IPv6) addresses with their masks.
+//! No hash map, no allocation, no branch on whether the key is new beyond the address slot's.
+//! When the chunk ends, every key touched in it gives one entry `(key id, chunk, mask of its
+//! blocks)` appended to a flat array per kind (an address pushed out of its slot by another
+//! gives one early, merged later). The key id of a protocol or port is its value; an IPv4
+//! address gets a dense number from a table of the segment's addresses ([`V4Ids`]), looked up
+//! once per entry (per address and chunk), not per packet.
 //!
-//! When the index is serialized, the entries added since the last time are radix-sorted on
-//! their key bits (stable, so each key's chunks stay in order), entries of the same key and
-//! chunk merged (their masks ORed) and merged into the sorted entries of before: the postings
-//! of every key are then runs of consecutive entries. A key's block count is the sum of its
+//! When the index is serialized, the entries are grouped by key id with one counting pass
+//! (stable, so each key's chunks stay in order; entries of the same key and chunk, next to
+//! each other, merged with their masks ORed): the postings of every key are then runs of
+//! consecutive entries, written in key order (the addresses' ids sorted by address, a sort of
+//! the distinct addresses only). A key's block count is the sum of its
 //! masks' popcounts and its chunk count the length of its run, so the choice of list is read
 //! off the run, as the format asks: its blocks when the key is rare ([`FINE_ALWAYS`] blocks at
 //! most) or in few blocks of its chunks (at most [`FINE_PER_CHUNK`] per chunk on average) for
@@ -23,13 +27,15 @@
 //! chunk (session 12) cost ≈ 1 µs per packet; flat arrays of `(key, chunk)` words radix-sorted
 //! (session 14) ≈ 89 ns; the same with a word per (key, 4 KiB block) for index format 2
 //! (session 15) ≈ 140 ns, ≈ 3.1 words per packet to sort; a word per (key, chunk) with the
-//! blocks as a mask (session 16) ≈ 2.0 per packet, the same index bytes.
+//! blocks as a mask (session 16) ≈ 2.0 per packet, the same index bytes; ports from 1 024 on
+//! per bucket of 64 and a counting pass by key id instead of the radix sort (session 18):
+//! ≈ 134 → ≈ 103 ns per packet (serializing ≈ 82 → ≈ 48), the index 2.51 → 1.34 % of the data.
 
 use weir_decode::quick::{self, Upper};
 use weir_packet::LinkType;
 
 use crate::format::{self, ChunkInfo, NONE};
-use crate::keys::{keys_of_decoded, Key};
+use crate::keys::{keys_of_decoded, Key, PortGrain};
 
 /// Blocks per chunk (the width of a chunk's block mask).
 pub(crate) const BLOCKS_PER_CHUNK: u32 = 32;
@@ -44,92 +50,167 @@ const V4_SLOTS: usize = 1 << 12;
 /// Slots of the IPv6 address table (a power of two).
 const V6_SLOTS: usize = 1 << 8;
 
-/// Postings of one key kind: entries `(key << 32) | chunk` and beside each the mask of the
-/// chunk's blocks holding the key.
+/// Postings of one key kind: entries `(key id, chunk, mask of the chunk's blocks holding the
+/// key)` in the order added (chunks never decrease), and per key id its entry count. The key
+/// id is the key's value for protocols and ports, a dense number ([`V4Ids`]) for addresses.
 #[derive(Default)]
 struct Postings {
-    w: Vec<u64>,
-    m: Vec<u32>,
-    /// `w[..sorted]` is sorted and free of duplicates.
-    sorted: usize,
+    id: Vec<u32>,
+    chunk: Vec<u32>,
+    mask: Vec<u32>,
+    count: Vec<u32>,
 }
 
 impl Postings {
     #[inline(always)]
-    fn push(&mut self, key: u32, chunk: u32, mask: u32) {
-        self.w.push(u64::from(key) << 32 | u64::from(chunk));
-        self.m.push(mask);
+    fn push(&mut self, id: u32, chunk: u32, mask: u32) {
+        let i = id as usize;
+        if i >= self.count.len() {
+            self.count.resize(i + 1, 0);
+        }
+        self.count[i] += 1;
+        self.id.push(id);
+        self.chunk.push(chunk);
+        self.mask.push(mask);
     }
 
     fn clear(&mut self) {
-        self.w.clear();
-        self.m.clear();
-        self.sorted = 0;
+        self.id.clear();
+        self.chunk.clear();
+        self.mask.clear();
+        self.count.clear();
     }
 
-    /// Sorts the entries added since the last call (on the key's `bits` bits above the chunk),
-    /// merges those of one key and chunk and merges them into the sorted ones.
-    fn settle(&mut self, bits: u32, tmp: &mut Vec<u64>, tmp_m: &mut Vec<u32>) {
-        let s = self.sorted;
-        if s == self.w.len() {
+    /// Groups the entries by key id into `g` (a counting sort: one stable pass, so each key's
+    /// chunks stay in order).
+    fn group(&self, g: &mut Grouped) {
+        g.end.clear();
+        let mut at = 0;
+        for &n in &self.count {
+            g.end.push(at);
+            at += n;
+        }
+        let n = self.id.len();
+        g.chunk.clear();
+        g.chunk.resize(n, 0);
+        g.mask.clear();
+        g.mask.resize(n, 0);
+        for ((&id, &c), &m) in self.id.iter().zip(&self.chunk).zip(&self.mask) {
+            let p = &mut g.end[id as usize];
+            g.chunk[*p as usize] = c;
+            g.mask[*p as usize] = m;
+            *p += 1;
+        }
+    }
+}
+
+/// Entries grouped by key id: those of id `d` are at `end[d - 1]..end[d]` (from 0 for id 0).
+#[derive(Default)]
+struct Grouped {
+    end: Vec<u32>,
+    chunk: Vec<u32>,
+    mask: Vec<u32>,
+    /// One key's entries, those of one chunk merged (scratch).
+    run_c: Vec<u32>,
+    run_m: Vec<u32>,
+}
+
+impl Grouped {
+    /// Writes the list of key id `d` (nothing when it has no entry) as key `k`.
+    fn write(&mut self, out: &mut format::Writer, per: u32, d: usize, k: Key) {
+        let s = if d == 0 { 0 } else { self.end[d - 1] as usize };
+        let e = self.end[d] as usize;
+        if s == e {
             return;
         }
-        radix_sort(
-            &mut self.w[s..],
-            &mut self.m[s..],
-            32,
-            32 + bits,
-            tmp,
-            tmp_m,
-        );
-        let mut end = s;
-        for i in s..self.w.len() {
-            if end > s && self.w[i] == self.w[end - 1] {
-                self.m[end - 1] |= self.m[i];
+        self.run_c.clear();
+        self.run_m.clear();
+        for (&c, &m) in self.chunk[s..e].iter().zip(&self.mask[s..e]) {
+            // Entries of one chunk (an address pushed out of its slot and back, the index
+            // serialized mid-chunk) are next to each other: one entry, masks ORed.
+            if self.run_c.last() == Some(&c) {
+                *self.run_m.last_mut().expect("one per chunk") |= m;
             } else {
-                self.w[end] = self.w[i];
-                self.m[end] = self.m[i];
-                end += 1;
+                self.run_c.push(c);
+                self.run_m.push(m);
             }
         }
-        self.w.truncate(end);
-        self.m.truncate(end);
-        if s > 0 {
-            let (w, m) = merge((&self.w[..s], &self.m[..s]), (&self.w[s..], &self.m[s..]));
-            self.w = w;
-            self.m = m;
+        write_list(out, k, per, &self.run_c, &self.run_m);
+    }
+}
+
+/// Dense numbers for a segment's IPv4 addresses, in the order first seen: an open-addressing
+/// table (Fibonacci hashing, linear probing) grown at half full. Looked up once per (address,
+/// chunk) entry, not per packet; the numbers let the entries be grouped by one counting pass
+/// (session 17 radix-sorted them on the 32 address bits: four scatter passes).
+#[derive(Default)]
+struct V4Ids {
+    /// `(address, id + 1)`; id + 1 = 0: free.
+    slot: Vec<(u32, u32)>,
+    /// The address of each id.
+    addr: Vec<u32>,
+}
+
+impl V4Ids {
+    #[inline(always)]
+    fn id(&mut self, a: u32) -> u32 {
+        if self.slot.is_empty() {
+            self.slot = vec![(0, 0); 1 << 12];
         }
-        self.sorted = self.w.len();
+        let mask = self.slot.len() - 1;
+        let sh = 32 - self.slot.len().trailing_zeros();
+        let mut i = (a.wrapping_mul(0x9e37_79b9) >> sh) as usize;
+        loop {
+            let (x, id1) = self.slot[i];
+            if id1 == 0 {
+                break;
+            }
+            if x == a {
+                return id1 - 1;
+            }
+            i = (i + 1) & mask;
+        }
+        let id = self.addr.len() as u32;
+        self.addr.push(a);
+        self.slot[i] = (a, id + 1);
+        if self.addr.len() * 2 > self.slot.len() {
+            self.grow();
+        }
+        id
     }
 
-    /// Writes the postings of every key (sorted entries only), `key` making a key of the high
-    /// 32 bits.
-    fn write(&self, out: &mut format::Writer, per: u32, key: impl Fn(u32) -> Key) {
-        let v = &self.w[..self.sorted];
-        let mut i = 0;
-        while i < v.len() {
-            let k = (v[i] >> 32) as u32;
-            let n = v[i..]
-                .iter()
-                .take_while(|w| (**w >> 32) as u32 == k)
-                .count();
-            write_list(out, key(k), per, &v[i..i + n], &self.m[i..i + n]);
-            i += n;
+    #[cold]
+    fn grow(&mut self) {
+        let n = self.slot.len() * 2;
+        self.slot.clear();
+        self.slot.resize(n, (0, 0));
+        let (mask, sh) = (n - 1, 32 - n.trailing_zeros());
+        for (id, &a) in self.addr.iter().enumerate() {
+            let mut i = (a.wrapping_mul(0x9e37_79b9) >> sh) as usize;
+            while self.slot[i].1 != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slot[i] = (a, id as u32 + 1);
         }
+    }
+
+    fn clear(&mut self) {
+        self.slot.fill((0, 0));
+        self.addr.clear();
     }
 }
 
 /// Writes key `k` with its entries (chunks increasing, each with its blocks' mask), as blocks or
 /// as chunks (see the module doc). `per` (blocks per chunk) is a power of two; with one block
 /// per chunk the list is of blocks, which are the chunks.
-fn write_list(out: &mut format::Writer, k: Key, per: u32, chunks: &[u64], masks: &[u32]) {
+fn write_list(out: &mut format::Writer, k: Key, per: u32, chunks: &[u32], masks: &[u32]) {
     debug_assert!(per.is_power_of_two());
     let sh = per.trailing_zeros();
     let nchunks = chunks.len();
     let n: usize = masks.iter().map(|m| m.count_ones() as usize).sum();
     let blocks = || {
-        chunks.iter().zip(masks).flat_map(move |(&w, &m)| {
-            let base = (w as u32) << sh;
+        chunks.iter().zip(masks).flat_map(move |(&c, &m)| {
+            let base = c << sh;
             Bits(u64::from(m)).map(move |b| base | b)
         })
     };
@@ -139,8 +220,7 @@ fn write_list(out: &mut format::Writer, k: Key, per: u32, chunks: &[u64], masks:
             let mut prev = 0;
             let coarse_bytes: usize = chunks
                 .iter()
-                .map(|&w| {
-                    let c = w as u32;
+                .map(|&c| {
                     let d = varint_len(c - prev);
                     prev = c;
                     d
@@ -159,7 +239,7 @@ fn write_list(out: &mut format::Writer, k: Key, per: u32, chunks: &[u64], masks:
     if fine {
         out.key(k, false, n, blocks());
     } else {
-        out.key(k, true, nchunks, chunks.iter().map(|&w| w as u32));
+        out.key(k, true, nchunks, chunks.iter().copied());
     }
 }
 
@@ -183,119 +263,12 @@ fn varint_len(d: u32) -> usize {
     (32 - d.leading_zeros()).div_ceil(7).max(1) as usize
 }
 
-/// Bits per radix digit at most (256 counters: the scatter writes to at most 256 places at
-/// once, which the TLB holds; 11-bit digits, three passes for an IPv4 address instead of four,
-/// measured no faster on bench_index's diverse traffic in session 15).
-const RADIX_BITS: u32 = 8;
-
-/// Sorts `v` (and `m` alongside) stably on bits `lo..hi` of `v`'s words (least significant
-/// digit first, digits of up to [`RADIX_BITS`] bits; the counts of every digit are taken in one
-/// read of the words, and a digit all words share costs no move). `tmp` and `tmp_m` are scratch.
-fn radix_sort(
-    v: &mut [u64],
-    m: &mut [u32],
-    lo: u32,
-    hi: u32,
-    tmp: &mut Vec<u64>,
-    tmp_m: &mut Vec<u32>,
-) {
-    debug_assert_eq!(v.len(), m.len());
-    let key_mask = if hi - lo >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << (hi - lo)) - 1
-    };
-    if v.len() < 64 {
-        // Small: a comparison sort on the same bits (stable).
-        let mut pairs: Vec<(u64, u32)> = v.iter().copied().zip(m.iter().copied()).collect();
-        pairs.sort_by_key(|p| (p.0 >> lo) & key_mask);
-        for (i, (w, x)) in pairs.into_iter().enumerate() {
-            v[i] = w;
-            m[i] = x;
-        }
-        return;
-    }
-    let passes = (hi - lo).div_ceil(RADIX_BITS) as usize;
-    let width = (hi - lo).div_ceil(passes as u32);
-    let mask = (1u64 << width) - 1;
-    let buckets = 1usize << width;
-    // counts[p * buckets + d]: words whose digit p is d, all digits in one read.
-    let mut counts = vec![0usize; passes * buckets];
-    for &w in v.iter() {
-        let mut x = (w >> lo) & key_mask;
-        for p in 0..passes {
-            counts[p * buckets + (x & mask) as usize] += 1;
-            x >>= width;
-        }
-    }
-    tmp.clear();
-    tmp.resize(v.len(), 0);
-    tmp_m.clear();
-    tmp_m.resize(v.len(), 0);
-    // Whether the words are in `tmp` (after an odd number of moves).
-    let mut in_tmp = false;
-    for p in 0..passes {
-        let count = &mut counts[p * buckets..(p + 1) * buckets];
-        if count.contains(&v.len()) {
-            continue;
-        }
-        let mut at = 0;
-        for c in count.iter_mut() {
-            let n = *c;
-            *c = at;
-            at += n;
-        }
-        let shift = p as u32 * width;
-        let (src, dst, src_m, dst_m): (&[u64], &mut [u64], &[u32], &mut [u32]) = if in_tmp {
-            (&tmp[..], &mut v[..], &tmp_m[..], &mut m[..])
-        } else {
-            (&v[..], &mut tmp[..], &m[..], &mut tmp_m[..])
-        };
-        for (&w, &x) in src.iter().zip(src_m) {
-            let d = (((w >> lo) & key_mask) >> shift & mask) as usize;
-            dst[count[d]] = w;
-            dst_m[count[d]] = x;
-            count[d] += 1;
-        }
-        in_tmp = !in_tmp;
-    }
-    if in_tmp {
-        v.copy_from_slice(tmp);
-        m.copy_from_slice(tmp_m);
-    }
-}
-
-/// The sorted union of two sorted, duplicate-free entry lists (words and masks); an entry in
-/// both gets the union of the masks.
-fn merge(a: (&[u64], &[u32]), b: (&[u64], &[u32])) -> (Vec<u64>, Vec<u32>) {
-    let n = a.0.len() + b.0.len();
-    let (mut w, mut m) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut i, mut j) = (0, 0);
-    while i < a.0.len() && j < b.0.len() {
-        let (x, y) = (a.0[i], b.0[j]);
-        w.push(x.min(y));
-        let mut mask = 0;
-        if x <= y {
-            mask |= a.1[i];
-            i += 1;
-        }
-        if y <= x {
-            mask |= b.1[j];
-            j += 1;
-        }
-        m.push(mask);
-    }
-    w.extend_from_slice(&a.0[i..]);
-    m.extend_from_slice(&a.1[i..]);
-    w.extend_from_slice(&b.0[j..]);
-    m.extend_from_slice(&b.1[j..]);
-    (w, m)
-}
-
 /// Accumulates the index of one segment.
 pub struct IndexBuilder {
     chunk_size: u32,
     block_size: u32,
+    /// How finely ports are keyed.
+    grain: PortGrain,
     /// log2 of the blocks per chunk.
     sh: u32,
     /// What the index knows of each block.
@@ -304,6 +277,7 @@ pub struct IndexBuilder {
     protos: Postings,
     ports: Postings,
     v4: Postings,
+    v4_ids: V4Ids,
     /// IPv6 entries `(address, chunk, mask)` (fewer: sorted by comparison); `v6[..v6_sorted]`
     /// sorted and free of duplicates.
     v6: Vec<(u128, u32, u32)>,
@@ -335,8 +309,7 @@ pub struct IndexBuilder {
     v6_touched: Vec<u16>,
     /// Keys of a packet the fast parser refuses.
     keys: Vec<Key>,
-    tmp: Vec<u64>,
-    tmp_m: Vec<u32>,
+    grouped: Grouped,
     packets: u64,
     first_ns: Option<u64>,
     last_ns: u64,
@@ -355,7 +328,17 @@ impl std::fmt::Debug for IndexBuilder {
 impl IndexBuilder {
     /// An empty index with chunks of `chunk_size` bytes of segment file.
     pub fn new(chunk_size: u32) -> IndexBuilder {
+        IndexBuilder::with_port_grain(chunk_size, PortGrain::DEFAULT)
+    }
+
+    /// An empty index with chunks of `chunk_size` bytes, keying ports as `grain` says
+    /// ([`PortGrain::DEFAULT`] for [`new`](Self::new); [`PortGrain::EXACT`] keys every port).
+    ///
+    /// # Panics
+    /// When `grain` is not [valid](PortGrain::is_valid) or the chunks are under 4 KiB.
+    pub fn with_port_grain(chunk_size: u32, grain: PortGrain) -> IndexBuilder {
         assert!(chunk_size >= 4096, "chunks of at least 4 KiB");
+        assert!(grain.is_valid(), "port grain {grain:?}");
         // A chunk size the blocks do not divide (not a power of two): one block per chunk.
         let per = if chunk_size % BLOCKS_PER_CHUNK == 0 {
             BLOCKS_PER_CHUNK
@@ -365,12 +348,14 @@ impl IndexBuilder {
         IndexBuilder {
             chunk_size,
             block_size: chunk_size / per,
+            grain,
             sh: per.trailing_zeros(),
             chunks: Vec::new(),
             wildcard: Vec::new(),
             protos: Postings::default(),
             ports: Postings::default(),
             v4: Postings::default(),
+            v4_ids: V4Ids::default(),
             v6: Vec::new(),
             v6_sorted: 0,
             block: u32::MAX,
@@ -387,8 +372,7 @@ impl IndexBuilder {
             v6_slot: Box::new([(0, 0); V6_SLOTS]),
             v6_touched: Vec::with_capacity(V6_SLOTS),
             keys: Vec::with_capacity(16),
-            tmp: Vec::new(),
-            tmp_m: Vec::new(),
+            grouped: Grouped::default(),
             packets: 0,
             first_ns: None,
             last_ns: 0,
@@ -406,6 +390,7 @@ impl IndexBuilder {
         for p in [&mut self.protos, &mut self.ports, &mut self.v4] {
             p.clear();
         }
+        self.v4_ids.clear();
         self.v6.clear();
         self.v6_sorted = 0;
         self.block = u32::MAX;
@@ -414,6 +399,11 @@ impl IndexBuilder {
         self.packets = 0;
         self.first_ns = None;
         self.last_ns = 0;
+    }
+
+    /// How finely this builder keys ports.
+    pub fn port_grain(&self) -> PortGrain {
+        self.grain
     }
 
     /// Packets added so far.
@@ -513,7 +503,7 @@ impl IndexBuilder {
         }
         for &s in &self.v4_touched {
             let (a, m) = std::mem::take(&mut self.v4_slot[usize::from(s)]);
-            self.v4.push(a, c, m);
+            self.v4.push(self.v4_ids.id(a), c, m);
         }
         self.v4_touched.clear();
         for &s in &self.v6_touched {
@@ -534,7 +524,7 @@ impl IndexBuilder {
 
     #[inline(always)]
     fn add_port(&mut self, p: u16) {
-        let p = usize::from(p);
+        let p = usize::from(self.grain.key(p));
         self.port_mask[p] |= self.bit;
         self.port_touched[p >> 6] |= 1 << (p & 63);
         self.port_words[p >> 12] |= 1 << ((p >> 6) & 63);
@@ -559,7 +549,7 @@ impl IndexBuilder {
         if m == 0 {
             self.v4_touched.push(slot as u16);
         } else {
-            self.v4.push(old, self.chunk, m);
+            self.v4.push(self.v4_ids.id(old), self.chunk, m);
         }
         self.v4_slot[slot] = (a, self.bit);
     }
@@ -588,9 +578,6 @@ impl IndexBuilder {
         // The current chunk's keys so far (packets added later in it give a second entry of
         // the same key and chunk, merged by the next settle).
         self.flush();
-        self.protos.settle(8, &mut self.tmp, &mut self.tmp_m);
-        self.ports.settle(16, &mut self.tmp, &mut self.tmp_m);
-        self.v4.settle(32, &mut self.tmp, &mut self.tmp_m);
         if self.v6_sorted < self.v6.len() {
             // By address, then chunk; entries of one address and chunk merged.
             self.v6.sort_unstable_by_key(|e| (e.0, e.1));
@@ -610,9 +597,27 @@ impl IndexBuilder {
         let per = 1u32 << self.sh;
         let mut out = format::Writer::default();
         // In the file's key order: protocols, ports, IPv4, IPv6 (`Key`'s `Ord`).
-        self.protos.write(&mut out, per, |k| Key::Proto(k as u8));
-        self.ports.write(&mut out, per, |k| Key::Port(k as u16));
-        self.v4.write(&mut out, per, Key::V4);
+        let g = &mut self.grouped;
+        self.protos.group(g);
+        for p in 0..self.protos.count.len() {
+            g.write(&mut out, per, p, Key::Proto(p as u8));
+        }
+        self.ports.group(g);
+        for p in 0..self.ports.count.len() {
+            g.write(&mut out, per, p, Key::Port(p as u16));
+        }
+        self.v4.group(g);
+        // The addresses' ids in address order.
+        let mut order: Vec<u32> = (0..self.v4.count.len() as u32).collect();
+        order.sort_unstable_by_key(|&d| self.v4_ids.addr[d as usize]);
+        for d in order {
+            g.write(
+                &mut out,
+                per,
+                d as usize,
+                Key::V4(self.v4_ids.addr[d as usize]),
+            );
+        }
         let mut i = 0;
         let (mut w, mut m) = (Vec::new(), Vec::new());
         while i < self.v6.len() {
@@ -621,7 +626,7 @@ impl IndexBuilder {
             w.clear();
             m.clear();
             for e in &self.v6[i..i + n] {
-                w.push(u64::from(e.1));
+                w.push(e.1);
                 m.push(e.2);
             }
             write_list(&mut out, Key::V6(a), per, &w, &m);
@@ -636,6 +641,7 @@ impl IndexBuilder {
                 last_ns: self.last_ns,
                 chunk_size: self.chunk_size,
                 per,
+                ports: self.grain,
             },
             &self.chunks,
             &self.wildcard,
@@ -647,67 +653,59 @@ impl IndexBuilder {
 mod tests {
     use super::*;
 
-    /// The radix sort agrees with a stable comparison sort on the key bits, whatever the
-    /// words (digits shared by all words skipped or not).
-    #[test]
-    fn radix_sort_is_a_stable_sort_on_the_key_bits() {
-        let mut x = 0x1234_5678_9abc_def0u64;
-        for (n, spread) in [
-            (10usize, 64u32),
-            (1000, 3),
-            (5000, 20),
-            (5000, 32),
-            (70_000, 32),
-        ] {
-            let mut v: Vec<u64> = (0..n as u64)
-                .map(|i| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let key = if spread >= 32 {
-                        x >> 32
-                    } else {
-                        (x >> 32) & ((1 << spread) - 1)
-                    };
-                    key << 32 | i
-                })
-                .collect();
-            let mut want = v.clone();
-            want.sort_by_key(|w| w >> 32);
-            let mut m: Vec<u32> = v.iter().map(|w| !(*w as u32)).collect();
-            radix_sort(&mut v, &mut m, 32, 64, &mut Vec::new(), &mut Vec::new());
-            assert_eq!(v, want, "{n} words, {spread} key bits");
-            // The masks moved with their words.
-            assert!(v.iter().zip(&m).all(|(w, m)| *m == !(*w as u32)));
-        }
-    }
-
-    /// Bits above `hi` do not take part in the sort (the top digit reaches past them).
-    #[test]
-    fn radix_sort_ignores_the_bits_above_hi() {
-        let mut x = 0x0123_4567_89ab_cdefu64;
-        let mut v: Vec<u64> = (0..5000u64)
-            .map(|i| {
+    /// xorshift64 words.
+    fn words(mut x: u64, n: usize) -> Vec<u64> {
+        (0..n)
+            .map(|_| {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                (x & 0xffff_ffff_0000_0000) | i
+                x
             })
-            .collect();
-        let mut want = v.clone();
-        want.sort_by_key(|w| (w >> 32) & 0x3_ffff);
-        let mut m = vec![0; v.len()];
-        radix_sort(&mut v, &mut m, 32, 50, &mut Vec::new(), &mut Vec::new());
-        assert_eq!(v, want);
+            .collect()
     }
 
+    /// An address keeps its number through the table's growth; distinct addresses get
+    /// distinct numbers, in the order first seen (a plain map as the oracle).
     #[test]
-    fn merge_is_the_sorted_union_with_masks_ored() {
-        assert_eq!(
-            merge((&[1, 3, 5], &[1, 2, 4]), (&[2, 3, 6, 7], &[8, 16, 32, 64])),
-            (vec![1, 2, 3, 5, 6, 7], vec![1, 8, 2 | 16, 4, 32, 64])
-        );
-        assert_eq!(merge((&[], &[]), (&[4], &[1])), (vec![4], vec![1]));
-        assert_eq!(merge((&[4], &[1]), (&[], &[])), (vec![4], vec![1]));
+    fn v4_ids_are_dense_and_stable() {
+        let mut ids = V4Ids::default();
+        let mut map = std::collections::HashMap::new();
+        for w in words(7, 50_000) {
+            // 20 000 distinct addresses, 0 among them.
+            let a = (w % 20_000) as u32 * 0x0001_0003;
+            let next = map.len() as u32;
+            let want = *map.entry(a).or_insert(next);
+            assert_eq!(ids.id(a), want, "{a:#x}");
+        }
+        assert_eq!(ids.addr.len(), map.len());
+        ids.clear();
+        assert_eq!(ids.id(5), 0);
+    }
+
+    /// Grouping by key id is a stable sort on the id: each key's entries keep the order they
+    /// were added in (a stable comparison sort as the oracle).
+    #[test]
+    fn grouping_is_a_stable_sort_on_the_key_id() {
+        for (n, keys) in [(10usize, 3u64), (5000, 70), (70_000, 65_536)] {
+            let mut p = Postings::default();
+            let mut want = Vec::new();
+            for (i, w) in words(n as u64, n).into_iter().enumerate() {
+                let (id, chunk, mask) = ((w % keys) as u32, i as u32 / 7, (w >> 32) as u32);
+                p.push(id, chunk, mask);
+                want.push((id, chunk, mask));
+            }
+            want.sort_by_key(|e| e.0);
+            let mut g = Grouped::default();
+            p.group(&mut g);
+            let mut got = Vec::new();
+            for d in 0..p.count.len() {
+                let s = if d == 0 { 0 } else { g.end[d - 1] as usize };
+                for i in s..g.end[d] as usize {
+                    got.push((d as u32, g.chunk[i], g.mask[i]));
+                }
+            }
+            assert_eq!(got, want, "{n} entries, {keys} keys");
+        }
     }
 }

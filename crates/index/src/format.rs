@@ -1,16 +1,17 @@
 //! The index file format, and reading it back.
 //!
-//! Format 3 (`"WEIRIDX3"`, little-endian), made so that a query reads only what it needs: the
+//! Format 4 (`"WEIRIDX4"`, little-endian), made so that a query reads only what it needs: the
 //! head (block and time tables, key tables) and the lists of its own keys, each checked.
 //!
 //! ```text
-//! "WEIRIDX3"                                      8 bytes
+//! "WEIRIDX4"                                      8 bytes
 //! covered_len, head_hash, packets,                u64 each
 //! first_ns, last_ns
 //! chunk_size, block count N, blocks per chunk P,  u32 each
 //! wildcard list bytes W
 //! key counts: protocols, ports, IPv4, IPv6        u32 each
 //! lists bytes L, head bytes H                     u64 each
+//! port grain: exact below E, bucket shift S       u32 each
 //! ---- from here on to H: the head ----
 //! chunk times: ceil(N / P) × (min ts, max ts)     u64 each (min u64::MAX: no packet)
 //! first record of each block, from its start      N × u16 (u32 when a block is over 65 535
@@ -31,6 +32,11 @@
 //! of its chunks lists its chunks, as deltas or as a bitmap, whichever is smaller (a key in a
 //! third of the chunks: a bit per chunk instead of a byte per chunk it is in).
 //!
+//! Ports from E on are keyed per bucket of 2^S ports (the key is the bucket's first port; see
+//! [`PortGrain`]): a query for such a port reads its bucket's list, a superset the BPF program
+//! narrows. Version 3 (`"WEIRIDX3"`, session 17) is version 4 without the port grain line (96
+//! bytes before the tables, every port its own key); it is still read.
+//!
 //! Time bounds are kept per chunk (format 2 kept them per block: 16 of its 24 bytes per block);
 //! a time window then reads at most a chunk too much at each end.
 //!
@@ -41,10 +47,12 @@
 
 use std::os::unix::fs::FileExt;
 
-use crate::keys::Key;
+use crate::keys::{Key, PortGrain};
 use crate::query::Query;
 
-const MAGIC: &[u8; 8] = b"WEIRIDX3";
+const MAGIC: &[u8; 8] = b"WEIRIDX4";
+/// Version 3: version 4 without the port grain (every port a key).
+const MAGIC_V3: &[u8; 8] = b"WEIRIDX3";
 /// Version 2: per-block entries, inline lists.
 const MAGIC_V2: &[u8; 8] = b"WEIRIDX2";
 /// Version 1: one block per chunk.
@@ -55,8 +63,10 @@ const COARSE: u8 = 0x80;
 pub(crate) const NONE: u64 = u64::MAX;
 /// "No record starts in this block" (in-memory offset from the block's start).
 const NONE32: u32 = u32::MAX;
+/// Bytes of a version 4 file before its head's tables.
+const FIXED: usize = 104;
 /// Bytes of a version 3 file before its head's tables.
-const FIXED: usize = 96;
+const FIXED_V3: usize = 96;
 /// Bytes of the lists each page checksum covers.
 const PAGE: usize = 4096;
 /// Bytes at the start of a segment whose hash an index records (to tell its segment from
@@ -96,6 +106,8 @@ pub(crate) struct Header {
     pub chunk_size: u32,
     /// Blocks per chunk.
     pub per: u32,
+    /// How finely ports are keyed.
+    pub ports: PortGrain,
 }
 
 /// What the index knows of one block.
@@ -237,6 +249,9 @@ impl Writer {
         for v in [self.lists.len() as u64, head_len as u64] {
             out.extend_from_slice(&v.to_le_bytes());
         }
+        for v in [h.ports.exact_below, h.ports.bucket_shift] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
         debug_assert_eq!(out.len(), FIXED);
         for c in blocks.chunks(per) {
             let min = c.iter().map(|b| b.min_ns).min().unwrap_or(u64::MAX);
@@ -300,6 +315,8 @@ pub struct Index {
     /// chunk in version 3).
     times: Vec<(u64, u64)>,
     tper: u32,
+    /// How finely the ports are keyed.
+    ports: PortGrain,
     /// Blocks.
     wildcard: Vec<u32>,
     /// Sorted by key: the key, whether its list is of chunks (else of blocks), the list. Only
@@ -407,6 +424,7 @@ struct Tables {
     head_len: usize,
     nblocks: u32,
     nchunks: u32,
+    ports: PortGrain,
 }
 
 impl Tables {
@@ -491,22 +509,37 @@ fn partition(n: usize, below: impl Fn(usize) -> bool) -> usize {
     lo
 }
 
-/// The head length and the lists' length of a version 3 file whose first [`FIXED`] bytes are
-/// `b`.
+/// Whether `b` starts as a version 3 or 4 file (same layout but for the port grain).
+fn is_v34(b: &[u8]) -> bool {
+    matches!(b.get(..8), Some(m) if m == MAGIC || m == MAGIC_V3)
+}
+
+/// The bytes before the head's tables of a version 3 or 4 file starting with `b`.
+fn fixed_len(b: &[u8]) -> usize {
+    if b.get(..8) == Some(&MAGIC_V3[..]) {
+        FIXED_V3
+    } else {
+        FIXED
+    }
+}
+
+/// The head length and the lists' length of a version 3 or 4 file whose first bytes (at least
+/// its [`fixed_len`]) are `b`.
 fn sizes3(b: &[u8]) -> Result<(usize, u64), IndexError> {
-    if b.len() < FIXED || &b[..8] != MAGIC {
+    let fixed = fixed_len(b);
+    if b.len() < fixed || !is_v34(b) {
         return Err(IndexError::Corrupt("not a weir index"));
     }
     let lists = u64::from_le_bytes(b[80..88].try_into().expect("8"));
     let head = u64::from_le_bytes(b[88..96].try_into().expect("8"));
-    if head < FIXED as u64 || head > 1 << 40 || lists > 1 << 40 {
+    if head < fixed as u64 || head > 1 << 40 || lists > 1 << 40 {
         return Err(IndexError::Corrupt("bad sizes"));
     }
     Ok((head as usize, lists))
 }
 
-/// Parses a version 3 head (`b`: its bytes and its checksum): the index without its keys, and
-/// where its key tables are.
+/// Parses a version 3 or 4 head (`b`: its bytes and its checksum): the index without its keys,
+/// and where its key tables are.
 fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
     let (head_len, lists_len) = sizes3(b)?;
     if b.len() < head_len + 4 {
@@ -521,7 +554,21 @@ fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
         (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
     let (chunk_size, n, per, wild_len) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
     let counts = [c.u32()?, c.u32()?, c.u32()?, c.u32()?];
-    c.at = FIXED;
+    c.u64()?;
+    c.u64()?;
+    let ports = if fixed_len(body) == FIXED {
+        let g = PortGrain {
+            exact_below: c.u32()?,
+            bucket_shift: c.u32()?,
+        };
+        if !g.is_valid() {
+            return Err(IndexError::Corrupt("bad port grain"));
+        }
+        g
+    } else {
+        PortGrain::EXACT
+    };
+    debug_assert_eq!(c.at, fixed_len(body));
     if chunk_size < 4096
         || per == 0
         || chunk_size % per != 0
@@ -589,6 +636,7 @@ fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
         head_len,
         nblocks: n,
         nchunks,
+        ports,
     };
     // Keys increasing within each kind, lists in key order, each at least a kind byte and a
     // count (so a binary search and a list's end can be trusted).
@@ -620,6 +668,7 @@ fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
         first,
         times,
         tper: per,
+        ports,
         wildcard,
         keys: Vec::new(),
         nkeys: total,
@@ -630,7 +679,7 @@ fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
 impl Index {
     /// Parses and checks an index file's bytes (all its keys).
     pub fn parse(bytes: &[u8]) -> Result<Index, IndexError> {
-        if bytes.get(..8) == Some(&MAGIC[..]) {
+        if is_v34(bytes) {
             let (head_len, lists_len) = sizes3(bytes)?;
             if (bytes.len() as u64) != head_len as u64 + 4 + lists_len {
                 return Err(IndexError::Corrupt("truncated or trailing bytes"));
@@ -723,6 +772,7 @@ impl Index {
             first,
             times,
             tper: 1,
+            ports: PortGrain::EXACT,
             wildcard,
             nkeys: keys.len(),
             keys,
@@ -771,7 +821,7 @@ impl Index {
         buf.clear();
         buf.resize(n, 0);
         f.read_exact_at(buf, 0)?;
-        if buf.get(..8) != Some(&MAGIC[..]) {
+        if !is_v34(buf) {
             // Formats 1 and 2: the rest of the file, then all of it parsed.
             let have = buf.len();
             let all = usize::try_from(len).map_err(|_| IndexError::Corrupt("too large"))?;
@@ -860,6 +910,11 @@ impl Index {
     /// list (increasing).
     pub fn lists(&self) -> impl Iterator<Item = (Key, bool, &[u32])> + '_ {
         self.keys.iter().map(|(k, coarse, v)| (*k, *coarse, &v[..]))
+    }
+
+    /// How finely the index keys ports ([`PortGrain::EXACT`] before version 4).
+    pub fn port_grain(&self) -> PortGrain {
+        self.ports
     }
 
     /// Blocks per chunk (1 in a version 1 index).
@@ -954,7 +1009,7 @@ impl Index {
     fn eval(&self, q: &Query) -> Option<Vec<u32>> {
         match q {
             Query::All => None,
-            Query::Key(k) => Some(self.postings(*k)),
+            Query::Key(k) => Some(self.postings(self.ports.file_key(*k))),
             Query::V4Net(net, mask) => {
                 let lo = Key::V4(net & mask);
                 let hi = Key::V4((net & mask) | !mask);
@@ -1014,7 +1069,7 @@ fn wanted(q: &Query, t: &Tables, b: &[u8], out: &mut Vec<std::ops::Range<usize>>
     match q {
         Query::All => {}
         Query::Key(k) => {
-            if let Some(g) = t.find(b, *k) {
+            if let Some(g) = t.find(b, t.ports.file_key(*k)) {
                 out.push(g..g + 1);
             }
         }
@@ -1186,7 +1241,13 @@ mod tests {
     /// rare host every 5 000 packets, a host in bursts (a third of the packets of one chunk in
     /// 20); 96-byte records.
     fn built(n: u64) -> (Vec<u8>, Vec<u64>) {
-        let mut b = crate::IndexBuilder::new(1 << 17);
+        let (bytes, frames) = built_with(n, PortGrain::DEFAULT);
+        (bytes, frames.into_iter().map(|f| f.0).collect())
+    }
+
+    /// [`built`] with ports keyed as `grain` says; the frames with their offsets.
+    fn built_with(n: u64, grain: PortGrain) -> (Vec<u8>, Vec<(u64, Vec<u8>)>) {
+        let mut b = crate::IndexBuilder::with_port_grain(1 << 17, grain);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut offsets = Vec::new();
         for i in 0..n {
@@ -1210,10 +1271,134 @@ mod tests {
                 .copy_from_slice(&[53u16, 80, 443, 5060][(x >> 40) as usize % 4].to_be_bytes());
             f[38..40].copy_from_slice(&30u16.to_be_bytes());
             let off = i * 96;
-            offsets.push(off);
             b.add(off, i * 1000, weir_packet::LinkType::ETHERNET, &f);
+            offsets.push((off, f));
         }
         (b.serialize(n * 96, 7), offsets)
+    }
+
+    /// A version 4 file made version 3: its magic, no port grain line, the head's length and
+    /// checksum redone (the lists and their page checksums are the same bytes).
+    fn as_version_3(v4: &[u8]) -> Vec<u8> {
+        let (head_len, _) = sizes3(v4).unwrap();
+        let mut v3 = Vec::with_capacity(v4.len() - 8);
+        v3.extend_from_slice(MAGIC_V3);
+        v3.extend_from_slice(&v4[8..88]);
+        v3.extend_from_slice(&(head_len as u64 - 8).to_le_bytes());
+        v3.extend_from_slice(&v4[FIXED..head_len]);
+        let crc = crc32fast::hash(&v3);
+        v3.extend_from_slice(&crc.to_le_bytes());
+        v3.extend_from_slice(&v4[head_len + 4..]);
+        v3
+    }
+
+    /// A version 3 index (session 17: every port its own key, 96 bytes before the tables)
+    /// still answers, whole and loaded for a query, as the version 4 index of the same keys.
+    #[test]
+    fn a_version_3_index_still_answers() {
+        let (v4, _) = built_with(60_000, PortGrain::EXACT);
+        let mut v3 = as_version_3(&v4);
+        // Made for a segment whose first bytes are none, the head's checksum redone.
+        let (head_len, _) = sizes3(&v3).unwrap();
+        v3[16..24].copy_from_slice(&head_hash(&[]).to_le_bytes());
+        let crc = crc32fast::hash(&v3[..head_len]);
+        v3[head_len..head_len + 4].copy_from_slice(&crc.to_le_bytes());
+        let (a, b) = (Index::parse(&v4).unwrap(), Index::parse(&v3).unwrap());
+        assert_eq!(b.port_grain(), PortGrain::EXACT);
+        let dir = std::env::temp_dir().join(format!("weir-index-v3old-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("seg.idx");
+        std::fs::write(&path, &v3).unwrap();
+        let mut buf = Vec::new();
+        for expr in [
+            "host 192.0.2.77",
+            "udp port 5060",
+            "port 40000",
+            "net 10.0.1.0/24",
+            "",
+        ] {
+            let q = Query::from_expr(expr);
+            assert_eq!(
+                a.candidates(&q, 0, u64::MAX),
+                b.candidates(&q, 0, u64::MAX),
+                "{expr}"
+            );
+            let part = Index::load_for(&path, &[], u64::MAX, &q, &mut buf).unwrap();
+            assert_eq!(
+                part.candidates(&q, 0, u64::MAX),
+                a.candidates(&q, 0, u64::MAX),
+                "{expr}"
+            );
+        }
+        // A flipped byte of the version 3 head is caught.
+        let mut bad = v3.clone();
+        bad[100] ^= 1;
+        assert!(Index::parse(&bad).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Whether tcpdump's compiled `expr` matches Ethernet frame `f` (libpcap's code, as
+    /// `tcpdump -r` runs it).
+    fn bpf(expr: &str) -> weir_filter::Filter {
+        weir_filter::Filter::compile_for_file(expr, weir_packet::LinkType::ETHERNET, 262_144, false)
+            .expect("compiles")
+    }
+
+    /// A port keyed by its bucket (random source ports from 1 024 on) names a superset of its
+    /// packets' blocks: the packets of the candidate ranges the BPF program selects are exactly
+    /// those it selects scanning every frame (the oracle: libpcap's program, as tcpdump). Ports
+    /// below 1 024 keep their own key: their candidates are the exact grain's.
+    #[test]
+    fn a_bucketed_port_reads_a_superset_the_bpf_narrows_to_tcpdumps_packets() {
+        let (bytes, frames) = built_with(100_000, PortGrain::DEFAULT);
+        let (exact, _) = built_with(100_000, PortGrain::EXACT);
+        let (ix, ex) = (Index::parse(&bytes).unwrap(), Index::parse(&exact).unwrap());
+        assert_eq!(ix.port_grain(), PortGrain::DEFAULT);
+        let port = |f: &[u8]| u16::from_be_bytes([f[34], f[35]]);
+        // Ports of a few frames (the random source ports), and one no frame has.
+        let mut exprs: Vec<String> = [3, 999, 50_000, 77_777]
+            .iter()
+            .map(|&i| format!("port {}", port(&frames[i].1)))
+            .collect();
+        exprs.push(format!("udp port {}", port(&frames[5].1)));
+        exprs.push("host 192.0.2.77 or port 61000".into());
+        for expr in &exprs {
+            let q = Query::from_expr(expr);
+            let f = bpf(expr);
+            let cands = ix.candidates(&q, 0, u64::MAX);
+            let read: Vec<&(u64, Vec<u8>)> = frames
+                .iter()
+                .filter(|(o, _)| cands.iter().any(|&(s, e)| *o >= s && *o < e))
+                .collect();
+            let want: Vec<u64> = frames
+                .iter()
+                .filter(|(_, d)| f.matches(d, d.len() as u32))
+                .map(|x| x.0)
+                .collect();
+            let got: Vec<u64> = read
+                .iter()
+                .filter(|(_, d)| f.matches(d, d.len() as u32))
+                .map(|x| x.0)
+                .collect();
+            assert_eq!(got, want, "{expr}");
+            // A superset: more frames read than match (the bucket's other ports), and at
+            // least the exact grain's.
+            let exact_read: u64 = ex
+                .candidates(&q, 0, u64::MAX)
+                .iter()
+                .map(|(s, e)| e - s)
+                .sum();
+            let read_bytes: u64 = cands.iter().map(|(s, e)| e - s).sum();
+            assert!(read_bytes >= exact_read, "{expr}");
+        }
+        for expr in ["port 53", "udp port 443", "host 10.0.0.5 and port 80"] {
+            let q = Query::from_expr(expr);
+            assert_eq!(
+                ix.candidates(&q, 0, u64::MAX),
+                ex.candidates(&q, 0, u64::MAX),
+                "{expr}"
+            );
+        }
     }
 
     /// A query's load reads the head and its keys' lists only, and plans the same ranges as

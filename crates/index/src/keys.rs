@@ -17,6 +17,72 @@ pub enum Key {
     V6(u128),
 }
 
+/// How finely an index keys ports: each port below `exact_below` is a key of its own; from
+/// there on the ports share one key per bucket of `1 << bucket_shift` ports, keyed by the
+/// bucket's first port (`exact_below` is a multiple of the bucket size, so a bucket key never
+/// equals an exact port's). A query for a bucketed port reads its bucket's list: a superset,
+/// which the BPF program then narrows to the exact packets.
+///
+/// Why: random ephemeral source ports (one per connection, thousands of clients) made every
+/// one of the 65 536 ports a key present in a few dozen chunks each, 1.07 % of the data on
+/// 64-byte frames and half of the index's sorting (bench_index `--traffic diverse`); service
+/// ports, which queries ask for, are mostly below 1 024 (see [`PortGrain::DEFAULT`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortGrain {
+    /// Ports below this are keys of their own (65 536: every port, as formats 1 to 3).
+    pub exact_below: u32,
+    /// log2 of the ports per bucket from `exact_below` on.
+    pub bucket_shift: u32,
+}
+
+impl PortGrain {
+    /// Every port a key of its own (index formats 1 to 3).
+    pub const EXACT: PortGrain = PortGrain {
+        exact_below: 1 << 16,
+        bucket_shift: 0,
+    };
+
+    /// What the builder writes: ports below 1 024 exact, buckets of 64 ports above (buckets
+    /// of 16 left the diverse traffic's index at 2.35 % of the data, 64 make it 1.34 %; the
+    /// measurements are in bench/README.md, issue 20, session 18).
+    pub const DEFAULT: PortGrain = PortGrain {
+        exact_below: 1024,
+        bucket_shift: 6,
+    };
+
+    /// Whether the grain is one an index may hold: buckets of at most 32 768 ports, and
+    /// `exact_below` at most 65 536 and a multiple of the bucket size.
+    pub fn is_valid(self) -> bool {
+        self.bucket_shift <= 15
+            && self.exact_below <= 1 << 16
+            && self.exact_below % (1 << self.bucket_shift) == 0
+    }
+
+    /// The key port `p` is listed under.
+    #[inline(always)]
+    pub fn key(self, p: u16) -> u16 {
+        if u32::from(p) >= self.exact_below {
+            p & !((1u16 << self.bucket_shift) - 1)
+        } else {
+            p
+        }
+    }
+
+    /// The key `k` is listed under (a port's bucket for a bucketed port, else `k`).
+    #[inline]
+    pub fn file_key(self, k: Key) -> Key {
+        match k {
+            Key::Port(p) => Key::Port(self.key(p)),
+            k => k,
+        }
+    }
+
+    /// Whether port `p` shares its key with other ports.
+    pub fn is_bucketed(self, p: u16) -> bool {
+        self.bucket_shift > 0 && u32::from(p) >= self.exact_below
+    }
+}
+
 /// Appends the keys of one frame to `out`; returns `false` when decoding stopped on an error
 /// before the outermost IP header's payload (the packet may match filters on bytes the decoder
 /// did not read, so its chunk must be a candidate for every query; see [`keys_of_decoded`]).

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use weir_index::{keys_of, Index, IndexBuilder, Key};
+use weir_index::{keys_of, Index, IndexBuilder, Key, PortGrain};
 use weir_packet::LinkType;
 use weir_pcap::FileReader;
 
@@ -28,7 +28,9 @@ fn corpus() -> Vec<PathBuf> {
 /// The postings and wildcard list of packets `(offset, link, data)` by a plain map.
 type Naive = (BTreeMap<Key, BTreeSet<u32>>, BTreeSet<u32>);
 
-fn naive(chunk: u64, pkts: &[(u64, LinkType, Vec<u8>)]) -> Naive {
+/// Ports are listed under their key as `grain` says (a bucket's first port from
+/// `grain.exact_below` on).
+fn naive(chunk: u64, pkts: &[(u64, LinkType, Vec<u8>)], grain: PortGrain) -> Naive {
     let (mut map, mut wild) = (BTreeMap::<Key, BTreeSet<u32>>::new(), BTreeSet::new());
     let mut keys = Vec::new();
     for (off, link, data) in pkts {
@@ -38,7 +40,7 @@ fn naive(chunk: u64, pkts: &[(u64, LinkType, Vec<u8>)]) -> Naive {
             wild.insert(c);
         }
         for k in &keys {
-            map.entry(*k).or_default().insert(c);
+            map.entry(grain.file_key(*k)).or_default().insert(c);
         }
     }
     (map, wild)
@@ -56,17 +58,19 @@ fn parsed(ix: &Index) -> Naive {
 /// compares it with the plain map's.
 fn check(b: &mut IndexBuilder, chunk: u32, pkts: &[(u64, LinkType, Vec<u8>)], every: usize) {
     b.clear();
-    let want = naive(u64::from(chunk), pkts);
+    let grain = b.port_grain();
+    let want = naive(u64::from(chunk), pkts, grain);
     for (i, (off, link, data)) in pkts.iter().enumerate() {
         b.add(*off, i as u64, *link, data);
         if i % every == every - 1 {
             // The index of the packets so far (the recorder's periodic save).
-            let upto = naive(u64::from(chunk), &pkts[..=i]);
+            let upto = naive(u64::from(chunk), &pkts[..=i], grain);
             let ix = Index::parse(&b.serialize(*off, 0)).expect("parses");
             assert_eq!(parsed(&ix), upto, "after {} packets", i + 1);
         }
     }
     let ix = Index::parse(&b.serialize(u64::MAX / 2, 0)).expect("parses");
+    assert_eq!(ix.port_grain(), grain);
     assert_eq!(ix.packets, pkts.len() as u64);
     assert_eq!(parsed(&ix), want);
 }
@@ -195,7 +199,10 @@ fn lists_equal_a_plain_map_of_blocks() {
             keys.clear();
             assert!(keys_of(*link, data, &mut keys));
             for k in &keys {
-                blocks.entry(*k).or_default().insert((off / 4096) as u32);
+                blocks
+                    .entry(PortGrain::DEFAULT.file_key(*k))
+                    .or_default()
+                    .insert((off / 4096) as u32);
             }
             if i % every == every - 1 {
                 b.serialize(*off, 0);
@@ -258,5 +265,20 @@ fn edge_ports_equal_a_plain_map() {
     for every in [usize::MAX, 5, 37] {
         check(&mut IndexBuilder::new(4096), 4096, &pkts, every);
         check(&mut IndexBuilder::new(1 << 17), 1 << 17, &pkts, every);
+        // Every port its own key (format 3's keys), and buckets of 16 from 4 096 on.
+        for grain in [
+            PortGrain::EXACT,
+            PortGrain {
+                exact_below: 4096,
+                bucket_shift: 4,
+            },
+        ] {
+            check(
+                &mut IndexBuilder::with_port_grain(4096, grain),
+                4096,
+                &pkts,
+                every,
+            );
+        }
     }
 }
