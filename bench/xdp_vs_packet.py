@@ -122,7 +122,7 @@ def netdev(dev, ns=None):
         name, _, rest = line.partition(":")
         if name.strip() == dev:
             v = [int(x) for x in rest.split()]
-            return (v[0], v[3], v[8], v[11])
+            return (v[1], v[3], v[9], v[11])
     sys.exit(f"{dev} is not in /proc/net/dev")
 
 
