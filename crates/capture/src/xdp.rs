@@ -55,6 +55,14 @@ const COMPLETION_ENTRIES: u32 = 64;
 /// Most packets taken from the RX ring in one batch.
 const BATCH: u32 = 1024;
 
+/// How many packets ahead of the one being read [`XdpBatch::packets`] prefetches.
+const PREFETCH_AHEAD: u32 = 8;
+
+/// Longest pause before the next batch when the last one emptied the RX ring (see
+/// [`XskSocket::next_batch`]): like TPACKET_V3's block timeout, it bounds how late a packet is
+/// taken (and stamped).
+const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// The kernel's receive counters of one or more AF_XDP sockets (`XDP_STATISTICS`), since they
 /// were opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -411,11 +419,18 @@ struct Mapping {
 }
 
 impl Mapping {
+    /// An anonymous mapping of `len` bytes: on explicit huge pages (`MAP_HUGETLB`, populated
+    /// now) when `huge`, else on normal pages advised for transparent huge pages
+    /// (`MADV_HUGEPAGE`), left to be faulted in by their first user (`XDP_UMEM_REG` pins, and
+    /// so faults in, every page of a UMEM).
     fn anonymous(len: usize, huge: bool) -> io::Result<Mapping> {
         let flags = libc::MAP_PRIVATE
             | libc::MAP_ANONYMOUS
-            | libc::MAP_POPULATE
-            | if huge { libc::MAP_HUGETLB } else { 0 };
+            | if huge {
+                libc::MAP_HUGETLB | libc::MAP_POPULATE
+            } else {
+                0
+            };
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing; the
         // result is checked.
         let p = unsafe {
@@ -430,6 +445,11 @@ impl Mapping {
         };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
+        }
+        if !huge {
+            // One TLB entry per 2 MiB instead of per 4 KiB: every packet lands in a frame of its
+            // own, so on 4 KiB pages each packet read would be a TLB miss of its own.
+            weir_buffer::advise_huge_pages(p.cast::<u8>(), len);
         }
         Ok(Mapping { ptr: p.cast(), len })
     }
@@ -520,6 +540,10 @@ pub struct XskSocket {
     /// writer).
     rx_cons: u32,
     fill_prod: u32,
+    /// When the last batch was taken, and the pause to take before the next one (set when a
+    /// batch emptied the ring).
+    last_take: std::time::Instant,
+    pause: std::time::Duration,
     snaplen: usize,
     mode: BindMode,
 }
@@ -726,6 +750,8 @@ impl XskSocket {
             rx: Ring::new(rx, &off.rx, frames),
             rx_cons: 0,
             fill_prod: 0,
+            last_take: std::time::Instant::now(),
+            pause: std::time::Duration::ZERO,
             snaplen: snaplen.max(1) as usize,
             mode: BindMode::Copy,
         };
@@ -790,7 +816,17 @@ impl XskSocket {
 
     /// The next batch of received packets, waiting up to `timeout_ms` for one; `None` when none
     /// came.
+    ///
+    /// Batching: each wake-up of the capture thread costs far more than a packet (a context
+    /// switch, and on a VM the vCPU's wake from halt), and the kernel signals the socket at the
+    /// end of every NAPI poll, a few packets at a time. So when a batch empties the RX ring, the
+    /// next call first sleeps long enough for about a quarter of the ring to fill at the rate
+    /// just seen (at most [`MAX_PAUSE`]), as TPACKET_V3's blocks do for AF_PACKET; an empty
+    /// ring after that waits in `poll()` for the next packet.
     pub fn next_batch(&mut self, timeout_ms: i32) -> Result<Option<XdpBatch<'_>>, CaptureError> {
+        if !self.pause.is_zero() {
+            std::thread::sleep(std::mem::take(&mut self.pause));
+        }
         let mut avail = self
             .rx
             .producer()
@@ -820,6 +856,18 @@ impl XskSocket {
             return Ok(None);
         }
         let n = avail.min(BATCH);
+        let now = std::time::Instant::now();
+        if n == avail {
+            // The ring is empty after this batch: at `n` packets per `since`, a quarter of the
+            // ring fills in `since * frames / 4 / n`.
+            let since = now.duration_since(self.last_take);
+            self.pause = since
+                .saturating_mul(self.frames / 4)
+                .checked_div(n)
+                .unwrap_or(MAX_PAUSE)
+                .min(MAX_PAUSE);
+        }
+        self.last_take = now;
         let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -868,6 +916,19 @@ impl<'a> XdpBatch<'a> {
         let umem = self.sock.umem.ptr as *const u8;
         let umem_len = self.sock.umem.len;
         (0..self.n).filter_map(move |k| {
+            // The kernel copied each packet into its own frame on another CPU: every packet is
+            // a cache miss (and, without huge pages, a TLB miss) of its own. Ask for the
+            // packet `PREFETCH_AHEAD` places ahead so that the misses overlap with the copies
+            // of the packets before it.
+            if k + PREFETCH_AHEAD < self.n {
+                let d = self.sock.desc(self.start.wrapping_add(k + PREFETCH_AHEAD));
+                if (d.addr as usize) < umem_len {
+                    // SAFETY: the byte lies inside the UMEM (checked), in a frame of this
+                    // batch: ours until the batch is dropped.
+                    let first = unsafe { &*umem.add(d.addr as usize) };
+                    weir_packet::prefetch(first);
+                }
+            }
             let d = self.sock.desc(self.start.wrapping_add(k));
             let (addr, len) = (d.addr as usize, d.len as usize);
             if addr.checked_add(len).is_none_or(|end| end > umem_len) {
