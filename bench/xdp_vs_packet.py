@@ -30,7 +30,7 @@ received / dropped, the AF_XDP socket's counters, weir's buffer and writer drops
 packets recorded. --weir BIN runs another weir binary (for A/B runs).
 
 usage: sudo bench/xdp_vs_packet.py [--runs N] [--packets N] [--drop-rules]
-                                   [--sender trafgen|weir-xdp] [--pps N] [--weir BIN]
+                                   [--sender trafgen|weir-xdp] [--pps N] [--weir BIN] [--gen BIN]
 """
 
 import argparse
@@ -56,6 +56,7 @@ ap.add_argument("--sender", choices=["trafgen", "weir-xdp"], default="trafgen",
                 help="trafgen (AF_PACKET TX ring) or weir gen --backend xdp (AF_XDP, copy mode)")
 ap.add_argument("--pps", type=float, help="rate of the weir-xdp sender (default: top speed)")
 ap.add_argument("--weir", help="weir binary to measure (default: build and use this tree's)")
+ap.add_argument("--gen", help="weir binary that sends with --sender weir-xdp (default: the measured one)")
 args = ap.parse_args()
 
 root = runner.repo_root()
@@ -133,7 +134,7 @@ def send(conf):
         sh("ip", "netns", "exec", NS, "taskset", "-c", "1", "trafgen", "-o", B, "-i", conf, "-n", str(args.packets), "-P", "1", "--no-sock-mem")
         return None
     rate = ["--pps", str(args.pps)] if args.pps else ["--top"]
-    r = subprocess.run(["ip", "netns", "exec", NS, "taskset", "-c", "1", weir, "gen", "-i", B, "--backend", "xdp",
+    r = subprocess.run(["ip", "netns", "exec", NS, "taskset", "-c", "1", os.path.abspath(args.gen or weir), "gen", "-i", B, "--backend", "xdp",
                         "--dst-mac", mac(A), "--src", "10.215.0.2", "--dst", "10.215.0.1", "--flows", "60000",
                         "--hosts", "4096", "--size", "64", "-c", str(args.packets), "--json"] + rate,
                        capture_output=True, text=True)
@@ -241,9 +242,10 @@ try:
         print(f"{b:<10} {got:>10.0f} {kdrop:>12.0f} {drops:>9.0f} {cpu:>7.2f} {per[b]:>11.0f} {machine:>10.2f}  {samples[b][-1][3]}")
     print(f"(packet / xdp CPU per packet of the recording process: {per['packet'] / max(per['xdp'], 1e-9):.2f}x; "
           "machine s: busy CPU of the whole machine during the traffic (generator, softirq, weir; "
-          "the machine is shared, so other load is in it too). Probable cause of the difference, not verified with perf: with AF_XDP, weir's poll() and "
-          "need_wakeup kicks run veth's NAPI (the XDP program and the copy into the UMEM) in weir's "
-          "own system calls, work that AF_PACKET does in the sender's softirq, charged to the sender)")
+          "the machine is shared, so other load is in it too). This kernel has no IRQ_TIME_ACCOUNTING: "
+          "interrupt and softirq time is charged to whatever task runs, so each wake-up of the capture "
+          "thread costs it more than the work it does; weir's AF_XDP loop pauses before the next batch "
+          "when a batch emptied the ring (issue 20, session 18), as TPACKET_V3 blocks do)")
 finally:
     teardown()
     shutil.rmtree(tmp, ignore_errors=True)
