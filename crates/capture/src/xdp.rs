@@ -58,11 +58,6 @@ const BATCH: u32 = 1024;
 /// How many packets ahead of the one being read [`XdpBatch::packets`] prefetches.
 const PREFETCH_AHEAD: u32 = 8;
 
-/// Longest pause before the next batch when the last one emptied the RX ring (see
-/// [`XskSocket::next_batch`]): like TPACKET_V3's block timeout, it bounds how late a packet is
-/// taken (and stamped).
-const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
-
 /// The kernel's receive counters of one or more AF_XDP sockets (`XDP_STATISTICS`), since they
 /// were opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -540,10 +535,6 @@ pub struct XskSocket {
     /// writer).
     rx_cons: u32,
     fill_prod: u32,
-    /// When the last batch was taken, and the pause to take before the next one (set when a
-    /// batch emptied the ring).
-    last_take: std::time::Instant,
-    pause: std::time::Duration,
     snaplen: usize,
     mode: BindMode,
 }
@@ -750,8 +741,6 @@ impl XskSocket {
             rx: Ring::new(rx, &off.rx, frames),
             rx_cons: 0,
             fill_prod: 0,
-            last_take: std::time::Instant::now(),
-            pause: std::time::Duration::ZERO,
             snaplen: snaplen.max(1) as usize,
             mode: BindMode::Copy,
         };
@@ -816,17 +805,7 @@ impl XskSocket {
 
     /// The next batch of received packets, waiting up to `timeout_ms` for one; `None` when none
     /// came.
-    ///
-    /// Batching: each wake-up of the capture thread costs far more than a packet (a context
-    /// switch, and on a VM the vCPU's wake from halt), and the kernel signals the socket at the
-    /// end of every NAPI poll, a few packets at a time. So when a batch empties the RX ring, the
-    /// next call first sleeps long enough for about a quarter of the ring to fill at the rate
-    /// just seen (at most [`MAX_PAUSE`]), as TPACKET_V3's blocks do for AF_PACKET; an empty
-    /// ring after that waits in `poll()` for the next packet.
     pub fn next_batch(&mut self, timeout_ms: i32) -> Result<Option<XdpBatch<'_>>, CaptureError> {
-        if !self.pause.is_zero() {
-            std::thread::sleep(std::mem::take(&mut self.pause));
-        }
         let mut avail = self
             .rx
             .producer()
@@ -856,18 +835,6 @@ impl XskSocket {
             return Ok(None);
         }
         let n = avail.min(BATCH);
-        let now = std::time::Instant::now();
-        if n == avail {
-            // The ring is empty after this batch: at `n` packets per `since`, a quarter of the
-            // ring fills in `since * frames / 4 / n`.
-            let since = now.duration_since(self.last_take);
-            self.pause = since
-                .saturating_mul(self.frames / 4)
-                .checked_div(n)
-                .unwrap_or(MAX_PAUSE)
-                .min(MAX_PAUSE);
-        }
-        self.last_take = now;
         let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
