@@ -20,10 +20,21 @@ rejects those packets in its socket filter (kernel_rules), AF_XDP in its XDP pro
 (xdp_rules, the same libpcap program translated to eBPF). CPU per packet is then per packet
 *sent* (recorded + dropped in the kernel), and the kernel's drop count is printed.
 
+With --sender weir-xdp, the traffic comes from `weir gen --backend xdp` instead (an AF_XDP
+socket on the namespace's end, copy mode, the fastest sender this machine has): --flows 60000
+--hosts 4096 (60 000 source ports, 4 096 source addresses, round robin), 64-byte frames, at top
+speed or at --pps. Every counter on the way is printed and reconciled: the generator's sent
+count, the sending veth's tx packets / tx dropped and the receiving veth's rx packets / rx
+dropped (/proc/net/dev of each namespace, the numbers `ip -s link` prints), weir's kernel
+received / dropped, the AF_XDP socket's counters, weir's buffer and writer drops, and the
+packets recorded. --weir BIN runs another weir binary (for A/B runs).
+
 usage: sudo bench/xdp_vs_packet.py [--runs N] [--packets N] [--drop-rules]
+                                   [--sender trafgen|weir-xdp] [--pps N] [--weir BIN] [--gen BIN]
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -41,12 +52,20 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=3)
 ap.add_argument("--packets", type=int, default=1_000_000)
 ap.add_argument("--drop-rules", action="store_true", help="record with rules that drop half the traffic in the kernel")
+ap.add_argument("--sender", choices=["trafgen", "weir-xdp"], default="trafgen",
+                help="trafgen (AF_PACKET TX ring) or weir gen --backend xdp (AF_XDP, copy mode)")
+ap.add_argument("--pps", type=float, help="rate of the weir-xdp sender (default: top speed)")
+ap.add_argument("--weir", help="weir binary to measure (default: build and use this tree's)")
+ap.add_argument("--gen", help="weir binary that sends with --sender weir-xdp (default: the measured one)")
 args = ap.parse_args()
 
 root = runner.repo_root()
-subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir"], cwd=root, check=True)
-weir = os.path.join(root, "target", "release", "weir")
-if not shutil.which("trafgen"):
+if args.weir:
+    weir = os.path.abspath(args.weir)
+else:
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir"], cwd=root, check=True)
+    weir = os.path.join(root, "target", "release", "weir")
+if args.sender == "trafgen" and not shutil.which("trafgen"):
     sys.exit("trafgen is not installed (scripts/setup.sh)")
 
 NS, A, B = "weirxdpb", "wxdpb0", "wxdpb1"
@@ -95,6 +114,35 @@ def trafgen_conf(path):
         f.write("{ " + ", ".join(cells) + " }\n")
 
 
+def netdev(dev, ns=None):
+    """(rx packets, rx dropped, tx packets, tx dropped) of `dev` from /proc/net/dev (of
+    namespace `ns`): the counters `ip -s link` prints."""
+    pre = ["ip", "netns", "exec", ns] if ns else []
+    text = subprocess.run(pre + ["cat", "/proc/net/dev"], capture_output=True, text=True, check=True).stdout
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name.strip() == dev:
+            v = [int(x) for x in rest.split()]
+            return (v[1], v[3], v[9], v[11])
+    sys.exit(f"{dev} is not in /proc/net/dev")
+
+
+def send(conf):
+    """Sends args.packets frames from B; returns what the generator says it sent (None for
+    trafgen, which only prints it in a form not parsed here: the veth's tx counter says it)."""
+    if args.sender == "trafgen":
+        sh("ip", "netns", "exec", NS, "taskset", "-c", "1", "trafgen", "-o", B, "-i", conf, "-n", str(args.packets), "-P", "1", "--no-sock-mem")
+        return None
+    rate = ["--pps", str(args.pps)] if args.pps else ["--top"]
+    r = subprocess.run(["ip", "netns", "exec", NS, "taskset", "-c", "1", os.path.abspath(args.gen or weir), "gen", "-i", B, "--backend", "xdp",
+                        "--dst-mac", mac(A), "--src", "10.215.0.2", "--dst", "10.215.0.1", "--flows", "60000",
+                        "--hosts", "4096", "--size", "64", "-c", str(args.packets), "--json"] + rate,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"weir gen failed: {r.stderr}")
+    return json.loads(r.stdout)
+
+
 def machine_busy_s():
     """CPU seconds the whole machine spent busy so far (all CPUs, /proc/stat)."""
     with open("/proc/stat") as f:
@@ -127,10 +175,15 @@ def one(backend, tmp, conf):
     time.sleep(0.5)
     c0 = cpu_s(p.pid)
     m0 = machine_busy_s()
-    sh("ip", "netns", "exec", NS, "taskset", "-c", "1", "trafgen", "-o", B, "-i", conf, "-n", str(args.packets), "-P", "1", "--no-sock-mem")
+    a0, b0 = netdev(A), netdev(B, NS)
+    t0 = time.time()
+    report = send(conf)
+    wall = time.time() - t0
     time.sleep(0.5)
     c1 = cpu_s(p.pid)
     m1 = machine_busy_s()
+    a1, b1 = netdev(A), netdev(B, NS)
+    veth = {"A rx": a1[0] - a0[0], "A rx dropped": a1[1] - a0[1], "B tx": b1[2] - b0[2], "B tx dropped": b1[3] - b0[3]}
     p.send_signal(signal.SIGINT)
     p.wait(timeout=120)
     text = open(log.name).read()
@@ -144,8 +197,16 @@ def one(backend, tmp, conf):
     if args.drop_rules and not k:
         sys.exit(f"no kernel drop count in weir's summary: {text}")
     x = re.search(r"AF_XDP: (rx_dropped \d+, rx_ring_full \d+, rx_invalid_descs \d+, rx_fill_ring_empty_descs \d+)", text)
+    kernel = re.search(r"kernel: (\d+) received, (\d+) dropped", text)
     shutil.rmtree(out, ignore_errors=True)
-    return c1 - c0, got, drops, x[1] if x else "", m1 - m0, kdrop
+    if args.sender == "weir-xdp":
+        pps = report["sent"] / wall if wall > 0 else 0
+        print(f"  {backend}: generator sent {report['sent']} (queued {report['queued']}, rejected {report['rejected']}, "
+              f"unsent {report['unsent']}, send errors {report['send_errors']}) in {wall:.2f} s wall ({pps:,.0f} pps); "
+              f"veth {B} tx {veth['B tx']} / tx dropped {veth['B tx dropped']}; {A} rx {veth['A rx']} / rx dropped "
+              f"{veth['A rx dropped']}; weir kernel received {kernel[1]} / dropped {kernel[2]}; {x[1] if x else ''}; "
+              f"recorded {got}; drops (kernel + buffer + writer) {drops}", flush=True)
+    return c1 - c0, got, drops, x[1] if x else "", m1 - m0, kdrop, veth, report
 
 
 setup()
@@ -160,7 +221,12 @@ try:
             samples[b].append(one(b, tmp, conf))
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
-    print(f"\n{args.packets} frames of 64 bytes, random source port, 4096 source addresses, trafgen "
+    if args.sender == "trafgen":
+        what = "random source port, 4096 source addresses, trafgen"
+    else:
+        what = (f"60000 source ports, 4096 source addresses, weir gen --backend xdp at "
+                f"{args.pps if args.pps else 'top speed'}")
+    print(f"\n{args.packets} frames of 64 bytes, {what} "
           f"(median of {args.runs} runs, load average {load} at the end)")
     if args.drop_rules:
         print("with rules dropping half the traffic in the kernel; ns cpu/pkt is per packet sent")
@@ -176,9 +242,10 @@ try:
         print(f"{b:<10} {got:>10.0f} {kdrop:>12.0f} {drops:>9.0f} {cpu:>7.2f} {per[b]:>11.0f} {machine:>10.2f}  {samples[b][-1][3]}")
     print(f"(packet / xdp CPU per packet of the recording process: {per['packet'] / max(per['xdp'], 1e-9):.2f}x; "
           "machine s: busy CPU of the whole machine during the traffic (generator, softirq, weir; "
-          "the machine is shared, so other load is in it too). Probable cause of the difference, not verified with perf: with AF_XDP, weir's poll() and "
-          "need_wakeup kicks run veth's NAPI (the XDP program and the copy into the UMEM) in weir's "
-          "own system calls, work that AF_PACKET does in the sender's softirq, charged to the sender)")
+          "the machine is shared, so other load is in it too). This kernel has no IRQ_TIME_ACCOUNTING: "
+          "interrupt and softirq time is charged to whatever task runs, so each wake-up of the capture "
+          "thread costs it more than the work it does, and AF_XDP wakes it ≈ 3x as often as TPACKET_V3 "
+          "(bench/README.md, issue 20, session 18))")
 finally:
     teardown()
     shutil.rmtree(tmp, ignore_errors=True)

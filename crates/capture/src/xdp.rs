@@ -55,6 +55,9 @@ const COMPLETION_ENTRIES: u32 = 64;
 /// Most packets taken from the RX ring in one batch.
 const BATCH: u32 = 1024;
 
+/// How many packets ahead of the one being read [`XdpBatch::packets`] prefetches.
+const PREFETCH_AHEAD: u32 = 8;
+
 /// The kernel's receive counters of one or more AF_XDP sockets (`XDP_STATISTICS`), since they
 /// were opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -411,11 +414,18 @@ struct Mapping {
 }
 
 impl Mapping {
+    /// An anonymous mapping of `len` bytes: on explicit huge pages (`MAP_HUGETLB`, populated
+    /// now) when `huge`, else on normal pages advised for transparent huge pages
+    /// (`MADV_HUGEPAGE`), left to be faulted in by their first user (`XDP_UMEM_REG` pins, and
+    /// so faults in, every page of a UMEM).
     fn anonymous(len: usize, huge: bool) -> io::Result<Mapping> {
         let flags = libc::MAP_PRIVATE
             | libc::MAP_ANONYMOUS
-            | libc::MAP_POPULATE
-            | if huge { libc::MAP_HUGETLB } else { 0 };
+            | if huge {
+                libc::MAP_HUGETLB | libc::MAP_POPULATE
+            } else {
+                0
+            };
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing; the
         // result is checked.
         let p = unsafe {
@@ -430,6 +440,11 @@ impl Mapping {
         };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
+        }
+        if !huge {
+            // One TLB entry per 2 MiB instead of per 4 KiB: every packet lands in a frame of its
+            // own, so on 4 KiB pages each packet read would be a TLB miss of its own.
+            weir_buffer::advise_huge_pages(p.cast::<u8>(), len);
         }
         Ok(Mapping { ptr: p.cast(), len })
     }
@@ -868,6 +883,19 @@ impl<'a> XdpBatch<'a> {
         let umem = self.sock.umem.ptr as *const u8;
         let umem_len = self.sock.umem.len;
         (0..self.n).filter_map(move |k| {
+            // The kernel copied each packet into its own frame on another CPU: every packet is
+            // a cache miss (and, without huge pages, a TLB miss) of its own. Ask for the
+            // packet `PREFETCH_AHEAD` places ahead so that the misses overlap with the copies
+            // of the packets before it.
+            if k + PREFETCH_AHEAD < self.n {
+                let d = self.sock.desc(self.start.wrapping_add(k + PREFETCH_AHEAD));
+                if (d.addr as usize) < umem_len {
+                    // SAFETY: the byte lies inside the UMEM (checked), in a frame of this
+                    // batch: ours until the batch is dropped.
+                    let first = unsafe { &*umem.add(d.addr as usize) };
+                    weir_packet::prefetch(first);
+                }
+            }
             let d = self.sock.desc(self.start.wrapping_add(k));
             let (addr, len) = (d.addr as usize, d.len as usize);
             if addr.checked_add(len).is_none_or(|end| end > umem_len) {

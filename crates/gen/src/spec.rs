@@ -95,6 +95,12 @@ pub struct StreamSpec {
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..), allow_negative_numbers = true))]
     pub flows: u16,
+    /// Number of source addresses (--src, --src + 1, ...): flow k comes from address
+    /// --src + (k mod N). With many --flows, this gives the key diversity of real traffic
+    /// (many clients, many source ports).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..), allow_negative_numbers = true))]
+    pub hosts: u16,
     /// Stream id of the first flow.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 0, value_name = "ID"))]
     pub stream: u16,
@@ -192,12 +198,15 @@ impl StreamSpec {
         if self.flows == 0 {
             return Err(GenError::Config("--flows must be at least 1".into()));
         }
+        if self.hosts == 0 {
+            return Err(GenError::Config("--hosts must be at least 1".into()));
+        }
         Ok((0..self.flows)
             .map(|k| FlowSpec {
                 src_mac,
                 dst_mac,
                 vlan,
-                src_ip: self.src,
+                src_ip: nth_address(self.src, u32::from(k % self.hosts)),
                 dst_ip: self.dst,
                 src_port: self.sport.wrapping_add(k),
                 dst_port: self.dport,
@@ -252,6 +261,14 @@ impl Replay {
     }
 }
 
+/// The address `n` places after `ip` (wrapping at the end of the address space).
+fn nth_address(ip: IpAddr, n: u32) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => IpAddr::V4(u32::from(a).wrapping_add(n).into()),
+        IpAddr::V6(a) => IpAddr::V6(u128::from(a).wrapping_add(u128::from(n)).into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +287,7 @@ mod tests {
             vlan: None,
             tcp: false,
             flows: 2,
+            hosts: 1,
             stream: 0,
             sizes: SizeMix::Fixed(60),
             seed: 1,
@@ -309,6 +327,45 @@ mod tests {
         assert_eq!(c.duration_ns, Some(1_500_000_000));
         assert_eq!(c.flows[1].tos, 46 << 2);
         assert_eq!(c.flows[1].vlan, Some((100, 5)));
+    }
+
+    #[test]
+    fn hosts_cycle_the_source_address_over_the_flows() {
+        let m = [0; 6];
+        // 5 flows over 2 hosts: addresses src, src+1, src, src+1, src (k mod 2), ports
+        // 65535, 0, 1, 2, 3 (counted by hand from the spec's --sport 65535).
+        let c = StreamSpec {
+            flows: 5,
+            hosts: 2,
+            src: "10.0.0.255".parse().unwrap(),
+            ..spec()
+        }
+        .config(m, m)
+        .unwrap();
+        let keys: Vec<(String, u16)> = c
+            .flows
+            .iter()
+            .map(|f| (f.src_ip.to_string(), f.src_port))
+            .collect();
+        let want = [
+            ("10.0.0.255", 65_535),
+            ("10.0.1.0", 0),
+            ("10.0.0.255", 1),
+            ("10.0.1.0", 2),
+            ("10.0.0.255", 3),
+        ];
+        assert_eq!(keys, want.map(|(a, p)| (a.to_string(), p)));
+        let v6 = StreamSpec {
+            hosts: 3,
+            flows: 3,
+            src: "2001:db8::ffff".parse().unwrap(),
+            dst: "2001:db8::1".parse().unwrap(),
+            ..spec()
+        }
+        .config(m, m)
+        .unwrap();
+        let last: Vec<String> = v6.flows.iter().map(|f| f.src_ip.to_string()).collect();
+        assert_eq!(last, ["2001:db8::ffff", "2001:db8::1:0", "2001:db8::1:1"]);
     }
 
     #[test]
