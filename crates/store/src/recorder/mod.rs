@@ -152,6 +152,13 @@ pub struct RecorderStats {
     pub index_packets: AtomicU64,
     /// Whether the recorder indexes its segments.
     pub indexing: AtomicBool,
+    /// Index files written (the open segment's at a manifest refresh, a closing segment's).
+    pub index_writes: AtomicU64,
+    /// Time the recorder thread spent writing them (serialization, file, sync), in ns.
+    pub index_write_ns: AtomicU64,
+    /// The CPU time of that thread while writing them, in ns (0 where the kernel does not
+    /// report a thread's run time).
+    pub index_write_cpu_ns: AtomicU64,
 }
 
 impl RecorderStats {
@@ -720,7 +727,7 @@ impl Recorder {
             };
         }
         let covered = seg.info.bytes;
-        match write_index(&mut seg, covered) {
+        match write_index(&mut seg, covered, &self.stats) {
             Err(e) => tracing::warn!("{}: cannot write the index: {e}", seg.info.file),
             Ok(()) => self.stats.indexed(),
         }
@@ -823,7 +830,7 @@ impl Recorder {
                 }
             };
             if let Some(covered) = covered.filter(|_| self.last_manifest >= self.index_not_before) {
-                match write_index(seg, covered) {
+                match write_index(seg, covered, &self.stats) {
                     Err(e) => tracing::warn!("{}: cannot write the index: {e}", seg.info.file),
                     Ok(()) => self.stats.indexed(),
                 }
@@ -885,10 +892,12 @@ impl Recorder {
 
 /// Writes the index of `seg` covering its first `covered` bytes next to it (atomically: a
 /// temporary file renamed over the old one).
-fn write_index(seg: &mut Segment, covered: u64) -> io::Result<()> {
+fn write_index(seg: &mut Segment, covered: u64, stats: &RecorderStats) -> io::Result<()> {
     let Some(ix) = &mut seg.index else {
         return Ok(());
     };
+    let started = Instant::now();
+    let cpu_before = thread_cpu_ns();
     let mut head = vec![0u8; HEAD_LEN];
     let f = std::fs::File::open(&seg.path)?;
     let n = std::os::unix::fs::FileExt::read_at(&f, &mut head, 0)?;
@@ -900,5 +909,32 @@ fn write_index(seg: &mut Segment, covered: u64) -> io::Result<()> {
     std::fs::File::open(&tmp)?.sync_all()?;
     std::fs::rename(&tmp, &path)?;
     seg.info.index_bytes = bytes.len() as u64;
+    let took = started.elapsed();
+    let cpu = thread_cpu_ns()
+        .zip(cpu_before)
+        .map_or(0, |(b, a)| b.saturating_sub(a));
+    add(&stats.index_writes, 1);
+    add(&stats.index_write_ns, took.as_nanos() as u64);
+    add(&stats.index_write_cpu_ns, cpu);
+    tracing::debug!(
+        "{}: index written: {} packets, {} bytes, covering {covered} bytes of the segment, in \
+         {:.1} ms ({:.1} ms CPU)",
+        seg.info.file,
+        ix.packets(),
+        bytes.len(),
+        took.as_secs_f64() * 1e3,
+        cpu as f64 / 1e6
+    );
     Ok(())
+}
+
+/// The CPU time the calling thread has run so far, in ns (`/proc/thread-self/schedstat`'s
+/// first field), or `None` where the kernel does not report it.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
