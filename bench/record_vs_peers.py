@@ -320,9 +320,10 @@ try:
             print(f"counters of the first '{t}' run (sent on the generator's side, received on the capture side):\n{text}")
         print("(machine s: busy CPU of the whole machine from the generator's start to the tool's exit "
               "and a sync: generator, softirq, the tool and its page-cache writeback)")
-        print(f"(ratio column: tcpdump's CPU per packet / the tool's; weir record is "
-              f"{per['tcpdump -w'] / per['weir record']:.2f}x cheaper than tcpdump -w, "
-              + (f"{per['netsniff-ng'] / per['weir record']:.2f}x cheaper than netsniff-ng)" if "netsniff-ng" in per else ")"))
+        if "weir record" in per:
+            print(f"(ratio column: tcpdump's CPU per packet / the tool's; weir record is "
+                  f"{per['tcpdump -w'] / per['weir record']:.2f}x cheaper than tcpdump -w, "
+                  + (f"{per['netsniff-ng'] / per['weir record']:.2f}x cheaper than netsniff-ng)" if "netsniff-ng" in per else ")"))
 finally:
     teardown()
     shutil.rmtree(tmp, ignore_errors=True)

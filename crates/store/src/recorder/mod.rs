@@ -835,13 +835,20 @@ impl Recorder {
                 }
             };
             let due = covered.filter(|&c| {
-                self.last_manifest >= self.index_not_before
-                    && !closes_before_next_refresh(
-                        c,
-                        self.opts.segment_size,
-                        seg.opened.elapsed(),
-                        seg.indexed_at.elapsed(),
-                    )
+                let skip = closes_before_next_refresh(
+                    c,
+                    self.opts.segment_size,
+                    seg.opened.elapsed(),
+                    seg.indexed_at.elapsed(),
+                );
+                if skip {
+                    tracing::debug!(
+                        "{}: index not rewritten at {c} bytes: the segment fills before the next \
+                         refresh",
+                        seg.info.file
+                    );
+                }
+                self.last_manifest >= self.index_not_before && !skip
             });
             if let Some(covered) = due {
                 match write_index(seg, covered, &self.stats) {
