@@ -26,6 +26,7 @@ usage: sudo bench/record_vs_peers.py [--runs N] [--packets N] [--traffic diverse
 """
 
 import argparse
+import datetime
 import os
 import re
 import shutil
@@ -49,7 +50,11 @@ ap.add_argument("--tools", default="weir record,weir record --no-index,tcpdump -
 ap.add_argument("--weir", default=None, help="weir binary to run (default: target/release/weir, built here)")
 ap.add_argument("--perf", default=None, metavar="FILE",
                 help="perf record -g the first weir record run of each traffic into FILE.N (not measured)")
+ap.add_argument("--tag", default="", help="suffix of the namespace and veth names (at most 8 characters), so "
+                "that two runs on one machine do not tear down each other's pair")
 args = ap.parse_args()
+if len(args.tag) > 8:
+    sys.exit("--tag: at most 8 characters (interface names are at most 15)")
 
 root = runner.repo_root()
 if args.weir:
@@ -61,7 +66,7 @@ for tool in ("tcpdump", "netsniff-ng", "trafgen", "tcpreplay", "editcap"):
     if not shutil.which(tool):
         sys.exit(f"{tool} is not installed (scripts/setup.sh)")
 
-NS, A, B = "weirbench", "wbench0", "wbench1"
+NS, A, B = f"weirbench{args.tag}", f"wbench{args.tag}0", f"wbench{args.tag}1"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -161,8 +166,11 @@ def one(name, tmp, send, perf=None):
             sys.exit(f"{name} did not start: {open(log.name).read()}")
         time.sleep(0.05)
     time.sleep(0.5 if ready else 1.5)
+    if name.startswith("weir record"):
+        wait_populated(p.pid)
     la0, lb0 = link_stats(A), link_stats(B, NS)
     c0 = cpu_s(p.pid)
+    w0 = time.time()
     m0 = machine_busy_s()
     prof = None
     if perf:
@@ -173,6 +181,7 @@ def one(name, tmp, send, perf=None):
     time.sleep(0.5)
     # CPU until the traffic is handled; the final flush is outside the measurement for all.
     c1 = cpu_s(p.pid)
+    w1 = time.time()
     if prof:
         prof.send_signal(signal.SIGINT)
         prof.wait(timeout=60)
@@ -208,7 +217,45 @@ def one(name, tmp, send, perf=None):
     shutil.rmtree(out, ignore_errors=True)
     if os.path.isfile(out):
         os.remove(out)
+    if name.startswith("weir record") and not perf:
+        n, ms = index_writes(text, w0, w1)
+        WINDOW_INDEX.setdefault(name, []).append((n, ms))
     return c1 - c0, got, drops, m1 - m0
+
+
+WINDOW_INDEX = {}
+
+
+def wait_populated(pid, limit=30.0):
+    """Waits until weir's thread faulting the packet buffer in ("buffer-populate") is done, so
+    that zeroing the buffer's pages (start-up) stays out of the measured window; under load it
+    ran into the window (perf: 16 % of weir's samples in clear_page_erms under madvise)."""
+    t = time.time()
+    while time.time() - t < limit:
+        names = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                names.append(open(f"/proc/{pid}/task/{tid}/comm").read().strip())
+            except OSError:
+                pass
+        if "buffer-populate" not in names:
+            return
+        time.sleep(0.05)
+
+
+def index_writes(text, w0, w1):
+    """The index writes (count, total CPU ms) that the recorder logged inside the measured
+    window [w0, w1] (epoch seconds): its debug lines "index written: ... in X ms (Y ms CPU)",
+    shown when WEIR_LOG asks for weir_store's debug level; (0, 0.0) otherwise."""
+    n, ms = 0, 0.0
+    for line in text.splitlines():
+        m = re.match(r"\x1b?\S*?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z.*index written:.* ms \(([\d.]+) ms CPU\)", line)
+        if not m:
+            continue
+        ts = datetime.datetime.fromisoformat(m[1]).replace(tzinfo=datetime.timezone.utc).timestamp()
+        if w0 <= ts <= w1:
+            n, ms = n + 1, ms + float(m[2])
+    return n, ms
 
 
 def trafgen(conf):
@@ -265,13 +312,18 @@ try:
             rows.append((t, got, drops, cpu, machine))
         for t, got, drops, cpu, machine in rows:
             print(f"{t:<24} {got:>10.0f} {drops:>9.0f} {cpu:>7.2f} {per[t]:>11.0f} {per['tcpdump -w'] / per[t]:>10.2f}x {machine:>10.2f}")
+        if any(n for v in WINDOW_INDEX.values() for n, _ in v) or os.environ.get("WEIR_LOG"):
+            for t, v in WINDOW_INDEX.items():
+                print(f"index writes inside the measured window, {t}: " + ", ".join(f"{n} ({ms:.0f} ms CPU)" for n, ms in v))
+        WINDOW_INDEX.clear()
         for t, text in RECONCILE.items():
             print(f"counters of the first '{t}' run (sent on the generator's side, received on the capture side):\n{text}")
         print("(machine s: busy CPU of the whole machine from the generator's start to the tool's exit "
               "and a sync: generator, softirq, the tool and its page-cache writeback)")
-        print(f"(ratio column: tcpdump's CPU per packet / the tool's; weir record is "
-              f"{per['tcpdump -w'] / per['weir record']:.2f}x cheaper than tcpdump -w, "
-              + (f"{per['netsniff-ng'] / per['weir record']:.2f}x cheaper than netsniff-ng)" if "netsniff-ng" in per else ")"))
+        if "weir record" in per:
+            print(f"(ratio column: tcpdump's CPU per packet / the tool's; weir record is "
+                  f"{per['tcpdump -w'] / per['weir record']:.2f}x cheaper than tcpdump -w, "
+                  + (f"{per['netsniff-ng'] / per['weir record']:.2f}x cheaper than netsniff-ng)" if "netsniff-ng" in per else ")"))
 finally:
     teardown()
     shutil.rmtree(tmp, ignore_errors=True)

@@ -152,6 +152,13 @@ pub struct RecorderStats {
     pub index_packets: AtomicU64,
     /// Whether the recorder indexes its segments.
     pub indexing: AtomicBool,
+    /// Index files written (the open segment's at a manifest refresh, a closing segment's).
+    pub index_writes: AtomicU64,
+    /// Time the recorder thread spent writing them (serialization, file, sync), in ns.
+    pub index_write_ns: AtomicU64,
+    /// The CPU time of that thread while writing them, in ns (0 where the kernel does not
+    /// report a thread's run time).
+    pub index_write_cpu_ns: AtomicU64,
 }
 
 impl RecorderStats {
@@ -254,6 +261,9 @@ struct Segment {
     /// Upstream + recorder drops when it was opened.
     drops_at_open: u64,
     last_write: Instant,
+    /// When it was opened, and when its index was last written (its opening before the first).
+    opened: Instant,
+    indexed_at: Instant,
     writer: SegmentWriter,
 }
 
@@ -626,6 +636,8 @@ impl Recorder {
             info,
             drops_at_open: self.upstream_drops(),
             last_write: Instant::now(),
+            opened: Instant::now(),
+            indexed_at: Instant::now(),
             writer,
         });
         Ok(())
@@ -720,7 +732,7 @@ impl Recorder {
             };
         }
         let covered = seg.info.bytes;
-        match write_index(&mut seg, covered) {
+        match write_index(&mut seg, covered, &self.stats) {
             Err(e) => tracing::warn!("{}: cannot write the index: {e}", seg.info.file),
             Ok(()) => self.stats.indexed(),
         }
@@ -822,11 +834,28 @@ impl Recorder {
                     (p.file_done >= HEAD_LEN as u64).then_some(seg.info.bytes)
                 }
             };
-            if let Some(covered) = covered.filter(|_| self.last_manifest >= self.index_not_before) {
-                match write_index(seg, covered) {
+            let due = covered.filter(|&c| {
+                let skip = closes_before_next_refresh(
+                    c,
+                    self.opts.segment_size,
+                    seg.opened.elapsed(),
+                    seg.indexed_at.elapsed(),
+                );
+                if skip {
+                    tracing::debug!(
+                        "{}: index not rewritten at {c} bytes: the segment fills before the next \
+                         refresh",
+                        seg.info.file
+                    );
+                }
+                self.last_manifest >= self.index_not_before && !skip
+            });
+            if let Some(covered) = due {
+                match write_index(seg, covered, &self.stats) {
                     Err(e) => tracing::warn!("{}: cannot write the index: {e}", seg.info.file),
                     Ok(()) => self.stats.indexed(),
                 }
+                seg.indexed_at = Instant::now();
                 self.index_not_before = Instant::now() + self.last_manifest.elapsed() * INDEX_DUTY;
             }
             self.store.put(seg.info.clone());
@@ -883,12 +912,35 @@ impl Recorder {
     }
 }
 
+/// Whether the open segment, `covered` bytes of `size` written in the `age` since it was
+/// opened, is expected to fill up (and so get its final index) before the next manifest
+/// refresh, at the rate it has filled so far: its index is then not rewritten now. Each rewrite serializes the whole index so far
+/// (issue 20: the last one before the close is the dearest, ≈ 80–90 % of the segment's; the
+/// close writes it again a few seconds later). Never when the index was last written two
+/// refresh periods ago or more, so a rate that drops after the estimate delays the index by
+/// one period at most (`since_index`: the time since its index was last written, or since it
+/// was opened).
+fn closes_before_next_refresh(
+    covered: u64,
+    size: u64,
+    age: Duration,
+    since_index: Duration,
+) -> bool {
+    if since_index >= 2 * MANIFEST_PERIOD || age.is_zero() {
+        return false;
+    }
+    let remaining = size.saturating_sub(covered) as f64;
+    remaining * age.as_secs_f64() <= covered as f64 * MANIFEST_PERIOD.as_secs_f64()
+}
+
 /// Writes the index of `seg` covering its first `covered` bytes next to it (atomically: a
 /// temporary file renamed over the old one).
-fn write_index(seg: &mut Segment, covered: u64) -> io::Result<()> {
+fn write_index(seg: &mut Segment, covered: u64, stats: &RecorderStats) -> io::Result<()> {
     let Some(ix) = &mut seg.index else {
         return Ok(());
     };
+    let started = Instant::now();
+    let cpu_before = thread_cpu_ns();
     let mut head = vec![0u8; HEAD_LEN];
     let f = std::fs::File::open(&seg.path)?;
     let n = std::os::unix::fs::FileExt::read_at(&f, &mut head, 0)?;
@@ -900,5 +952,86 @@ fn write_index(seg: &mut Segment, covered: u64) -> io::Result<()> {
     std::fs::File::open(&tmp)?.sync_all()?;
     std::fs::rename(&tmp, &path)?;
     seg.info.index_bytes = bytes.len() as u64;
+    let took = started.elapsed();
+    let cpu = thread_cpu_ns()
+        .zip(cpu_before)
+        .map_or(0, |(b, a)| b.saturating_sub(a));
+    add(&stats.index_writes, 1);
+    add(&stats.index_write_ns, took.as_nanos() as u64);
+    add(&stats.index_write_cpu_ns, cpu);
+    tracing::debug!(
+        "{}: index written: {} packets, {} bytes, covering {covered} bytes of the segment, in \
+         {:.1} ms ({:.1} ms CPU)",
+        seg.info.file,
+        ix.packets(),
+        bytes.len(),
+        took.as_secs_f64() * 1e3,
+        cpu as f64 / 1e6
+    );
     Ok(())
+}
+
+/// The CPU time the calling thread has run so far, in ns (`/proc/thread-self/schedstat`'s
+/// first field), or `None` where the kernel does not report it.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 1 GiB segment filling at 50 MiB/s (values by hand: 250 MiB in the next 5 s).
+    #[test]
+    fn the_rewrite_before_a_close_is_skipped_only_when_the_close_comes_first() {
+        let (mib, s) = (1u64 << 20, Duration::from_secs);
+        // 800 MiB in 16 s: 224 MiB left, filled in 4.5 s: skipped.
+        assert!(closes_before_next_refresh(
+            800 * mib,
+            1024 * mib,
+            s(16),
+            s(5)
+        ));
+        // 700 MiB in 14 s: 324 MiB left, 6.5 s: written.
+        assert!(!closes_before_next_refresh(
+            700 * mib,
+            1024 * mib,
+            s(14),
+            s(5)
+        ));
+        // 768 MiB in 15 s: 256 MiB left, exactly 5 s: skipped (the close comes by the refresh).
+        assert!(closes_before_next_refresh(
+            768 * mib,
+            1024 * mib,
+            s(15),
+            s(5)
+        ));
+        // Last written two periods ago: written whatever the estimate.
+        assert!(!closes_before_next_refresh(
+            800 * mib,
+            1024 * mib,
+            s(16),
+            s(10)
+        ));
+        // Nothing written yet, or no time: written.
+        assert!(!closes_before_next_refresh(0, 1024 * mib, s(5), s(5)));
+        assert!(!closes_before_next_refresh(
+            mib,
+            1024 * mib,
+            Duration::ZERO,
+            s(0)
+        ));
+        // Full already (the close is due with the next record).
+        assert!(closes_before_next_refresh(
+            1024 * mib,
+            1024 * mib,
+            s(20),
+            s(5)
+        ));
+    }
 }
