@@ -182,7 +182,7 @@ pub(crate) fn check_interface(iface: &str) -> Result<(), CaptureError> {
     if flags & libc::IFF_LOOPBACK as u32 != 0 {
         return Err(CaptureError::Xdp {
             iface: iface.to_string(),
-            what: "the loopback interface has no AF_XDP receive path: capture it with \
+            what: "the loopback interface has no AF_XDP path (neither capture nor send): use \
                    --backend packet"
                 .into(),
             os: None,

@@ -260,6 +260,14 @@ fn health_ls_and_tokens() {
     let want: serde_json::Value = serde_json::from_slice(&mine.stdout).unwrap();
     assert_eq!(ls, want, "/ls is `weir ls --json`");
     assert!(get("/extract?from=9&to=5").contains("from is after to"));
+    // A bad filter: libpcap's reason, as `tcpdump -d 'tcp port'` prints it.
+    let bad = get("/extract?filter=tcp%20port");
+    assert!(
+        bad.contains(
+            "filter: invalid filter expression: can't parse filter expression: syntax error"
+        ),
+        "{bad}"
+    );
     assert!(get("/nope").contains("no such resource"));
 }
 

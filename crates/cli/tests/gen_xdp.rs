@@ -163,7 +163,7 @@ fn xdp_refuses_what_it_cannot_send_on() {
         err
     };
     fails(gen("nosuchif0", &[]), 1, "no such interface: nosuchif0");
-    fails(gen("lo", &[]), 1, "lo: AF_XDP: the loopback interface");
+    fails(gen("lo", &[]), 1, "lo: AF_XDP: the loopback interface has no AF_XDP path (neither capture nor send): use --backend packet");
     // bad numbers and options: usage errors
     fails(gen(&b.host_if, &["--pps", "nan"]), 2, "invalid value 'nan'");
     fails(gen(&b.host_if, &["--pps", "-5"]), 2, "invalid value '-5'");

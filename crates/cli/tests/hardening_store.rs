@@ -565,13 +565,28 @@ fn extract_says_what_is_missing_or_damaged() {
     let gone = &segs[1];
     let lost = tcpdump_packets(gone, &[]).len();
     std::fs::remove_file(gone).unwrap();
+    // A closed segment truncated to 0 bytes: damage too, with the manifest's packet count
+    // (= tcpdump's count of the file before the truncation).
+    let emptied = &segs[2];
+    let lost_too = tcpdump_packets(emptied, &[]).len();
+    std::fs::File::options()
+        .write(true)
+        .open(emptied)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
     let o = run(weir().arg("extract").arg(&dir).arg("-w").arg(&out));
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let name = gone.file_name().unwrap().to_str().unwrap();
     assert!(stderr(&o).contains(name), "{}", stderr(&o));
+    let said = format!(
+        "{}: empty (0 bytes) though the manifest lists {lost_too} packets",
+        emptied.display()
+    );
+    assert!(stderr(&o).contains(&said), "{}", stderr(&o));
     assert_eq!(
         tcpdump_packets(&out, &[]).len(),
-        tcpdump_packets(&input, &[]).len() - lost
+        tcpdump_packets(&input, &[]).len() - lost - lost_too
     );
 
     // The first four records of a file, and 30 bytes of the fifth.

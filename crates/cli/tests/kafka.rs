@@ -833,6 +833,9 @@ fn hostile_kafka_options_are_clear_errors() {
             "bad topic name",
         ),
         (&["--kafka", ""], 2, "bad broker list"),
+        // Ports out of range: refused at once, not after the broker timeout.
+        (&["--kafka", "host:notaport"], 2, "bad broker list"),
+        (&["--kafka", "127.0.0.1:99999"], 2, "bad broker list"),
         (&["--kafka", &closed], 1, "no Kafka broker answered at"),
         (
             &["--kafka-records-per-message", "5"],

@@ -326,7 +326,7 @@ fn bad_uses_of_the_backend_fail_clearly() {
                 "-w",
                 ws,
             ],
-            "loopback interface has no AF_XDP receive path",
+            "loopback interface has no AF_XDP path (neither capture nor send): use --backend packet",
         ),
         (
             vec![

@@ -178,14 +178,9 @@ impl KafkaOutput {
     /// Checks the values (topic name, brokers, bounds) without connecting.
     pub fn check(&self) -> Result<(), ExportError> {
         check_topic(&self.topic)?;
-        if self.brokers.is_empty()
-            || self
-                .brokers
-                .split(',')
-                .any(|b| b.is_empty() || b.contains(|c: char| c.is_whitespace() || c == '\0'))
-        {
+        if self.brokers.is_empty() || !self.brokers.split(',').all(broker_ok) {
             return Err(ExportError::Kafka(format!(
-                "bad broker list {:?}: give HOST:PORT[,HOST:PORT...]",
+                "bad broker list {:?}: give HOST:PORT[,HOST:PORT...] (ports 1 to 65535)",
                 self.brokers
             )));
         }
@@ -783,6 +778,35 @@ impl FlowSink for KafkaSink {
     }
 }
 
+/// One entry of a broker list as librdkafka takes it: `HOST`, `HOST:PORT`, `[IPv6]:PORT`, a
+/// bare IPv6 address, each optionally after `SCHEME://`; a port, when given, is 1 to 65535
+/// (librdkafka would only fail at connect time, after the socket timeout).
+fn broker_ok(entry: &str) -> bool {
+    let b = entry.split_once("://").map_or(entry, |(_, rest)| rest);
+    if b.is_empty() || b.contains(|c: char| c.is_whitespace() || c == '\0') {
+        return false;
+    }
+    let port = if let Some(rest) = b.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((host, "")) => return !host.is_empty(),
+            Some((host, tail)) if !host.is_empty() => match tail.strip_prefix(':') {
+                Some(port) => port,
+                None => return false,
+            },
+            _ => return false,
+        }
+    } else {
+        match b.split_once(':') {
+            None => return true,
+            // Two colons or more: a bare IPv6 address, no port.
+            Some((_, rest)) if rest.contains(':') => return true,
+            Some(("", _)) => return false,
+            Some((_, port)) => port,
+        }
+    };
+    port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -832,6 +856,18 @@ mod tests {
     fn bad_values_are_refused_before_connecting() {
         let ok = KafkaOutput::new("127.0.0.1:9092", DEFAULT_FLOWS_TOPIC);
         assert!(ok.check().is_ok());
+        // The forms librdkafka's `bootstrap.servers` takes.
+        for brokers in [
+            "kafka",
+            "a:1,b:65535",
+            "[::1]:9092",
+            "[::1]",
+            "::1",
+            "PLAINTEXT://host:9092",
+        ] {
+            let out = KafkaOutput::new(brokers, DEFAULT_FLOWS_TOPIC);
+            assert!(out.check().is_ok(), "{brokers}");
+        }
         for (out, msg) in [
             (
                 KafkaOutput::new("127.0.0.1:9092", "a b"),
@@ -840,6 +876,12 @@ mod tests {
             (KafkaOutput::new("127.0.0.1:9092", ".."), "bad topic name"),
             (KafkaOutput::new("", "t"), "bad broker list \"\""),
             (KafkaOutput::new("a:1,,b:2", "t"), "bad broker list"),
+            (KafkaOutput::new("host:notaport", "t"), "bad broker list"),
+            (KafkaOutput::new("host:99999", "t"), "bad broker list"),
+            (KafkaOutput::new("host:0", "t"), "bad broker list"),
+            (KafkaOutput::new(":9092", "t"), "bad broker list"),
+            (KafkaOutput::new("[::1]x", "t"), "bad broker list"),
+            (KafkaOutput::new("[]:9092", "t"), "bad broker list"),
             (
                 KafkaOutput {
                     queue_messages: 0,

@@ -101,6 +101,14 @@ pub enum Notice {
         /// Its packets, per the manifest.
         packets: u64,
     },
+    /// A closed segment the manifest lists with packets is a file of 0 bytes (truncated after
+    /// it was written): its packets cannot be searched.
+    EmptiedSegment {
+        /// The segment.
+        path: PathBuf,
+        /// Its packets, per the manifest.
+        packets: u64,
+    },
     /// A segment left open by a recorder that stopped ends in an unfinished tail, not read.
     UnfinishedTail {
         /// The segment.
@@ -156,6 +164,7 @@ impl Notice {
         matches!(
             self,
             Notice::MissingSegment { .. }
+                | Notice::EmptiedSegment { .. }
                 | Notice::UnfinishedTail { .. }
                 | Notice::Unreadable(_)
                 | Notice::Damaged { .. }
@@ -181,6 +190,12 @@ impl fmt::Display for Notice {
                 "{}: segment {file} listed in the manifest is missing (deleted?); its {packets} \
                  packets cannot be searched",
                 store.display()
+            ),
+            Notice::EmptiedSegment { path, packets } => write!(
+                f,
+                "{}: empty (0 bytes) though the manifest lists {packets} packets in it; they \
+                 cannot be searched",
+                path.display()
             ),
             Notice::UnfinishedTail { path, bytes } => write!(
                 f,
@@ -322,11 +337,17 @@ fn listed_segments(
             });
             continue;
         }
-        v.push(SegmentRef {
-            path,
-            open: s.state == SegmentState::Open,
-            live,
-        });
+        let open = s.state == SegmentState::Open;
+        // An empty file is normal for an open segment (a recorder killed before its first
+        // write) but not for a closed one that held packets.
+        if !open && s.packets > 0 && std::fs::metadata(&path).is_ok_and(|m| m.len() == 0) {
+            notify(Notice::EmptiedSegment {
+                path,
+                packets: s.packets,
+            });
+            continue;
+        }
+        v.push(SegmentRef { path, open, live });
     }
     v
 }

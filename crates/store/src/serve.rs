@@ -290,7 +290,11 @@ fn extract(store: &Path, params: &[(String, String)], dropped: Arc<AtomicU64>) -
     };
     let mut bpf = match BpfMatcher::new(&req.filter) {
         Ok(b) => b,
-        Err(e) => return Response::text(400, &format!("filter: {e}")),
+        // With libpcap's reason, as `weir extract` prints it.
+        Err(e) => {
+            let why = weir_packet::output::error_chain(&e);
+            return Response::text(400, &format!("filter: {why}"));
+        }
     };
     let query = Query::from_expr(&req.filter);
     let mut notices = Vec::new();
