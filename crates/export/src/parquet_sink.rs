@@ -698,6 +698,23 @@ mod tests {
         }
     }
 
+    /// A scratch directory of this test process, emptied first (a killed run may have left it).
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("weir-parquet-{name}{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// Five-minute files of `sensor` under `dir`.
+    fn output(dir: &Path, sensor: &str, sync: bool) -> ParquetOutput {
+        ParquetOutput {
+            dir: dir.to_path_buf(),
+            interval_ns: DEFAULT_INTERVAL_NS,
+            sensor: sensor.into(),
+            sync,
+        }
+    }
+
     fn files(dir: &Path) -> Vec<String> {
         let mut out = Vec::new();
         let mut stack = vec![dir.to_path_buf()];
@@ -717,14 +734,8 @@ mod tests {
 
     #[test]
     fn one_file_per_interval_renamed_when_complete() {
-        let dir = std::env::temp_dir().join(format!("weir-parquet-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let out = ParquetOutput {
-            dir: dir.clone(),
-            interval_ns: DEFAULT_INTERVAL_NS,
-            sensor: "s1".into(),
-            sync: true,
-        };
+        let dir = scratch("");
+        let out = output(&dir, "s1", true);
         let mut s = ParquetSink::open(&out).unwrap();
         s.export(&rec(T0)).unwrap();
         s.export(&rec(T0 + 1)).unwrap();
@@ -768,14 +779,8 @@ mod tests {
     fn delta_columns_are_uncompressed_and_read_back_exact() {
         use parquet::file::reader::{FileReader, SerializedFileReader};
         use parquet::record::Field;
-        let dir = std::env::temp_dir().join(format!("weir-parquet-enc-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let out = ParquetOutput {
-            dir: dir.clone(),
-            interval_ns: DEFAULT_INTERVAL_NS,
-            sensor: "s1".into(),
-            sync: false,
-        };
+        let dir = scratch("enc-");
+        let out = output(&dir, "s1", false);
         let mut s = ParquetSink::open(&out).unwrap();
         let n = 300u64;
         for i in 0..n {
@@ -835,14 +840,8 @@ mod tests {
     /// removes it (and counts it), another sensor's is left alone.
     #[test]
     fn a_killed_runs_temporary_file_is_removed_at_the_next_start() {
-        let dir = std::env::temp_dir().join(format!("weir-parquet-stale-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let out = |sensor: &str| ParquetOutput {
-            dir: dir.clone(),
-            interval_ns: DEFAULT_INTERVAL_NS,
-            sensor: sensor.into(),
-            sync: false,
-        };
+        let dir = scratch("stale-");
+        let out = |sensor: &str| output(&dir, sensor, false);
         let mut s1 = ParquetSink::open(&out("s1")).unwrap();
         s1.export(&rec(T0)).unwrap();
         let mut s2 = ParquetSink::open(&out("s2")).unwrap();
@@ -866,14 +865,8 @@ mod tests {
 
     #[test]
     fn a_clock_going_back_starts_a_new_file() {
-        let dir = std::env::temp_dir().join(format!("weir-parquet-back-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let out = ParquetOutput {
-            dir: dir.clone(),
-            interval_ns: DEFAULT_INTERVAL_NS,
-            sensor: "s".into(),
-            sync: false,
-        };
+        let dir = scratch("back-");
+        let out = output(&dir, "s", false);
         let mut s = ParquetSink::open(&out).unwrap();
         s.export(&rec(T0)).unwrap();
         // a record 61 minutes earlier stays in the open file (late, not a restart)...

@@ -669,15 +669,12 @@ pub fn check_outputs(
     voip: &VoipBesideArgs,
     inputs: &[PathBuf],
 ) -> Result<(), String> {
-    let outs: Vec<(&str, &Path)> = [
+    let outs = [
         ("--http", http.http.as_deref()),
         ("--http-tls-log", http.http_tls_log.as_deref()),
         ("--voip", voip.voip.as_deref()),
         ("--voip-streams", voip.voip_streams.as_deref()),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| p.map(|p| (f, p)))
-    .collect();
+    ];
     crate::output::distinct_outputs(&outs, inputs)?;
     if let Some(p) = &voip.voip_plot {
         if p.exists() && !p.is_dir() {

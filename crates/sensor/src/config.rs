@@ -290,6 +290,11 @@ impl Cx<'_> {
         Ok(s)
     }
 
+    /// Seconds as [`secs`](Self::secs) checks them, in ns ([`weir_packet::value::ns`]: rounded).
+    fn secs_ns(&self, v: &Spanned<f64>, key: &str, lo: f64, hi: f64) -> Result<u64, ConfigError> {
+        self.secs(v, key, lo, hi).map(weir_packet::value::ns)
+    }
+
     /// A path whose parent directory exists.
     fn out_path(&self, v: &Spanned<String>, key: &str) -> Result<PathBuf, ConfigError> {
         if v.get_ref().is_empty() {
@@ -547,9 +552,8 @@ impl Cx<'_> {
         let max_age_ns = r
             .max_age_s
             .as_ref()
-            .map(|v| self.secs(v, &k("max_age_s"), 1.0, 1e9))
-            .transpose()?
-            .map(weir_packet::value::ns);
+            .map(|v| self.secs_ns(v, &k("max_age_s"), 1.0, 1e9))
+            .transpose()?;
         let index_chunk_kib = match (&r.index, &r.index_chunk_kib) {
             (Some(false), Some(v)) => {
                 return Err(self.at(
@@ -653,12 +657,10 @@ impl Cx<'_> {
         let k = |n: &str| format!("{key}.{n}");
         let mut meter = weir_flows::Config::default();
         if let Some(v) = &f.idle_timeout_s {
-            meter.idle_timeout_ns =
-                weir_packet::value::ns(self.secs(v, &k("idle_timeout_s"), 1e-3, 1e6)?);
+            meter.idle_timeout_ns = self.secs_ns(v, &k("idle_timeout_s"), 1e-3, 1e6)?;
         }
         if let Some(v) = &f.active_timeout_s {
-            meter.active_timeout_ns =
-                weir_packet::value::ns(self.secs(v, &k("active_timeout_s"), 1e-3, 1e6)?);
+            meter.active_timeout_ns = self.secs_ns(v, &k("active_timeout_s"), 1e-3, 1e6)?;
         }
         let format = match &f.export_format {
             None => NetflowFormat::Ipfix,
@@ -808,7 +810,7 @@ impl Cx<'_> {
                 if f.parquet.is_none() {
                     return Err(self.at(v, &k("parquet_interval_s"), "give `parquet` too"));
                 }
-                weir_packet::value::ns(self.secs(v, &k("parquet_interval_s"), 1.0, 86400.0)?)
+                self.secs_ns(v, &k("parquet_interval_s"), 1.0, 86400.0)?
             }
         };
         let Some(v) = &f.parquet else {

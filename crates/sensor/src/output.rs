@@ -51,10 +51,15 @@ pub fn same_output(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Refuses, among a command's outputs (`(flag, path)`), one that is one of `inputs` (the files
-/// it reads: [`weir_packet::output::check_inputs`]), one that is a directory, and two in one
-/// place ([`same_output`]): `FLAG and FLAG both name PATH: give each its own output`.
-pub fn distinct_outputs(outs: &[(&str, &Path)], inputs: &[PathBuf]) -> Result<(), String> {
+/// Refuses, among a command's outputs (`(flag, path)`, `None` for an output not asked for), one
+/// that is one of `inputs` (the files it reads: [`weir_packet::output::check_inputs`]), one that
+/// is a directory, and two in one place ([`same_output`]): `FLAG and FLAG both name PATH: give
+/// each its own output`.
+pub fn distinct_outputs(outs: &[(&str, Option<&Path>)], inputs: &[PathBuf]) -> Result<(), String> {
+    let outs: Vec<(&str, &Path)> = outs
+        .iter()
+        .filter_map(|&(f, p)| p.map(|p| (f, p)))
+        .collect();
     for (i, (fa, a)) in outs.iter().enumerate() {
         weir_packet::output::check_inputs(inputs, Some(*a)).map_err(|e| format!("{fa}: {e}"))?;
         if a.is_dir() {

@@ -141,8 +141,7 @@ fn check_output(inputs: &[PathBuf], out: &Path) -> Result<()> {
                 );
             }
         } else {
-            let idx = PathBuf::from(format!("{}.idx", input.display()));
-            if weir_sensor::output::same_output(out, &idx) {
+            if weir_sensor::output::same_output(out, &weir_index::index_path(input)) {
                 bail!(
                     "refusing to write {} over the index of the input {}",
                     out.display(),

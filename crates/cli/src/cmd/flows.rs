@@ -112,14 +112,11 @@ fn check_outputs(o: &Outputs, stats: Option<&Path>, inputs: &[PathBuf]) -> Resul
         Target::File(p) => Some(p.as_path()),
         _ => None,
     });
-    let outs: Vec<(&str, &Path)> = [
+    let outs = [
         ("--export", export),
         ("--json", o.json.as_deref()),
         ("--csv", o.csv.as_deref()),
         ("--stats", stats),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| p.map(|p| (f, p)))
-    .collect();
+    ];
     weir_sensor::output::distinct_outputs(&outs, inputs).map_err(anyhow::Error::msg)
 }

@@ -234,8 +234,7 @@ impl Cx<'_> {
                     (self.int(v, &k("max_memory_mib"), 1, 65536)? as usize) << 20;
             }
             if let Some(v) = &r.idle_timeout_s {
-                analyzer.idle_timeout_ns =
-                    weir_packet::value::ns(self.secs(v, &k("idle_timeout_s"), 1e-3, 1e6)?);
+                analyzer.idle_timeout_ns = self.secs_ns(v, &k("idle_timeout_s"), 1e-3, 1e6)?;
             }
             let kafka = self.analyzer_kafka(r.kafka.as_ref(), &key)?;
             if kafka.is_some() && format != weir_http::log::Format::Json {
@@ -299,12 +298,10 @@ impl Cx<'_> {
                 analyzer.max_streams = self.int(v, &k("max_streams"), 1, 100_000_000)? as usize;
             }
             if let Some(v) = &r.call_linger_s {
-                analyzer.linger_ns =
-                    weir_packet::value::ns(self.secs(v, &k("call_linger_s"), 1e-3, 1e6)?);
+                analyzer.linger_ns = self.secs_ns(v, &k("call_linger_s"), 1e-3, 1e6)?;
             }
             if let Some(v) = &r.call_timeout_s {
-                analyzer.call_timeout_ns =
-                    weir_packet::value::ns(self.secs(v, &k("call_timeout_s"), 1e-3, 1e6)?);
+                analyzer.call_timeout_ns = self.secs_ns(v, &k("call_timeout_s"), 1e-3, 1e6)?;
             }
             let plot = match &r.plot {
                 Some(v) => {

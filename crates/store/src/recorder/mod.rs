@@ -990,48 +990,29 @@ mod tests {
     #[test]
     fn the_rewrite_before_a_close_is_skipped_only_when_the_close_comes_first() {
         let (mib, s) = (1u64 << 20, Duration::from_secs);
-        // 800 MiB in 16 s: 224 MiB left, filled in 4.5 s: skipped.
-        assert!(closes_before_next_refresh(
-            800 * mib,
-            1024 * mib,
-            s(16),
-            s(5)
-        ));
-        // 700 MiB in 14 s: 324 MiB left, 6.5 s: written.
-        assert!(!closes_before_next_refresh(
-            700 * mib,
-            1024 * mib,
-            s(14),
-            s(5)
-        ));
-        // 768 MiB in 15 s: 256 MiB left, exactly 5 s: skipped (the close comes by the refresh).
-        assert!(closes_before_next_refresh(
-            768 * mib,
-            1024 * mib,
-            s(15),
-            s(5)
-        ));
-        // Last written two periods ago: written whatever the estimate.
-        assert!(!closes_before_next_refresh(
-            800 * mib,
-            1024 * mib,
-            s(16),
-            s(10)
-        ));
-        // Nothing written yet, or no time: written.
-        assert!(!closes_before_next_refresh(0, 1024 * mib, s(5), s(5)));
-        assert!(!closes_before_next_refresh(
-            mib,
-            1024 * mib,
-            Duration::ZERO,
-            s(0)
-        ));
-        // Full already (the close is due with the next record).
-        assert!(closes_before_next_refresh(
-            1024 * mib,
-            1024 * mib,
-            s(20),
-            s(5)
-        ));
+        // (covered, age, since the index was written, skipped?) for a 1 GiB segment.
+        let cases = [
+            // 800 MiB in 16 s: 224 MiB left, filled in 4.5 s: skipped.
+            (800 * mib, s(16), s(5), true),
+            // 700 MiB in 14 s: 324 MiB left, 6.5 s: written.
+            (700 * mib, s(14), s(5), false),
+            // 768 MiB in 15 s: 256 MiB left, exactly 5 s: skipped (the close comes by the
+            // refresh).
+            (768 * mib, s(15), s(5), true),
+            // Last written two periods ago: written whatever the estimate.
+            (800 * mib, s(16), s(10), false),
+            // Nothing written yet, or no time: written.
+            (0, s(5), s(5), false),
+            (mib, Duration::ZERO, s(0), false),
+            // Full already (the close is due with the next record).
+            (1024 * mib, s(20), s(5), true),
+        ];
+        for (covered, age, since_index, skipped) in cases {
+            assert_eq!(
+                closes_before_next_refresh(covered, 1024 * mib, age, since_index),
+                skipped,
+                "{covered} bytes in {age:?}, index {since_index:?} ago"
+            );
+        }
     }
 }
