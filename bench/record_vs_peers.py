@@ -67,7 +67,6 @@ for tool in ("tcpdump", "netsniff-ng", "trafgen", "tcpreplay", "editcap"):
         sys.exit(f"{tool} is not installed (scripts/setup.sh)")
 
 NS, A, B = f"weirbench{args.tag}", f"wbench{args.tag}0", f"wbench{args.tag}1"
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def sh(*cmd):
@@ -120,29 +119,6 @@ def trafgen_conf(size, path, diverse=False):
         f.write("{ " + ", ".join(cells) + " }\n")
 
 
-def machine_busy_s():
-    """CPU seconds the whole machine spent busy so far (all CPUs, /proc/stat)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + v[4]  # idle, iowait
-    return (sum(v[:8]) - idle) / TICK
-
-
-def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
-
-
-def link_stats(dev, ns=None):
-    """The interface's counters (rx/tx packets and drops) from sysfs."""
-    pre = ["ip", "netns", "exec", ns] if ns else []
-    names = ("rx_packets", "rx_dropped", "tx_packets", "tx_dropped")
-    out = subprocess.run(pre + ["cat"] + [f"/sys/class/net/{dev}/statistics/{n}" for n in names],
-                         capture_output=True, text=True, check=True).stdout.split()
-    return dict(zip(names, (int(x) for x in out)))
-
-
 RECONCILE = {}
 
 
@@ -168,10 +144,10 @@ def one(name, tmp, send, perf=None):
     time.sleep(0.5 if ready else 1.5)
     if name.startswith("weir record"):
         wait_populated(p.pid)
-    la0, lb0 = link_stats(A), link_stats(B, NS)
-    c0 = cpu_s(p.pid)
+    la0, lb0 = runner.link_stats(A), runner.link_stats(B, NS)
+    c0 = runner.cpu_s(p.pid)
     w0 = time.time()
-    m0 = machine_busy_s()
+    m0 = runner.machine_busy_s()
     prof = None
     if perf:
         prof = subprocess.Popen(["perf", "record", "-g", "-q", "-o", perf, "-p", str(p.pid)],
@@ -180,7 +156,7 @@ def one(name, tmp, send, perf=None):
     sh(*send)
     time.sleep(0.5)
     # CPU until the traffic is handled; the final flush is outside the measurement for all.
-    c1 = cpu_s(p.pid)
+    c1 = runner.cpu_s(p.pid)
     w1 = time.time()
     if prof:
         prof.send_signal(signal.SIGINT)
@@ -189,9 +165,9 @@ def one(name, tmp, send, perf=None):
     p.wait(timeout=60)
     # Page-cache writers leave their data to kernel threads: count the flush too.
     os.sync()
-    m1 = machine_busy_s()
+    m1 = runner.machine_busy_s()
     text = open(log.name).read()
-    la1, lb1 = link_stats(A), link_stats(B, NS)
+    la1, lb1 = runner.link_stats(A), runner.link_stats(B, NS)
     if name.startswith("weir record") and not perf and name not in RECONCILE:
         # Sent (the generator's side of the veth) vs what reached the capture side and what
         # weir counts: printed once per tool and traffic.

@@ -114,3 +114,31 @@ def trace_tcp_endpoints(trace, packets=200_000):
 
 def repo_root():
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s():
+    """CPU seconds the whole machine spent busy so far (all CPUs, /proc/stat: every state but
+    idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / TICK
+
+
+def cpu_s(pid):
+    """CPU seconds (user + system) process `pid` has used so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+
+
+def link_stats(dev, ns=None):
+    """Interface `dev`'s counters (of namespace `ns`) from sysfs, the numbers `ip -s link` and
+    /proc/net/dev print: rx_packets, rx_dropped, tx_packets, tx_dropped."""
+    pre = ["ip", "netns", "exec", ns] if ns else []
+    names = ("rx_packets", "rx_dropped", "tx_packets", "tx_dropped")
+    out = subprocess.run(pre + ["cat"] + [f"/sys/class/net/{dev}/statistics/{n}" for n in names],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return dict(zip(names, (int(x) for x in out)))

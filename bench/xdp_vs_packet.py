@@ -25,7 +25,7 @@ socket on the namespace's end, copy mode, the fastest sender this machine has): 
 --hosts 4096 (60 000 source ports, 4 096 source addresses, round robin), 64-byte frames, at top
 speed or at --pps. Every counter on the way is printed and reconciled: the generator's sent
 count, the sending veth's tx packets / tx dropped and the receiving veth's rx packets / rx
-dropped (/proc/net/dev of each namespace, the numbers `ip -s link` prints), weir's kernel
+dropped (sysfs of each namespace, the numbers `ip -s link` prints), weir's kernel
 received / dropped, the AF_XDP socket's counters, weir's buffer and writer drops, and the
 packets recorded. --weir BIN runs another weir binary (for A/B runs).
 
@@ -69,7 +69,6 @@ if args.sender == "trafgen" and not shutil.which("trafgen"):
     sys.exit("trafgen is not installed (scripts/setup.sh)")
 
 NS, A, B = "weirxdpb", "wxdpb0", "wxdpb1"
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def sh(*cmd):
@@ -114,19 +113,6 @@ def trafgen_conf(path):
         f.write("{ " + ", ".join(cells) + " }\n")
 
 
-def netdev(dev, ns=None):
-    """(rx packets, rx dropped, tx packets, tx dropped) of `dev` from /proc/net/dev (of
-    namespace `ns`): the counters `ip -s link` prints."""
-    pre = ["ip", "netns", "exec", ns] if ns else []
-    text = subprocess.run(pre + ["cat", "/proc/net/dev"], capture_output=True, text=True, check=True).stdout
-    for line in text.splitlines():
-        name, _, rest = line.partition(":")
-        if name.strip() == dev:
-            v = [int(x) for x in rest.split()]
-            return (v[1], v[3], v[9], v[11])
-    sys.exit(f"{dev} is not in /proc/net/dev")
-
-
 def send(conf):
     """Sends args.packets frames from B; returns what the generator says it sent (None for
     trafgen, which only prints it in a form not parsed here: the veth's tx counter says it)."""
@@ -141,19 +127,6 @@ def send(conf):
     if r.returncode != 0:
         sys.exit(f"weir gen failed: {r.stderr}")
     return json.loads(r.stdout)
-
-
-def machine_busy_s():
-    """CPU seconds the whole machine spent busy so far (all CPUs, /proc/stat)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v[:8]) - v[3] - v[4]) / TICK  # minus idle, iowait
-
-
-def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
 def one(backend, tmp, conf):
@@ -173,17 +146,18 @@ def one(backend, tmp, conf):
             sys.exit(f"weir --backend {backend} did not start: {open(log.name).read()}")
         time.sleep(0.05)
     time.sleep(0.5)
-    c0 = cpu_s(p.pid)
-    m0 = machine_busy_s()
-    a0, b0 = netdev(A), netdev(B, NS)
+    c0 = runner.cpu_s(p.pid)
+    m0 = runner.machine_busy_s()
+    a0, b0 = runner.link_stats(A), runner.link_stats(B, NS)
     t0 = time.time()
     report = send(conf)
     wall = time.time() - t0
     time.sleep(0.5)
-    c1 = cpu_s(p.pid)
-    m1 = machine_busy_s()
-    a1, b1 = netdev(A), netdev(B, NS)
-    veth = {"A rx": a1[0] - a0[0], "A rx dropped": a1[1] - a0[1], "B tx": b1[2] - b0[2], "B tx dropped": b1[3] - b0[3]}
+    c1 = runner.cpu_s(p.pid)
+    m1 = runner.machine_busy_s()
+    a1, b1 = runner.link_stats(A), runner.link_stats(B, NS)
+    veth = {"A rx": a1["rx_packets"] - a0["rx_packets"], "A rx dropped": a1["rx_dropped"] - a0["rx_dropped"],
+            "B tx": b1["tx_packets"] - b0["tx_packets"], "B tx dropped": b1["tx_dropped"] - b0["tx_dropped"]}
     p.send_signal(signal.SIGINT)
     p.wait(timeout=120)
     text = open(log.name).read()
