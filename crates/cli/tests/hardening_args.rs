@@ -316,6 +316,19 @@ fn numeric_options_are_finite_and_in_range() {
         ),
         (&["gen", "-w", "/dev/null", "--flows", "0"], &["--flows"]),
         (
+            &["gen", "-w", "/dev/null", "--hosts", "0"],
+            &["--hosts", "1..=65535"],
+        ),
+        (
+            &["gen", "-w", "/dev/null", "--hosts", "-1"],
+            &["--hosts", "1..=65535"],
+        ),
+        (
+            &["gen", "-w", "/dev/null", "--hosts", "70000"],
+            &["--hosts", "1..=65535"],
+        ),
+        (&["gen", "-w", "/dev/null", "--hosts", "nan"], &["--hosts"]),
+        (
             &["gen", "-w", "/dev/null", "--dscp", "64"],
             &["--dscp", "0..=63"],
         ),
