@@ -44,6 +44,10 @@ struct Args {
     /// log2 of the ports per key from --port-exact-below on.
     #[arg(long, default_value_t = PortGrain::DEFAULT.bucket_shift)]
     port_bucket_shift: u32,
+    /// A chunk with at most this many distinct ports from --port-exact-below on lists them
+    /// exactly (0: always per bucket, as index format 4).
+    #[arg(long, default_value_t = PortGrain::DEFAULT.chunk_exact_ports)]
+    port_chunk_exact: u32,
 }
 
 /// Packets back to back in one allocation, as in the packet buffer the recorder reads, with
@@ -270,6 +274,7 @@ fn main() -> Result<()> {
     let grain = PortGrain {
         exact_below: args.port_exact_below,
         bucket_shift: args.port_bucket_shift,
+        chunk_exact_ports: args.port_chunk_exact,
     };
     anyhow::ensure!(
         grain.is_valid(),
@@ -277,9 +282,10 @@ fn main() -> Result<()> {
     );
     writeln!(
         std::io::stdout(),
-        "weir-index, median of {} rounds, ports exact below {}, buckets of {} above:",
+        "weir-index, median of {} rounds, ports exact below {}, above exact in a chunk of at most {} such ports, else buckets of {}:",
         args.rounds,
         grain.exact_below,
+        grain.chunk_exact_ports,
         1u32 << grain.bucket_shift
     )
     .context("writing the results")?;

@@ -3,12 +3,15 @@
 //!
 //! Per packet each key ORs the bit of the packet's **block** ([`BLOCKS_PER_CHUNK`] blocks of
 //! 4 KiB per 128 KiB chunk) into the key's mask for the current **chunk**, in tables addressed
-//! directly: 256 protocol masks, 65 536 port masks (a port from 1 024 on ORs its bucket's:
-//! [`PortGrain`]), a direct-mapped table of recent IPv4 (and IPv6) addresses with their masks.
+//! directly: 256 protocol masks, 65 536 port masks, a direct-mapped table of recent IPv4 (and
+//! IPv6) addresses with their masks.
 //! No hash map, no allocation, no branch on whether the key is new beyond the address slot's.
 //! When the chunk ends, every key touched in it gives one entry `(key id, chunk, mask of its
 //! blocks)` appended to a flat array per kind (an address pushed out of its slot by another
-//! gives one early, merged later). The key id of a protocol or port is its value; an IPv4
+//! gives one early, merged later). The ports from [`PortGrain::exact_below`] on give their own
+//! entries when the chunk has at most [`PortGrain::chunk_exact_ports`] distinct such ports
+//! (real traffic: a few dozen), else one entry per bucket of them (random source ports: a
+//! thousand and more per chunk of 64-byte frames), under the bucket's id (format 5). The key id of a protocol or port is its value; an IPv4
 //! address gets a dense number from a table of the segment's addresses ([`V4Ids`]), looked up
 //! once per entry (per address and chunk), not per packet.
 //!
@@ -34,7 +37,7 @@
 use weir_decode::quick::{self, Upper};
 use weir_packet::LinkType;
 
-use crate::format::{self, ChunkInfo, NONE};
+use crate::format::{self, ChunkInfo, Listed, NONE};
 use crate::keys::{keys_of_decoded, Key, PortGrain};
 
 /// Blocks per chunk (the width of a chunk's block mask).
@@ -117,7 +120,7 @@ struct Grouped {
 
 impl Grouped {
     /// Writes the list of key id `d` (nothing when it has no entry) as key `k`.
-    fn write(&mut self, out: &mut format::Writer, per: u32, d: usize, k: Key) {
+    fn write(&mut self, out: &mut format::Writer, per: u32, d: usize, k: Listed) {
         let s = if d == 0 { 0 } else { self.end[d - 1] as usize };
         let e = self.end[d] as usize;
         if s == e {
@@ -203,7 +206,7 @@ impl V4Ids {
 /// Writes key `k` with its entries (chunks increasing, each with its blocks' mask), as blocks or
 /// as chunks (see the module doc). `per` (blocks per chunk) is a power of two; with one block
 /// per chunk the list is of blocks, which are the chunks.
-fn write_list(out: &mut format::Writer, k: Key, per: u32, chunks: &[u32], masks: &[u32]) {
+fn write_list(out: &mut format::Writer, k: Listed, per: u32, chunks: &[u32], masks: &[u32]) {
     debug_assert!(per.is_power_of_two());
     let sh = per.trailing_zeros();
     let nchunks = chunks.len();
@@ -276,6 +279,8 @@ pub struct IndexBuilder {
     wildcard: Vec<u32>,
     protos: Postings,
     ports: Postings,
+    /// Port buckets' entries (id: the bucket's number, its first port `>> bucket_shift`).
+    buckets: Postings,
     v4: Postings,
     v4_ids: V4Ids,
     /// IPv6 entries `(address, chunk, mask)` (fewer: sorted by comparison); `v6[..v6_sorted]`
@@ -354,6 +359,7 @@ impl IndexBuilder {
             wildcard: Vec::new(),
             protos: Postings::default(),
             ports: Postings::default(),
+            buckets: Postings::default(),
             v4: Postings::default(),
             v4_ids: V4Ids::default(),
             v6: Vec::new(),
@@ -387,7 +393,12 @@ impl IndexBuilder {
         self.wildcard.clear();
         // The current chunk's tables back to empty (by what is in them).
         self.flush();
-        for p in [&mut self.protos, &mut self.ports, &mut self.v4] {
+        for p in [
+            &mut self.protos,
+            &mut self.ports,
+            &mut self.buckets,
+            &mut self.v4,
+        ] {
             p.clear();
         }
         self.v4_ids.clear();
@@ -491,16 +502,7 @@ impl IndexBuilder {
             self.protos.push(u32::from(p), c, m);
         }
         self.proto_n = 0;
-        for (j, summary) in self.port_words.iter_mut().enumerate() {
-            for w in Bits(std::mem::take(summary)) {
-                let i = j << 6 | w as usize;
-                for b in Bits(std::mem::take(&mut self.port_touched[i])) {
-                    let p = i << 6 | b as usize;
-                    let m = std::mem::take(&mut self.port_mask[p]);
-                    self.ports.push(p as u32, c, m);
-                }
-            }
-        }
+        self.flush_ports();
         for &s in &self.v4_touched {
             let (a, m) = std::mem::take(&mut self.v4_slot[usize::from(s)]);
             self.v4.push(self.v4_ids.id(a), c, m);
@@ -522,9 +524,59 @@ impl IndexBuilder {
         *m |= self.bit;
     }
 
+    /// The current chunk's port entries: exact below [`PortGrain::exact_below`], and from
+    /// there on exact too when the chunk has at most [`PortGrain::chunk_exact_ports`] distinct
+    /// such ports, else per bucket (in port order, so a bucket's ports are consecutive).
+    fn flush_ports(&mut self) {
+        let g = self.grain;
+        let from = g.exact_below as usize;
+        let exact = g.bucket_shift == 0 || from >= 1 << 16 || {
+            // Distinct ports from `exact_below` on, counted by the touched words' bits.
+            let mut n = 0u32;
+            for (j, &summary) in self.port_words.iter().enumerate() {
+                for w in Bits(summary) {
+                    let i = j << 6 | w as usize;
+                    if (i + 1) << 6 <= from {
+                        continue;
+                    }
+                    let below = from.saturating_sub(i << 6);
+                    let keep = if below == 0 { !0u64 } else { !0u64 << below };
+                    n += (self.port_touched[i] & keep).count_ones();
+                }
+            }
+            n <= g.chunk_exact_ports
+        };
+        let c = self.chunk;
+        let (mut bucket, mut bucket_mask) = (u32::MAX, 0u32);
+        for (j, summary) in self.port_words.iter_mut().enumerate() {
+            for w in Bits(std::mem::take(summary)) {
+                let i = j << 6 | w as usize;
+                for b in Bits(std::mem::take(&mut self.port_touched[i])) {
+                    let p = i << 6 | b as usize;
+                    let m = std::mem::take(&mut self.port_mask[p]);
+                    if exact || p < from {
+                        self.ports.push(p as u32, c, m);
+                        continue;
+                    }
+                    let k = (p >> g.bucket_shift) as u32;
+                    if k != bucket {
+                        if bucket_mask != 0 {
+                            self.buckets.push(bucket, c, bucket_mask);
+                        }
+                        (bucket, bucket_mask) = (k, 0);
+                    }
+                    bucket_mask |= m;
+                }
+            }
+        }
+        if bucket_mask != 0 {
+            self.buckets.push(bucket, c, bucket_mask);
+        }
+    }
+
     #[inline(always)]
     fn add_port(&mut self, p: u16) {
-        let p = usize::from(self.grain.key(p));
+        let p = usize::from(p);
         self.port_mask[p] |= self.bit;
         self.port_touched[p >> 6] |= 1 << (p & 63);
         self.port_words[p >> 12] |= 1 << ((p >> 6) & 63);
@@ -600,11 +652,11 @@ impl IndexBuilder {
         let g = &mut self.grouped;
         self.protos.group(g);
         for p in 0..self.protos.count.len() {
-            g.write(&mut out, per, p, Key::Proto(p as u8));
+            g.write(&mut out, per, p, Key::Proto(p as u8).into());
         }
         self.ports.group(g);
         for p in 0..self.ports.count.len() {
-            g.write(&mut out, per, p, Key::Port(p as u16));
+            g.write(&mut out, per, p, Key::Port(p as u16).into());
         }
         self.v4.group(g);
         // The addresses' ids in address order.
@@ -615,7 +667,7 @@ impl IndexBuilder {
                 &mut out,
                 per,
                 d as usize,
-                Key::V4(self.v4_ids.addr[d as usize]),
+                Key::V4(self.v4_ids.addr[d as usize]).into(),
             );
         }
         let mut i = 0;
@@ -629,8 +681,14 @@ impl IndexBuilder {
                 w.push(e.1);
                 m.push(e.2);
             }
-            write_list(&mut out, Key::V6(a), per, &w, &m);
+            write_list(&mut out, Key::V6(a).into(), per, &w, &m);
             i += n;
+        }
+        // The port buckets, after every key (the fifth table).
+        self.buckets.group(g);
+        for b in 0..self.buckets.count.len() {
+            let first = (b << self.grain.bucket_shift) as u16;
+            g.write(&mut out, per, b, Listed::Bucket(first));
         }
         out.finish(
             &format::Header {

@@ -1,10 +1,10 @@
 //! The index file format, and reading it back.
 //!
-//! Format 4 (`"WEIRIDX4"`, little-endian), made so that a query reads only what it needs: the
+//! Format 5 (`"WEIRIDX5"`, little-endian), made so that a query reads only what it needs: the
 //! head (block and time tables, key tables) and the lists of its own keys, each checked.
 //!
 //! ```text
-//! "WEIRIDX4"                                      8 bytes
+//! "WEIRIDX5"                                      8 bytes
 //! covered_len, head_hash, packets,                u64 each
 //! first_ns, last_ns
 //! chunk_size, block count N, blocks per chunk P,  u32 each
@@ -12,13 +12,15 @@
 //! key counts: protocols, ports, IPv4, IPv6        u32 each
 //! lists bytes L, head bytes H                     u64 each
 //! port grain: exact below E, bucket shift S       u32 each
+//! port bucket keys B, exact ports per chunk X     u32 each
 //! ---- from here on to H: the head ----
 //! chunk times: ceil(N / P) × (min ts, max ts)     u64 each (min u64::MAX: no packet)
 //! first record of each block, from its start      N × u16 (u32 when a block is over 65 535
 //!                                                 bytes); all ones: no record starts there
 //! wildcard block list                             W bytes: varint count, delta varints
-//! key tables, one per kind in key order           (value, offset of its list in the lists) ×
-//!                                                 count; value: 1, 2, 4 or 16 bytes, offset u32
+//! key tables, one per kind: protocols, ports,     (value, offset of its list in the lists) ×
+//! IPv4, IPv6, port buckets                        count; value: 1, 2, 4, 16 or 2 bytes
+//!                                                 (a bucket's first port), offset u32
 //! list page checksums                             ceil(L / 4096) × CRC-32
 //! CRC-32 of the head                              u32 (of bytes 0..H)
 //! ---- the lists, in key order ----               L bytes; a key's list ends where the next
@@ -32,10 +34,14 @@
 //! of its chunks lists its chunks, as deltas or as a bitmap, whichever is smaller (a key in a
 //! third of the chunks: a bit per chunk instead of a byte per chunk it is in).
 //!
-//! Ports from E on are keyed per bucket of 2^S ports (the key is the bucket's first port; see
-//! [`PortGrain`]): a query for such a port reads its bucket's list, a superset the BPF program
-//! narrows. Version 3 (`"WEIRIDX3"`, session 17) is version 4 without the port grain line (96
-//! bytes before the tables, every port its own key); it is still read.
+//! Ports from E on are listed exactly in a chunk where at most X distinct such ports occur, and
+//! per bucket of 2^S ports in the others (the bucket key is the bucket's first port, in the
+//! fifth table; see [`PortGrain`]): a query for such a port reads its own list and its
+//! bucket's, a superset the BPF program narrows. Version 4 (`"WEIRIDX4"`, session 18) is
+//! version 5 without the line of B and X (104 bytes before the tables): every chunk lists its
+//! ports from E on per bucket, under the bucket's key in the ports' table. Version 3
+//! (`"WEIRIDX3"`, session 17) is version 4 without the port grain line (96 bytes before the
+//! tables, every port its own key). Both are still read.
 //!
 //! Time bounds are kept per chunk (format 2 kept them per block: 16 of its 24 bytes per block);
 //! a time window then reads at most a chunk too much at each end.
@@ -50,7 +56,9 @@ use std::os::unix::fs::FileExt;
 use crate::keys::{Key, PortGrain};
 use crate::query::Query;
 
-const MAGIC: &[u8; 8] = b"WEIRIDX4";
+const MAGIC: &[u8; 8] = b"WEIRIDX5";
+/// Version 4: version 5 without the port bucket table (every chunk's ports per bucket).
+const MAGIC_V4: &[u8; 8] = b"WEIRIDX4";
 /// Version 3: version 4 without the port grain (every port a key).
 const MAGIC_V3: &[u8; 8] = b"WEIRIDX3";
 /// Version 2: per-block entries, inline lists.
@@ -63,8 +71,10 @@ const COARSE: u8 = 0x80;
 pub(crate) const NONE: u64 = u64::MAX;
 /// "No record starts in this block" (in-memory offset from the block's start).
 const NONE32: u32 = u32::MAX;
+/// Bytes of a version 5 file before its head's tables.
+const FIXED: usize = 112;
 /// Bytes of a version 4 file before its head's tables.
-const FIXED: usize = 104;
+const FIXED_V4: usize = 104;
 /// Bytes of a version 3 file before its head's tables.
 const FIXED_V3: usize = 96;
 /// Bytes of the lists each page checksum covers.
@@ -139,40 +149,68 @@ fn list(out: &mut Vec<u8>, chunks: &[u32]) {
     }
 }
 
-/// The kind (0 to 3: protocol, port, IPv4, IPv6) of a key and its value's width.
-fn kind(k: Key) -> (usize, usize) {
-    match k {
-        Key::Proto(_) => (0, 1),
-        Key::Port(_) => (1, 2),
-        Key::V4(_) => (2, 4),
-        Key::V6(_) => (3, 16),
+/// What a list is written for: a key, or a bucket of ports (format 5: the bucket's first port).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Listed {
+    /// A key.
+    Key(Key),
+    /// The ports of a bucket, by its first port.
+    Bucket(u16),
+}
+
+impl From<Key> for Listed {
+    fn from(k: Key) -> Listed {
+        Listed::Key(k)
     }
 }
 
-/// Value widths of the four kinds.
-const WIDTH: [usize; 4] = [1, 2, 4, 16];
+/// The kind (0 to 3: protocol, port, IPv4, IPv6) of a key.
+fn kind(k: Key) -> usize {
+    match k {
+        Key::Proto(_) => 0,
+        Key::Port(_) => 1,
+        Key::V4(_) => 2,
+        Key::V6(_) => 3,
+    }
+}
 
-/// Writes a version 3 index: keys in [`Key`]'s order with their lists, then
-/// [`finish`](Writer::finish).
+/// The table of port buckets (format 5).
+const BUCKETS: usize = 4;
+/// Key tables (kinds).
+const KINDS: usize = 5;
+/// Value widths of the five kinds.
+const WIDTH: [usize; KINDS] = [1, 2, 4, 16, 2];
+
+/// Writes a version 5 index: keys in [`Key`]'s order with their lists, then the port buckets
+/// in order, then [`finish`](Writer::finish).
 #[derive(Default)]
 pub(crate) struct Writer {
-    tables: [Vec<u8>; 4],
-    counts: [u32; 4],
+    tables: [Vec<u8>; KINDS],
+    counts: [u32; KINDS],
     lists: Vec<u8>,
     scratch: Vec<u32>,
 }
 
 impl Writer {
-    /// One key and its `n` blocks, or chunks when `coarse` (strictly increasing); keys must come
-    /// in [`Key`]'s order.
-    pub(crate) fn key(&mut self, k: Key, coarse: bool, n: usize, items: impl Iterator<Item = u32>) {
-        let (kind, _) = kind(k);
+    /// One key (or bucket) and its `n` blocks, or chunks when `coarse` (strictly increasing);
+    /// keys must come in [`Key`]'s order, then the buckets in theirs.
+    pub(crate) fn key(
+        &mut self,
+        k: Listed,
+        coarse: bool,
+        n: usize,
+        items: impl Iterator<Item = u32>,
+    ) {
+        let kind = match k {
+            Listed::Key(k) => kind(k),
+            Listed::Bucket(_) => BUCKETS,
+        };
         let t = &mut self.tables[kind];
         match k {
-            Key::Proto(p) => t.push(p),
-            Key::Port(p) => t.extend_from_slice(&p.to_le_bytes()),
-            Key::V4(a) => t.extend_from_slice(&a.to_le_bytes()),
-            Key::V6(a) => t.extend_from_slice(&a.to_le_bytes()),
+            Listed::Key(Key::Proto(p)) => t.push(p),
+            Listed::Key(Key::Port(p)) | Listed::Bucket(p) => t.extend_from_slice(&p.to_le_bytes()),
+            Listed::Key(Key::V4(a)) => t.extend_from_slice(&a.to_le_bytes()),
+            Listed::Key(Key::V6(a)) => t.extend_from_slice(&a.to_le_bytes()),
         }
         // Lists past 4 GiB would need a segment of some 300 GB of 64-byte frames; the recorder
         // cuts segments long before.
@@ -243,13 +281,18 @@ impl Writer {
         for v in [h.chunk_size, blocks.len() as u32, h.per, wild.len() as u32] {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        for c in self.counts {
+        for c in &self.counts[..BUCKETS] {
             out.extend_from_slice(&c.to_le_bytes());
         }
         for v in [self.lists.len() as u64, head_len as u64] {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        for v in [h.ports.exact_below, h.ports.bucket_shift] {
+        for v in [
+            h.ports.exact_below,
+            h.ports.bucket_shift,
+            self.counts[BUCKETS],
+            h.ports.chunk_exact_ports,
+        ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         debug_assert_eq!(out.len(), FIXED);
@@ -317,11 +360,16 @@ pub struct Index {
     tper: u32,
     /// How finely the ports are keyed.
     ports: PortGrain,
+    /// Whether port buckets have a table of their own (format 5), so a bucketed port has two
+    /// lists (its own and its bucket's); in format 4 its bucket's key is in the ports' table.
+    buckets_apart: bool,
     /// Blocks.
     wildcard: Vec<u32>,
     /// Sorted by key: the key, whether its list is of chunks (else of blocks), the list. Only
     /// the keys of its query when loaded for one.
     keys: Vec<(Key, bool, Vec<u32>)>,
+    /// The same for the port buckets of a format 5 index, by first port.
+    buckets: Vec<(u16, bool, Vec<u32>)>,
     /// Distinct keys in the file.
     nkeys: usize,
 }
@@ -412,29 +460,31 @@ fn decode3(b: &[u8], nblocks: u32, nchunks: u32) -> Result<(bool, Vec<u32>), Ind
     Ok((coarse, v))
 }
 
-/// Where a version 3 head's key tables and checksums are (in the head's bytes).
+/// Where a version 3, 4 or 5 head's key tables and checksums are (in the head's bytes).
 struct Tables {
     /// Offset of each kind's table.
-    at: [usize; 4],
-    counts: [u32; 4],
+    at: [usize; KINDS],
+    counts: [u32; KINDS],
     /// Keys before each kind's.
-    base: [usize; 4],
+    base: [usize; KINDS],
     pages_at: usize,
     lists_len: u64,
     head_len: usize,
     nblocks: u32,
     nchunks: u32,
     ports: PortGrain,
+    /// Whether the port buckets have their own table (format 5).
+    apart: bool,
 }
 
 impl Tables {
     fn total(&self) -> usize {
-        self.base[3] + self.counts[3] as usize
+        self.base[BUCKETS] + self.counts[BUCKETS] as usize
     }
 
     /// The kind and place in its table of the `g`th key.
     fn locate(&self, g: usize) -> (usize, usize) {
-        let kind = (0..4).rev().find(|&k| g >= self.base[k]).unwrap_or(0);
+        let kind = (0..KINDS).rev().find(|&k| g >= self.base[k]).unwrap_or(0);
         (kind, g - self.base[kind])
     }
 
@@ -443,11 +493,12 @@ impl Tables {
         &b[self.at[kind] + i * w..self.at[kind] + (i + 1) * w]
     }
 
+    /// The `i`th key of kind `kind` (a bucket's first port as a port).
     fn key(&self, b: &[u8], kind: usize, i: usize) -> Key {
         let e = self.entry(b, kind, i);
         match kind {
             0 => Key::Proto(e[0]),
-            1 => Key::Port(u16::from_le_bytes([e[0], e[1]])),
+            1 | BUCKETS => Key::Port(u16::from_le_bytes([e[0], e[1]])),
             2 => Key::V4(u32::from_le_bytes(e[..4].try_into().expect("4"))),
             _ => Key::V6(u128::from_le_bytes(e[..16].try_into().expect("16"))),
         }
@@ -465,7 +516,12 @@ impl Tables {
 
     /// The place of key `k`, if the file has it.
     fn find(&self, b: &[u8], k: Key) -> Option<usize> {
-        let (kind, _) = kind(k);
+        self.find_in(b, kind(k), k)
+    }
+
+    /// The place of key `k` in the table of kind `kind` (the port buckets: `k` a bucket's
+    /// first port), if the file has it.
+    fn find_in(&self, b: &[u8], kind: usize, k: Key) -> Option<usize> {
         let n = self.counts[kind] as usize;
         let i = partition(n, |i| self.key(b, kind, i) < k);
         (i < n && self.key(b, kind, i) == k).then_some(self.base[kind] + i)
@@ -509,22 +565,23 @@ fn partition(n: usize, below: impl Fn(usize) -> bool) -> usize {
     lo
 }
 
-/// Whether `b` starts as a version 3 or 4 file (same layout but for the port grain).
+/// Whether `b` starts as a version 3, 4 or 5 file (same layout but for the port grain and the
+/// port buckets).
 fn is_v34(b: &[u8]) -> bool {
-    matches!(b.get(..8), Some(m) if m == MAGIC || m == MAGIC_V3)
+    matches!(b.get(..8), Some(m) if m == MAGIC || m == MAGIC_V4 || m == MAGIC_V3)
 }
 
-/// The bytes before the head's tables of a version 3 or 4 file starting with `b`.
+/// The bytes before the head's tables of a version 3, 4 or 5 file starting with `b`.
 fn fixed_len(b: &[u8]) -> usize {
-    if b.get(..8) == Some(&MAGIC_V3[..]) {
-        FIXED_V3
-    } else {
-        FIXED
+    match b.get(..8) {
+        Some(m) if m == MAGIC_V3 => FIXED_V3,
+        Some(m) if m == MAGIC_V4 => FIXED_V4,
+        _ => FIXED,
     }
 }
 
-/// The head length and the lists' length of a version 3 or 4 file whose first bytes (at least
-/// its [`fixed_len`]) are `b`.
+/// The head length and the lists' length of a version 3, 4 or 5 file whose first bytes (at
+/// least its [`fixed_len`]) are `b`.
 fn sizes3(b: &[u8]) -> Result<(usize, u64), IndexError> {
     let fixed = fixed_len(b);
     if b.len() < fixed || !is_v34(b) {
@@ -538,8 +595,8 @@ fn sizes3(b: &[u8]) -> Result<(usize, u64), IndexError> {
     Ok((head as usize, lists))
 }
 
-/// Parses a version 3 or 4 head (`b`: its bytes and its checksum): the index without its keys,
-/// and where its key tables are.
+/// Parses a version 3, 4 or 5 head (`b`: its bytes and its checksum): the index without its
+/// keys, and where its key tables are.
 fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
     let (head_len, lists_len) = sizes3(b)?;
     if b.len() < head_len + 4 {
@@ -553,14 +610,20 @@ fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
     let (covered_len, head_hash, packets, first_ns, last_ns) =
         (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
     let (chunk_size, n, per, wild_len) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
-    let counts = [c.u32()?, c.u32()?, c.u32()?, c.u32()?];
+    let mut counts = [c.u32()?, c.u32()?, c.u32()?, c.u32()?, 0];
     c.u64()?;
     c.u64()?;
-    let ports = if fixed_len(body) == FIXED {
-        let g = PortGrain {
+    let fixed = fixed_len(body);
+    let ports = if fixed >= FIXED_V4 {
+        let mut g = PortGrain {
             exact_below: c.u32()?,
             bucket_shift: c.u32()?,
+            chunk_exact_ports: 0,
         };
+        if fixed == FIXED {
+            counts[BUCKETS] = c.u32()?;
+            g.chunk_exact_ports = c.u32()?;
+        }
         if !g.is_valid() {
             return Err(IndexError::Corrupt("bad port grain"));
         }
@@ -613,10 +676,10 @@ fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
         return Err(IndexError::Corrupt("trailing bytes in the wildcard list"));
     }
     c.at = wild_end;
-    let mut at = [0; 4];
-    let mut base = [0; 4];
+    let mut at = [0; KINDS];
+    let mut base = [0; KINDS];
     let mut total = 0usize;
-    for k in 0..4 {
+    for k in 0..KINDS {
         at[k] = c.at;
         base[k] = total;
         total += counts[k] as usize;
@@ -637,6 +700,7 @@ fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
         nblocks: n,
         nchunks,
         ports,
+        apart: fixed == FIXED,
     };
     // Keys increasing within each kind, lists in key order, each at least a kind byte and a
     // count (so a binary search and a list's end can be trusted).
@@ -669,8 +733,10 @@ fn head3(b: &[u8]) -> Result<(Index, Tables), IndexError> {
         times,
         tper: per,
         ports,
+        buckets_apart: fixed == FIXED,
         wildcard,
         keys: Vec::new(),
+        buckets: Vec::new(),
         nkeys: total,
     };
     Ok((ix, t))
@@ -692,7 +758,7 @@ impl Index {
                 let (kind, i) = t.locate(g);
                 let (a, e) = (t.off(bytes, g) as usize, t.off(bytes, g + 1) as usize);
                 let (coarse, v) = decode3(&lists[a..e], t.nblocks, t.nchunks)?;
-                ix.keys.push((t.key(bytes, kind, i), coarse, v));
+                ix.push(kind, t.key(bytes, kind, i), coarse, v);
             }
             return Ok(ix);
         }
@@ -773,9 +839,11 @@ impl Index {
             times,
             tper: 1,
             ports: PortGrain::EXACT,
+            buckets_apart: false,
             wildcard,
             nkeys: keys.len(),
             keys,
+            buckets: Vec::new(),
         })
     }
 
@@ -869,12 +937,22 @@ impl Index {
                     (t.off(b, g + 1) - from) as usize,
                 );
                 let (coarse, v) = decode3(&lists[s..e], t.nblocks, t.nchunks)?;
-                ix.keys.push((t.key(b, kind, k), coarse, v));
+                ix.push(kind, t.key(b, kind, k), coarse, v);
             }
         }
         ix.keys.sort_by_key(|k| k.0);
         ix.keys.dedup_by_key(|k| k.0);
+        ix.buckets.sort_by_key(|k| k.0);
+        ix.buckets.dedup_by_key(|k| k.0);
         Ok(ix)
+    }
+
+    /// Keeps the list of the key `k` of table `kind` (a bucket's first port as a port).
+    fn push(&mut self, kind: usize, k: Key, coarse: bool, v: Vec<u32>) {
+        match (kind, k) {
+            (BUCKETS, Key::Port(p)) => self.buckets.push((p, coarse, v)),
+            _ => self.keys.push((k, coarse, v)),
+        }
     }
 
     /// Number of chunks.
@@ -907,9 +985,18 @@ impl Index {
     }
 
     /// Every key with its list as written: whether it is of chunks (else of blocks), and the
-    /// list (increasing).
+    /// list (increasing). Port buckets are apart: [`bucket_lists`](Self::bucket_lists).
     pub fn lists(&self) -> impl Iterator<Item = (Key, bool, &[u32])> + '_ {
         self.keys.iter().map(|(k, coarse, v)| (*k, *coarse, &v[..]))
+    }
+
+    /// Every port bucket of a format 5 index (by its first port) with its list as written, as
+    /// [`lists`](Self::lists) gives the keys'. A format 4 index lists its buckets among the
+    /// keys (as ports).
+    pub fn bucket_lists(&self) -> impl Iterator<Item = (u16, bool, &[u32])> + '_ {
+        self.buckets
+            .iter()
+            .map(|(p, coarse, v)| (*p, *coarse, &v[..]))
     }
 
     /// How finely the index keys ports ([`PortGrain::EXACT`] before version 4).
@@ -922,10 +1009,11 @@ impl Index {
         self.per
     }
 
-    /// Keys whose list is of blocks, and keys whose list is of chunks.
+    /// Keys (port buckets included) whose list is of blocks, and those whose list is of chunks.
     pub fn fine_and_coarse_keys(&self) -> (usize, usize) {
-        let coarse = self.keys.iter().filter(|k| k.1).count();
-        (self.keys.len() - coarse, coarse)
+        let coarse =
+            self.keys.iter().filter(|k| k.1).count() + self.buckets.iter().filter(|k| k.1).count();
+        (self.keys.len() + self.buckets.len() - coarse, coarse)
     }
 
     /// The chunks holding a packet the key parser could not read all the way (their blocks
@@ -1009,6 +1097,20 @@ impl Index {
     fn eval(&self, q: &Query) -> Option<Vec<u32>> {
         match q {
             Query::All => None,
+            Query::Key(Key::Port(p)) if self.buckets_apart && self.ports.is_bucketed(*p) => {
+                // Its own list (chunks with few ports) and its bucket's (the others).
+                let own = self.postings(Key::Port(*p));
+                let b = self.ports.key(*p);
+                let bucket = match self.buckets.binary_search_by_key(&b, |x| x.0) {
+                    Ok(i) => self.blocks_of_list(self.buckets[i].1, &self.buckets[i].2),
+                    Err(_) => Vec::new(),
+                };
+                let mut out = Vec::with_capacity(own.len() + bucket.len());
+                merge_union(&own, &bucket, &mut out);
+                Some(out)
+            }
+            Query::Key(k) if self.buckets_apart => Some(self.postings(*k)),
+            // Format 4 lists a bucketed port under its bucket's key, among the ports.
             Query::Key(k) => Some(self.postings(self.ports.file_key(*k))),
             Query::V4Net(net, mask) => {
                 let lo = Key::V4(net & mask);
@@ -1051,8 +1153,13 @@ impl Index {
     /// The blocks of the `i`th key (a chunk list made blocks).
     fn blocks_of(&self, i: usize) -> Vec<u32> {
         let (_, coarse, list) = &self.keys[i];
-        if !*coarse {
-            return list.clone();
+        self.blocks_of_list(*coarse, list)
+    }
+
+    /// The blocks of a list (of chunks when `coarse`, else of blocks).
+    fn blocks_of_list(&self, coarse: bool, list: &[u32]) -> Vec<u32> {
+        if !coarse {
+            return list.to_vec();
         }
         let n = self.first.len() as u32;
         let mut v = Vec::with_capacity(list.len() * self.per as usize);
@@ -1068,8 +1175,16 @@ impl Index {
 fn wanted(q: &Query, t: &Tables, b: &[u8], out: &mut Vec<std::ops::Range<usize>>) {
     match q {
         Query::All => {}
+        Query::Key(Key::Port(p)) if t.apart && t.ports.is_bucketed(*p) => {
+            // Format 5: the port's own list and its bucket's.
+            let own = t.find(b, Key::Port(*p));
+            let bucket = t.find_in(b, BUCKETS, Key::Port(t.ports.key(*p)));
+            out.extend(own.into_iter().chain(bucket).map(|g| g..g + 1));
+        }
         Query::Key(k) => {
-            if let Some(g) = t.find(b, t.ports.file_key(*k)) {
+            // Format 4 lists a bucketed port under its bucket's key, among the ports.
+            let k = if t.apart { *k } else { t.ports.file_key(*k) };
+            if let Some(g) = t.find(b, k) {
                 out.push(g..g + 1);
             }
         }
@@ -1277,27 +1392,40 @@ mod tests {
         (b.serialize(n * 96, 7), offsets)
     }
 
-    /// A version 4 file made version 3: its magic, no port grain line, the head's length and
+    /// A version 5 file without port buckets (every chunk's ports exact) made version 3 (its
+    /// magic, no port grain lines) or version 4 (no bucket line): the head's length and
     /// checksum redone (the lists and their page checksums are the same bytes).
-    fn as_version_3(v4: &[u8]) -> Vec<u8> {
-        let (head_len, _) = sizes3(v4).unwrap();
-        let mut v3 = Vec::with_capacity(v4.len() - 8);
-        v3.extend_from_slice(MAGIC_V3);
-        v3.extend_from_slice(&v4[8..88]);
-        v3.extend_from_slice(&(head_len as u64 - 8).to_le_bytes());
-        v3.extend_from_slice(&v4[FIXED..head_len]);
-        let crc = crc32fast::hash(&v3);
-        v3.extend_from_slice(&crc.to_le_bytes());
-        v3.extend_from_slice(&v4[head_len + 4..]);
-        v3
+    fn as_version(v5: &[u8], magic: &[u8; 8]) -> Vec<u8> {
+        let (head_len, _) = sizes3(v5).unwrap();
+        assert_eq!(&v5[104..108], &[0; 4], "no port buckets");
+        let fixed = fixed_len(magic);
+        let cut = (FIXED - fixed) as u64;
+        let mut old = Vec::with_capacity(v5.len());
+        old.extend_from_slice(magic);
+        old.extend_from_slice(&v5[8..88]);
+        old.extend_from_slice(&(head_len as u64 - cut).to_le_bytes());
+        old.extend_from_slice(&v5[96..fixed]);
+        old.extend_from_slice(&v5[FIXED..head_len]);
+        let crc = crc32fast::hash(&old);
+        old.extend_from_slice(&crc.to_le_bytes());
+        old.extend_from_slice(&v5[head_len + 4..]);
+        old
     }
 
-    /// A version 3 index (session 17: every port its own key, 96 bytes before the tables)
-    /// still answers, whole and loaded for a query, as the version 4 index of the same keys.
+    /// A version 3 index (session 17: every port its own key, 96 bytes before the tables) and
+    /// a version 4 one (session 18: 104 bytes, no port bucket table) still answer, whole and
+    /// loaded for a query, as the version 5 index of the same keys.
     #[test]
-    fn a_version_3_index_still_answers() {
+    fn a_version_3_or_4_index_still_answers() {
+        for magic in [MAGIC_V3, MAGIC_V4] {
+            an_old_version_answers(magic);
+        }
+    }
+
+    fn an_old_version_answers(magic: &[u8; 8]) {
         let (v4, _) = built_with(60_000, PortGrain::EXACT);
-        let mut v3 = as_version_3(&v4);
+        let mut v3 = as_version(&v4, magic);
+        assert_eq!(&v3[..8], magic);
         // Made for a segment whose first bytes are none, the head's checksum redone.
         let (head_len, _) = sizes3(&v3).unwrap();
         v3[16..24].copy_from_slice(&head_hash(&[]).to_le_bytes());
@@ -1305,7 +1433,11 @@ mod tests {
         v3[head_len..head_len + 4].copy_from_slice(&crc.to_le_bytes());
         let (a, b) = (Index::parse(&v4).unwrap(), Index::parse(&v3).unwrap());
         assert_eq!(b.port_grain(), PortGrain::EXACT);
-        let dir = std::env::temp_dir().join(format!("weir-index-v3old-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "weir-index-{}-{}",
+            magic[7] as char,
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("seg.idx");
         std::fs::write(&path, &v3).unwrap();
@@ -1342,6 +1474,100 @@ mod tests {
     fn bpf(expr: &str) -> weir_filter::Filter {
         weir_filter::Filter::compile_for_file(expr, weir_packet::LinkType::ETHERNET, 262_144, false)
             .expect("compiles")
+    }
+
+    /// Format 5's adaptive grain: chunks with a few dozen ports from 1 024 on (ports 2 000 to
+    /// 2 039, as a busy host's connections) list them exactly, chunks with random source ports
+    /// (32 768 and up) per bucket. The packets read through the index and selected by the BPF
+    /// program are exactly those it selects over every frame (the oracle: libpcap's program,
+    /// as tcpdump); a port of the few-port chunks (and 5060, alone in its bucket) reads exactly
+    /// the blocks the exact grain reads; a random port reads at least as many.
+    #[test]
+    fn an_adaptive_grain_lists_few_ports_exactly_and_many_per_bucket() {
+        let build = |grain: PortGrain| {
+            let mut b = crate::IndexBuilder::with_port_grain(1 << 17, grain);
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            let mut frames = Vec::new();
+            for i in 0..120_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Even chunks (of 128 KiB) few ports, odd ones random.
+                let sport = if (i * 96 >> 17) % 2 == 0 {
+                    2000 + (x % 40) as u16
+                } else {
+                    32_768 | (x >> 8) as u16
+                };
+                let mut f = vec![0u8; 64];
+                f[12..14].copy_from_slice(&[0x08, 0x00]);
+                f[14..24].copy_from_slice(&[0x45, 0, 0, 50, 0, 1, 0x40, 0, 64, 17]);
+                f[26..30].copy_from_slice(&(0x0a00_0000 | (x >> 24) as u32 & 0xff).to_be_bytes());
+                f[30..34].copy_from_slice(&0xc0a8_0001u32.to_be_bytes());
+                f[34..36].copy_from_slice(&sport.to_be_bytes());
+                f[36..38].copy_from_slice(&[53u16, 5060][(x >> 40) as usize % 2].to_be_bytes());
+                f[38..40].copy_from_slice(&30u16.to_be_bytes());
+                b.add(i * 96, i * 1000, weir_packet::LinkType::ETHERNET, &f);
+                frames.push((i * 96, f));
+            }
+            (Index::parse(&b.serialize(120_000 * 96, 7)).unwrap(), frames)
+        };
+        let (ix, frames) = build(PortGrain::DEFAULT);
+        let (ex, _) = build(PortGrain::EXACT);
+        assert_eq!(ix.port_grain(), PortGrain::DEFAULT);
+        // Both kinds: the few ports exact, buckets of the random ones.
+        let exact_ports = ix
+            .lists()
+            .filter(|l| matches!(l.0, Key::Port(p) if (2000..2040).contains(&p)))
+            .count();
+        assert_eq!(exact_ports, 40);
+        assert!(ix
+            .bucket_lists()
+            .all(|b| b.0 >= 32_768 || b.0 == 1984 || b.0 == 5056));
+        assert!(ix.bucket_lists().filter(|b| b.0 >= 32_768).count() > 500);
+        let port = |f: &[u8]| u16::from_be_bytes([f[34], f[35]]);
+        let random = port(&frames[7_777].1);
+        assert!(random >= 32_768);
+        let bytes = |ix: &Index, q: &Query| -> u64 {
+            ix.candidates(q, 0, u64::MAX)
+                .iter()
+                .map(|(s, e)| e - s)
+                .sum()
+        };
+        for expr in [
+            "port 2005".to_string(),
+            "udp port 5060".into(),
+            format!("port {random}"),
+            format!("port 2011 or port {random}"),
+            "port 40000 and host 10.0.0.7".into(),
+            "port 1999".into(),
+        ] {
+            let q = Query::from_expr(&expr);
+            let f = bpf(&expr);
+            let cands = ix.candidates(&q, 0, u64::MAX);
+            let inside = |o: u64| cands.iter().any(|&(s, e)| o >= s && o < e);
+            let want: Vec<u64> = frames
+                .iter()
+                .filter(|(_, d)| f.matches(d, d.len() as u32))
+                .map(|x| x.0)
+                .collect();
+            let got: Vec<u64> = frames
+                .iter()
+                .filter(|(o, d)| inside(*o) && f.matches(d, d.len() as u32))
+                .map(|x| x.0)
+                .collect();
+            assert_eq!(got, want, "{expr}");
+            assert!(bytes(&ix, &q) >= bytes(&ex, &q), "{expr}");
+        }
+        for expr in ["port 2005", "udp port 5060", "port 2039 or port 53"] {
+            let q = Query::from_expr(expr);
+            assert_eq!(
+                ix.candidates(&q, 0, u64::MAX),
+                ex.candidates(&q, 0, u64::MAX),
+                "{expr}"
+            );
+        }
+        let q = Query::from_expr(&format!("port {random}"));
+        assert!(bytes(&ix, &q) > 2 * bytes(&ex, &q));
     }
 
     /// A port keyed by its bucket (random source ports from 1 024 on) names a superset of its

@@ -18,21 +18,28 @@ pub enum Key {
 }
 
 /// How finely an index keys ports: each port below `exact_below` is a key of its own; from
-/// there on the ports share one key per bucket of `1 << bucket_shift` ports, keyed by the
-/// bucket's first port (`exact_below` is a multiple of the bucket size, so a bucket key never
-/// equals an exact port's). A query for a bucketed port reads its bucket's list: a superset,
-/// which the BPF program then narrows to the exact packets.
+/// there on a chunk lists its ports exactly when it holds at most `chunk_exact_ports` distinct
+/// ones (format 5), else it lists them per bucket of `1 << bucket_shift` ports, under the
+/// bucket's key (the bucket's first port, in a table of its own from format 5 on). A query for
+/// a port from `exact_below` on reads the port's own list and its bucket's: a superset, which
+/// the BPF program then narrows to the exact packets.
 ///
-/// Why: random ephemeral source ports (one per connection, thousands of clients) made every
-/// one of the 65 536 ports a key present in a few dozen chunks each, 1.07 % of the data on
-/// 64-byte frames and half of the index's sorting (bench_index `--traffic diverse`); service
-/// ports, which queries ask for, are mostly below 1 024 (see [`PortGrain::DEFAULT`]).
+/// Why buckets: random ephemeral source ports (one per connection, thousands of clients) made
+/// every one of the 65 536 ports a key present in a few dozen chunks each, 1.07 % of the data
+/// on 64-byte frames and half of the index's sorting (bench_index `--traffic diverse`);
+/// service ports, which queries ask for, are mostly below 1 024 (see [`PortGrain::DEFAULT`]).
+/// Why exact lists where a chunk has few ports (format 5): on real traffic (the corpus trace)
+/// a chunk holds a few dozen ephemeral ports, and format 4's buckets in every chunk made the
+/// extraction of one such port read 28 times more (bench/README.md, issue 20, session 18).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PortGrain {
     /// Ports below this are keys of their own (65 536: every port, as formats 1 to 3).
     pub exact_below: u32,
     /// log2 of the ports per bucket from `exact_below` on.
     pub bucket_shift: u32,
+    /// A chunk with at most this many distinct ports from `exact_below` on lists them exactly
+    /// (0: every chunk lists buckets, as format 4 did).
+    pub chunk_exact_ports: u32,
 }
 
 impl PortGrain {
@@ -40,14 +47,25 @@ impl PortGrain {
     pub const EXACT: PortGrain = PortGrain {
         exact_below: 1 << 16,
         bucket_shift: 0,
+        chunk_exact_ports: 0,
     };
 
-    /// What the builder writes: ports below 1 024 exact, buckets of 64 ports above (buckets
-    /// of 16 left the diverse traffic's index at 2.35 % of the data, 64 make it 1.34 %; the
-    /// measurements are in bench/README.md, issue 20, session 18).
+    /// What the builder writes: ports below 1 024 exact; from there on exact in a chunk with
+    /// at most 256 distinct such ports, else per bucket of 64 ports. Buckets of 16 left the
+    /// diverse traffic's index at 2.35 % of the data, 64 make it 1.34 % (bench/README.md,
+    /// issue 20, session 18). 256 exact ports of a 128 KiB chunk, at worst each in a list of
+    /// its own blocks (two or three bytes), add at most 0.6 % of the data.
     pub const DEFAULT: PortGrain = PortGrain {
         exact_below: 1024,
         bucket_shift: 6,
+        chunk_exact_ports: 256,
+    };
+
+    /// Format 4's grain: ports from 1 024 on per bucket of 64 in every chunk.
+    pub const BUCKETS: PortGrain = PortGrain {
+        exact_below: 1024,
+        bucket_shift: 6,
+        chunk_exact_ports: 0,
     };
 
     /// Whether the grain is one an index may hold: buckets of at most 32 768 ports, and
@@ -58,7 +76,7 @@ impl PortGrain {
             && self.exact_below % (1 << self.bucket_shift) == 0
     }
 
-    /// The key port `p` is listed under.
+    /// The bucket key of port `p` (its bucket's first port) from `exact_below` on, else `p`.
     #[inline(always)]
     pub fn key(self, p: u16) -> u16 {
         if u32::from(p) >= self.exact_below {
@@ -68,7 +86,8 @@ impl PortGrain {
         }
     }
 
-    /// The key `k` is listed under (a port's bucket for a bucketed port, else `k`).
+    /// The key `k` is listed under in a format 4 index, where every chunk lists buckets (a
+    /// port's bucket for a bucketed port, else `k`).
     #[inline]
     pub fn file_key(self, k: Key) -> Key {
         match k {
@@ -77,7 +96,8 @@ impl PortGrain {
         }
     }
 
-    /// Whether port `p` shares its key with other ports.
+    /// Whether port `p` may be listed under its bucket (it then shares that key with other
+    /// ports).
     pub fn is_bucketed(self, p: u16) -> bool {
         self.bucket_shift > 0 && u32::from(p) >= self.exact_below
     }

@@ -25,25 +25,69 @@ fn corpus() -> Vec<PathBuf> {
     v
 }
 
-/// The postings and wildcard list of packets `(offset, link, data)` by a plain map.
-type Naive = (BTreeMap<Key, BTreeSet<u32>>, BTreeSet<u32>);
+/// The postings of the keys and of the port buckets (by first port), and the wildcard list, of
+/// packets `(offset, link, data)` by plain maps.
+type Naive = (
+    BTreeMap<Key, BTreeSet<u32>>,
+    BTreeMap<u16, BTreeSet<u32>>,
+    BTreeSet<u32>,
+);
 
-/// Ports are listed under their key as `grain` says (a bucket's first port from
-/// `grain.exact_below` on).
-fn naive(chunk: u64, pkts: &[(u64, LinkType, Vec<u8>)], grain: PortGrain) -> Naive {
-    let (mut map, mut wild) = (BTreeMap::<Key, BTreeSet<u32>>::new(), BTreeSet::new());
+/// Ports are listed as `grain` says: from `grain.exact_below` on, per bucket (its first port)
+/// in a chunk with more than `grain.chunk_exact_ports` distinct such ports, else exactly. The
+/// builder decides per chunk on the ports added since its last serialization (after packet `i`
+/// when `i % every == every - 1`), so this does too.
+fn naive(chunk: u64, pkts: &[(u64, LinkType, Vec<u8>)], grain: PortGrain, every: usize) -> Naive {
+    let (mut map, mut buckets, mut wild) = (
+        BTreeMap::<Key, BTreeSet<u32>>::new(),
+        BTreeMap::<u16, BTreeSet<u32>>::new(),
+        BTreeSet::new(),
+    );
+    // The current chunk's ports from `exact_below` on, since the last settle.
+    let mut pending = BTreeSet::<u16>::new();
+    let mut settle = |pending: &mut BTreeSet<u16>, c: u32| {
+        let exact = pending.len() <= grain.chunk_exact_ports as usize || grain.bucket_shift == 0;
+        for &p in pending.iter() {
+            if exact {
+                map.entry(Key::Port(p)).or_default().insert(c);
+            } else {
+                buckets.entry(grain.key(p)).or_default().insert(c);
+            }
+        }
+        pending.clear();
+    };
     let mut keys = Vec::new();
-    for (off, link, data) in pkts {
+    let mut cur = None;
+    let mut others = Vec::new();
+    for (i, (off, link, data)) in pkts.iter().enumerate() {
         let c = (off / chunk) as u32;
+        if cur.is_some_and(|x| x != c) {
+            settle(&mut pending, cur.unwrap());
+        }
+        cur = Some(c);
         keys.clear();
         if !keys_of(*link, data, &mut keys) {
             wild.insert(c);
         }
         for k in &keys {
-            map.entry(grain.file_key(*k)).or_default().insert(c);
+            match k {
+                Key::Port(p) if u32::from(*p) >= grain.exact_below => {
+                    pending.insert(*p);
+                }
+                k => others.push((*k, c)),
+            }
+        }
+        if i % every == every - 1 {
+            settle(&mut pending, c);
         }
     }
-    (map, wild)
+    if let Some(c) = cur {
+        settle(&mut pending, c);
+    }
+    for (k, c) in others {
+        map.entry(k).or_default().insert(c);
+    }
+    (map, buckets, wild)
 }
 
 fn parsed(ix: &Index) -> Naive {
@@ -51,7 +95,15 @@ fn parsed(ix: &Index) -> Naive {
         .postings_list()
         .map(|(k, v)| (k, v.iter().copied().collect()))
         .collect();
-    (map, ix.wildcard().iter().copied().collect())
+    let per = ix.blocks_per_chunk();
+    let buckets = ix
+        .bucket_lists()
+        .map(|(p, coarse, v)| {
+            let chunks = v.iter().map(|&b| if coarse { b } else { b / per });
+            (p, chunks.collect())
+        })
+        .collect();
+    (map, buckets, ix.wildcard().iter().copied().collect())
 }
 
 /// Builds the index of `pkts` with `b` (serializing after every `every` packets too), and
@@ -59,12 +111,12 @@ fn parsed(ix: &Index) -> Naive {
 fn check(b: &mut IndexBuilder, chunk: u32, pkts: &[(u64, LinkType, Vec<u8>)], every: usize) {
     b.clear();
     let grain = b.port_grain();
-    let want = naive(u64::from(chunk), pkts, grain);
+    let want = naive(u64::from(chunk), pkts, grain, every);
     for (i, (off, link, data)) in pkts.iter().enumerate() {
         b.add(*off, i as u64, *link, data);
         if i % every == every - 1 {
             // The index of the packets so far (the recorder's periodic save).
-            let upto = naive(u64::from(chunk), &pkts[..=i], grain);
+            let upto = naive(u64::from(chunk), &pkts[..=i], grain, every);
             let ix = Index::parse(&b.serialize(*off, 0)).expect("parses");
             assert_eq!(parsed(&ix), upto, "after {} packets", i + 1);
         }
@@ -150,6 +202,16 @@ fn postings_equal_a_plain_maps_on_diverse_traffic() {
     }
     // Fresh builders agree with the reused one, at another chunk size.
     check(&mut IndexBuilder::new(1 << 17), 1 << 17, &pkts, 20_000);
+    // Chunks of 4 KiB (some 40 packets) with at most 20 distinct ports from 1 024 on list them
+    // exactly, the others per bucket of 64: both kinds of chunk, split by the saves too.
+    let few = PortGrain {
+        chunk_exact_ports: 20,
+        ..PortGrain::DEFAULT
+    };
+    let mut b = IndexBuilder::with_port_grain(4096, few);
+    for every in [usize::MAX, 999, 2_001] {
+        check(&mut b, 4096, &pkts, every);
+    }
 }
 
 /// Bytes of the delta varints of an increasing list.
@@ -199,10 +261,7 @@ fn lists_equal_a_plain_map_of_blocks() {
             keys.clear();
             assert!(keys_of(*link, data, &mut keys));
             for k in &keys {
-                blocks
-                    .entry(PortGrain::DEFAULT.file_key(*k))
-                    .or_default()
-                    .insert((off / 4096) as u32);
+                blocks.entry(*k).or_default().insert((off / 4096) as u32);
             }
             if i % every == every - 1 {
                 b.serialize(*off, 0);
@@ -236,6 +295,8 @@ fn lists_equal_a_plain_map_of_blocks() {
             }
         }
         assert_eq!(got, blocks.len());
+        // Chunks of some 160 packets: at most 161 ports from 1 024 on, every one exact.
+        assert_eq!(ix.bucket_lists().count(), 0);
         // Both kinds of list occur.
         assert!(fine > 100 && coarse > 5, "{fine} fine, {coarse} coarse");
     }
@@ -271,6 +332,12 @@ fn edge_ports_equal_a_plain_map() {
             PortGrain {
                 exact_below: 4096,
                 bucket_shift: 4,
+                chunk_exact_ports: 0,
+            },
+            PortGrain {
+                exact_below: 1024,
+                bucket_shift: 6,
+                chunk_exact_ports: 3,
             },
         ] {
             check(
