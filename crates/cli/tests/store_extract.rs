@@ -194,16 +194,18 @@ fn weir_index_makes_capture_files_searchable() {
 /// binary of d79d235 with 8 KiB chunks) and in sessions 15-16 (format 2: lists of blocks or
 /// chunks, 24 bytes per block; tests/data/store-v2, the same packets recorded by the binary of
 /// dea9dc8; see their README.md) and in session 17 (format 3: key tables, every port its own
-/// key; tests/data/store-v3, by the binary of 867d603) still extract exactly what tcpdump
-/// selects, through their index (no warning, searches narrowed); `weir index --force` rewrites
-/// the index in today's format (4: ports from 1 024 on keyed per bucket of 64, so `port 5060`
-/// and the ephemeral ports read their bucket's blocks, a superset the BPF program narrows),
-/// with the same answers.
+/// key; tests/data/store-v3, by the binary of 867d603) and in session 18 (format 4: ports
+/// from 1 024 on per bucket of 64 in every chunk; tests/data/store-v4, by the binary of
+/// 567838e) still extract exactly what tcpdump selects, through their index (no warning,
+/// searches narrowed); `weir index --force` rewrites the index in today's format (5: ports
+/// from 1 024 on exact in chunks with few of them, as all of this fixture's, per bucket of 64
+/// in the others, a superset the BPF program narrows), with the same answers.
 #[test]
 fn a_store_with_the_old_index_format_still_extracts() {
     old_store_extracts("store-v1", b"WEIRIDX1");
     old_store_extracts("store-v2", b"WEIRIDX2");
     old_store_extracts("store-v3", b"WEIRIDX3");
+    old_store_extracts("store-v4", b"WEIRIDX4");
 }
 
 fn old_store_extracts(name: &str, magic: &[u8; 8]) {
@@ -232,11 +234,12 @@ fn old_store_extracts(name: &str, magic: &[u8; 8]) {
         "host 2001:db8:1::2",
         "vlan and port 5060",
         "port 443 or port 80",
-        // Ephemeral ports (one packet each in the fixture): a bucket's key in format 4.
+        // Ephemeral ports (one packet each in the fixture): a bucket's key in format 4, their
+        // own in format 5's chunks of few ports.
         "port 39857",
         "tcp port 49196 or udp port 39857",
     ];
-    for pass in ["as written", "format 4"] {
+    for pass in ["as written", "format 5"] {
         let mut narrowed = 0;
         for expr in exprs {
             let want = tcpdump(&segs, expr, 0, u64::MAX, tmp.path());
@@ -256,7 +259,7 @@ fn old_store_extracts(name: &str, magic: &[u8; 8]) {
         assert_eq!(narrowed, exprs.len(), "{pass}");
         let o = run(weir().arg("index").arg("--force").arg(&dir));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(&std::fs::read(&idx).unwrap()[..8], b"WEIRIDX4");
+        assert_eq!(&std::fs::read(&idx).unwrap()[..8], b"WEIRIDX5");
     }
 }
 
@@ -361,4 +364,86 @@ fn a_scattered_extract_equals_tcpdump_within_a_memory_bound() {
         kib <= none_kib + 8 * 1024,
         "peak RSS {kib} KiB, {none_kib} KiB selecting nothing: {log}"
     );
+}
+
+/// A classic pcap (ns) of 64-byte UDP frames 1 µs apart, 10.0.0.1:`sport(i)` -> 10.0.0.2:53.
+fn udp_ports_capture(path: &Path, n: u32, sport: impl Fn(u32) -> u16) {
+    let mut out = Vec::with_capacity(n as usize * 80);
+    out.extend_from_slice(&[0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0]);
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65_535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for i in 0..n {
+        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x08, 0x00];
+        f.extend_from_slice(&[0x45, 0, 0, 50, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+        f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend_from_slice(&sport(i).to_be_bytes());
+        f.extend_from_slice(&53u16.to_be_bytes());
+        f.extend_from_slice(&30u16.to_be_bytes());
+        f.resize(64, 0);
+        let ts = 1_700_000_000_000_000_000u64 + u64::from(i) * 1_000;
+        out.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&f);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// Index format 5's adaptive port grain through the CLI: 128 KiB chunks of 64-byte frames
+/// whose source ports are 40 000 to 40 199 (at most 200 distinct ports: listed exactly) for
+/// the first 20 000 packets, then random from 32 768 on (some 1 300 per chunk: per bucket of
+/// 64 ports) for 20 000 more. `weir extract` of ports of either part, and of both, returns
+/// exactly what tcpdump selects, through the index (searches narrowed).
+#[test]
+fn ephemeral_ports_extract_what_tcpdump_selects_in_both_grains() {
+    let tmp = tempfile::tempdir().unwrap();
+    let capture = tmp.path().join("ports.pcap");
+    // xorshift32 from the packet's number: a fixed random port per packet.
+    let random = |i: u32| {
+        let mut x = i.wrapping_mul(0x9e37_79b9) | 1;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        32_768 | x as u16
+    };
+    let sport = move |i: u32| {
+        if i < 20_000 {
+            40_000 + (i * 7 % 200) as u16
+        } else {
+            random(i)
+        }
+    };
+    udp_ports_capture(&capture, 40_000, sport);
+    let dir = tmp.path().join("store");
+    let o = run(weir()
+        .args(["record", "--segment-mib", "64", "-o"])
+        .arg(&dir)
+        .arg("-r")
+        .arg(&capture));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let segs = segments(&dir);
+    let exprs = [
+        "port 40007".to_string(),
+        "udp and port 40199".into(),
+        format!("port {}", sport(30_001)),
+        format!("udp port {} or port 40123", sport(25_555)),
+        "port 40000 and host 10.0.0.1".into(),
+    ];
+    for expr in &exprs {
+        let want = tcpdump(&segs, expr, 0, u64::MAX, tmp.path());
+        assert!(!want.is_empty(), "{expr}");
+        let (got, log) = extract(&dir, expr, None, tmp.path());
+        assert!(
+            got == want,
+            "`{expr}`: {} vs {}: {log}",
+            got.len(),
+            want.len()
+        );
+        assert!(
+            !log.contains("(100.00 %)"),
+            "the index narrowed `{expr}`: {log}"
+        );
+    }
 }

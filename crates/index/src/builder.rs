@@ -48,8 +48,9 @@ pub(crate) const FINE_ALWAYS: usize = 16;
 /// 1.5 times as long in bytes as its chunk list, lists its blocks.
 pub(crate) const FINE_PER_CHUNK: usize = 4;
 
-/// Slots of the IPv4 address table (a power of two).
-const V4_SLOTS: usize = 1 << 12;
+/// Slots of the IPv4 address table (a power of two; 4 096 made the 4 352 addresses of
+/// bench_index's diverse traffic push each other out, ≈ 5 % of its time in `v4_other`).
+const V4_SLOTS: usize = 1 << 14;
 /// Slots of the IPv6 address table (a power of two).
 const V6_SLOTS: usize = 1 << 8;
 
@@ -59,9 +60,15 @@ const V6_SLOTS: usize = 1 << 8;
 #[derive(Default)]
 struct Postings {
     id: Vec<u32>,
-    chunk: Vec<u32>,
-    mask: Vec<u32>,
+    /// Chunk and mask, one word ([`entry`]): the grouping scatters one word per entry, not two.
+    cm: Vec<u64>,
     count: Vec<u32>,
+}
+
+/// An entry's chunk and mask as one word (chunk high, so the words of one key sort by chunk).
+#[inline(always)]
+fn entry(chunk: u32, mask: u32) -> u64 {
+    u64::from(chunk) << 32 | u64::from(mask)
 }
 
 impl Postings {
@@ -73,14 +80,12 @@ impl Postings {
         }
         self.count[i] += 1;
         self.id.push(id);
-        self.chunk.push(chunk);
-        self.mask.push(mask);
+        self.cm.push(entry(chunk, mask));
     }
 
     fn clear(&mut self) {
         self.id.clear();
-        self.chunk.clear();
-        self.mask.clear();
+        self.cm.clear();
         self.count.clear();
     }
 
@@ -94,14 +99,11 @@ impl Postings {
             at += n;
         }
         let n = self.id.len();
-        g.chunk.clear();
-        g.chunk.resize(n, 0);
-        g.mask.clear();
-        g.mask.resize(n, 0);
-        for ((&id, &c), &m) in self.id.iter().zip(&self.chunk).zip(&self.mask) {
+        g.cm.clear();
+        g.cm.resize(n, 0);
+        for (&id, &cm) in self.id.iter().zip(&self.cm) {
             let p = &mut g.end[id as usize];
-            g.chunk[*p as usize] = c;
-            g.mask[*p as usize] = m;
+            g.cm[*p as usize] = cm;
             *p += 1;
         }
     }
@@ -111,8 +113,8 @@ impl Postings {
 #[derive(Default)]
 struct Grouped {
     end: Vec<u32>,
-    chunk: Vec<u32>,
-    mask: Vec<u32>,
+    /// Chunk and mask ([`entry`]).
+    cm: Vec<u64>,
     /// One key's entries, those of one chunk merged (scratch).
     run_c: Vec<u32>,
     run_m: Vec<u32>,
@@ -128,7 +130,8 @@ impl Grouped {
         }
         self.run_c.clear();
         self.run_m.clear();
-        for (&c, &m) in self.chunk[s..e].iter().zip(&self.mask[s..e]) {
+        for &cm in &self.cm[s..e] {
+            let (c, m) = ((cm >> 32) as u32, cm as u32);
             // Entries of one chunk (an address pushed out of its slot and back, the index
             // serialized mid-chunk) are next to each other: one entry, masks ORed.
             if self.run_c.last() == Some(&c) {
@@ -220,23 +223,19 @@ fn write_list(out: &mut format::Writer, k: Listed, per: u32, chunks: &[u32], mas
     let fine = per == 1
         || n <= FINE_ALWAYS
         || (n <= FINE_PER_CHUNK * nchunks && {
-            let mut prev = 0;
-            let coarse_bytes: usize = chunks
-                .iter()
-                .map(|&c| {
-                    let d = varint_len(c - prev);
-                    prev = c;
-                    d
-                })
-                .sum();
-            let mut prev = 0;
-            let fine_bytes: usize = blocks()
-                .map(|b| {
-                    let d = varint_len(b - prev);
-                    prev = b;
-                    d
-                })
-                .sum();
+            // Both lists' varint bytes in one pass over the entries: a chunk's delta from the
+            // last; its first block's delta from the last block, then one byte per other
+            // block of its mask (gaps below 32 blocks).
+            let (mut coarse_bytes, mut fine_bytes) = (0, 0);
+            let (mut prev_c, mut prev_b) = (0, 0);
+            for (&c, &m) in chunks.iter().zip(masks) {
+                coarse_bytes += varint_len(c - prev_c);
+                prev_c = c;
+                let first = c << sh | m.trailing_zeros();
+                fine_bytes +=
+                    varint_len(first - prev_b) + (m.count_ones() as usize).saturating_sub(1);
+                prev_b = c << sh | (31 - m.leading_zeros());
+            }
             2 * fine_bytes <= 3 * coarse_bytes
         });
     if fine {
@@ -305,10 +304,16 @@ pub struct IndexBuilder {
     /// reads a few words, not 1 024).
     port_touched: Box<[u64; 1024]>,
     port_words: [u64; 16],
-    /// Recent IPv4 addresses and their masks in the current chunk (mask 0: free slot), and the
-    /// slots in use.
+    /// Recent IPv4 addresses and their masks in the current chunk (mask 0: not in this chunk),
+    /// each address's number + 1 ([`V4Ids`]; 0: the slot has held no address in this segment),
+    /// and the slots touched in this chunk (the first `v4_n`; one more place for the
+    /// unconditional write of a slot already counted). An address stays in its slot from chunk
+    /// to chunk with its number, so the numbers are looked up when an address takes a slot,
+    /// not once per address and chunk (bench_index, diverse traffic: ≈ 1 lookup per packet).
     v4_slot: Box<[(u32, u32); V4_SLOTS]>,
-    v4_touched: Vec<u16>,
+    v4_slot_id: Box<[u32; V4_SLOTS]>,
+    v4_touched: Box<[u16; V4_SLOTS + 1]>,
+    v4_n: usize,
     /// The same for IPv6.
     v6_slot: Box<[(u128, u32); V6_SLOTS]>,
     v6_touched: Vec<u16>,
@@ -331,9 +336,16 @@ impl std::fmt::Debug for IndexBuilder {
 }
 
 impl IndexBuilder {
-    /// An empty index with chunks of `chunk_size` bytes of segment file.
+    /// An empty index with chunks of `chunk_size` bytes of segment file, ports keyed as
+    /// [`PortGrain::DEFAULT`] says with its exact ports per chunk scaled to the chunk (one per
+    /// 512 bytes: 256 in a 128 KiB chunk), so the exact lists' share of the data stays the same
+    /// at any chunk size.
     pub fn new(chunk_size: u32) -> IndexBuilder {
-        IndexBuilder::with_port_grain(chunk_size, PortGrain::DEFAULT)
+        let grain = PortGrain {
+            chunk_exact_ports: chunk_size / 512,
+            ..PortGrain::DEFAULT
+        };
+        IndexBuilder::with_port_grain(chunk_size, grain)
     }
 
     /// An empty index with chunks of `chunk_size` bytes, keying ports as `grain` says
@@ -374,7 +386,9 @@ impl IndexBuilder {
             port_touched: Box::new([0; 1024]),
             port_words: [0; 16],
             v4_slot: Box::new([(0, 0); V4_SLOTS]),
-            v4_touched: Vec::with_capacity(V4_SLOTS),
+            v4_slot_id: Box::new([0; V4_SLOTS]),
+            v4_touched: Box::new([0; V4_SLOTS + 1]),
+            v4_n: 0,
             v6_slot: Box::new([(0, 0); V6_SLOTS]),
             v6_touched: Vec::with_capacity(V6_SLOTS),
             keys: Vec::with_capacity(16),
@@ -402,6 +416,8 @@ impl IndexBuilder {
             p.clear();
         }
         self.v4_ids.clear();
+        // The numbers start again: no slot holds a numbered address.
+        self.v4_slot_id.fill(0);
         self.v6.clear();
         self.v6_sorted = 0;
         self.block = u32::MAX;
@@ -503,11 +519,12 @@ impl IndexBuilder {
         }
         self.proto_n = 0;
         self.flush_ports();
-        for &s in &self.v4_touched {
-            let (a, m) = std::mem::take(&mut self.v4_slot[usize::from(s)]);
-            self.v4.push(self.v4_ids.id(a), c, m);
+        for &s in &self.v4_touched[..self.v4_n] {
+            let s = usize::from(s);
+            let m = std::mem::take(&mut self.v4_slot[s].1);
+            self.v4.push(self.v4_slot_id[s] - 1, c, m);
         }
-        self.v4_touched.clear();
+        self.v4_n = 0;
         for &s in &self.v6_touched {
             let (a, m) = std::mem::take(&mut self.v6_slot[usize::from(s)]);
             self.v6.push((a, c, m));
@@ -587,23 +604,28 @@ impl IndexBuilder {
         // Fibonacci hashing of the address to a slot.
         let slot = (a.wrapping_mul(0x9e37_79b9) >> (32 - V4_SLOTS.trailing_zeros())) as usize;
         let s = &mut self.v4_slot[slot];
-        if s.1 != 0 && s.0 == a {
+        if s.0 == a && (s.1 != 0 || self.v4_slot_id[slot] != 0) {
+            // Noted as touched whether new in this chunk or not (no branch); counted when new.
+            self.v4_touched[self.v4_n] = slot as u16;
+            self.v4_n += usize::from(s.1 == 0);
             s.1 |= self.bit;
         } else {
             self.v4_other(slot, a);
         }
     }
 
-    /// IPv4 address `a` whose slot is free or holds another address (which then gives its
-    /// entry now).
+    /// IPv4 address `a` whose slot holds another address (which then gives its entry now, if
+    /// it is in this chunk) or none yet.
     fn v4_other(&mut self, slot: usize, a: u32) {
-        let (old, m) = self.v4_slot[slot];
+        let m = self.v4_slot[slot].1;
         if m == 0 {
-            self.v4_touched.push(slot as u16);
+            self.v4_touched[self.v4_n] = slot as u16;
+            self.v4_n += 1;
         } else {
-            self.v4.push(self.v4_ids.id(old), self.chunk, m);
+            self.v4.push(self.v4_slot_id[slot] - 1, self.chunk, m);
         }
         self.v4_slot[slot] = (a, self.bit);
+        self.v4_slot_id[slot] = self.v4_ids.id(a) + 1;
     }
 
     fn add_v6(&mut self, a: u128) {
@@ -759,8 +781,8 @@ mod tests {
             let mut got = Vec::new();
             for d in 0..p.count.len() {
                 let s = if d == 0 { 0 } else { g.end[d - 1] as usize };
-                for i in s..g.end[d] as usize {
-                    got.push((d as u32, g.chunk[i], g.mask[i]));
+                for &cm in &g.cm[s..g.end[d] as usize] {
+                    got.push((d as u32, (cm >> 32) as u32, cm as u32));
                 }
             }
             assert_eq!(got, want, "{n} entries, {keys} keys");

@@ -50,11 +50,12 @@ impl PortGrain {
         chunk_exact_ports: 0,
     };
 
-    /// What the builder writes: ports below 1 024 exact; from there on exact in a chunk with
-    /// at most 256 distinct such ports, else per bucket of 64 ports. Buckets of 16 left the
-    /// diverse traffic's index at 2.35 % of the data, 64 make it 1.34 % (bench/README.md,
-    /// issue 20, session 18). 256 exact ports of a 128 KiB chunk, at worst each in a list of
-    /// its own blocks (two or three bytes), add at most 0.6 % of the data.
+    /// What the builder writes in 128 KiB chunks ([`IndexBuilder::new`](crate::IndexBuilder::new)
+    /// scales `chunk_exact_ports` to its chunk size): ports below 1 024 exact; from there on
+    /// exact in a chunk with at most 256 distinct such ports, else per bucket of 64 ports.
+    /// Buckets of 16 left the diverse traffic's index at 2.35 % of the data, 64 make it 1.34 %
+    /// (bench/README.md, issue 20, session 18). 256 exact ports of a 128 KiB chunk, at worst
+    /// each in a list of its own blocks (two or three bytes), add at most 0.6 % of the data.
     pub const DEFAULT: PortGrain = PortGrain {
         exact_below: 1024,
         bucket_shift: 6,
