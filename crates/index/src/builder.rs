@@ -11,9 +11,10 @@
 //! gives one early, merged later). The ports from [`PortGrain::exact_below`] on give their own
 //! entries when the chunk has at most [`PortGrain::chunk_exact_ports`] distinct such ports
 //! (real traffic: a few dozen), else one entry per bucket of them (random source ports: a
-//! thousand and more per chunk of 64-byte frames), under the bucket's id (format 5). The key id of a protocol or port is its value; an IPv4
-//! address gets a dense number from a table of the segment's addresses ([`V4Ids`]), looked up
-//! once per entry (per address and chunk), not per packet.
+//! thousand and more per chunk of 64-byte frames), under the bucket's id (format 5). The key
+//! id of a protocol or port is its value; an IPv4 address gets a dense number from a table of
+//! the segment's addresses ([`V4Ids`]), looked up when the address takes a slot of the
+//! address table (it keeps the slot, and its number, from chunk to chunk).
 //!
 //! When the index is serialized, the entries are grouped by key id with one counting pass
 //! (stable, so each key's chunks stay in order; entries of the same key and chunk, next to
@@ -32,7 +33,9 @@
 //! (session 15) ≈ 140 ns, ≈ 3.1 words per packet to sort; a word per (key, chunk) with the
 //! blocks as a mask (session 16) ≈ 2.0 per packet, the same index bytes; ports from 1 024 on
 //! per bucket of 64 and a counting pass by key id instead of the radix sort (session 18):
-//! ≈ 134 → ≈ 103 ns per packet (serializing ≈ 82 → ≈ 48), the index 2.51 → 1.34 % of the data.
+//! ≈ 134 → ≈ 103 ns per packet (serializing ≈ 82 → ≈ 48), the index 2.51 → 1.34 % of the data;
+//! the addresses' numbers kept in their slots, 16 384 slots, an entry's chunk and mask one
+//! word, write_list's size passes one (session 19): see bench/README.md, issue 20, session 19.
 
 use weir_decode::quick::{self, Upper};
 use weir_packet::LinkType;
@@ -265,6 +268,50 @@ fn varint_len(d: u32) -> usize {
     (32 - d.leading_zeros()).div_ceil(7).max(1) as usize
 }
 
+/// Masks of one chunk by a 16-bit number (a port, or a bucket of ports), and which are not zero.
+struct PortMasks {
+    mask: Box<[u32; 65536]>,
+    /// One bit per number whose mask is not zero. A bitmap, not a list of the numbers touched:
+    /// the list's length depended on the mask just loaded (a miss in the 256 KiB table on
+    /// random ports), which chained every packet's port to the previous one's miss (perf on
+    /// diverse traffic: 43 % of `add` on that load). Read in order when the chunk ends, through
+    /// `words` (one bit per word of `touched` not zero: a chunk of a few packets reads a few
+    /// words, not 1 024).
+    touched: Box<[u64; 1024]>,
+    words: [u64; 16],
+}
+
+impl PortMasks {
+    fn new() -> PortMasks {
+        PortMasks {
+            mask: Box::new([0; 65536]),
+            touched: Box::new([0; 1024]),
+            words: [0; 16],
+        }
+    }
+
+    #[inline(always)]
+    fn or(&mut self, i: usize, bit: u32) {
+        self.mask[i] |= bit;
+        self.touched[i >> 6] |= 1 << (i & 63);
+        self.words[i >> 12] |= 1 << ((i >> 6) & 63);
+    }
+
+    /// Calls `f` with every number whose mask is not zero and its mask, in increasing order,
+    /// and empties the table.
+    fn drain(&mut self, mut f: impl FnMut(u32, u32)) {
+        for (j, summary) in self.words.iter_mut().enumerate() {
+            for w in Bits(std::mem::take(summary)) {
+                let i = j << 6 | w as usize;
+                for b in Bits(std::mem::take(&mut self.touched[i])) {
+                    let p = i << 6 | b as usize;
+                    f(p as u32, std::mem::take(&mut self.mask[p]));
+                }
+            }
+        }
+    }
+}
+
 /// Accumulates the index of one segment.
 pub struct IndexBuilder {
     chunk_size: u32,
@@ -295,15 +342,21 @@ pub struct IndexBuilder {
     proto_mask: [u32; 256],
     proto_touched: [u8; 257],
     proto_n: usize,
-    port_mask: Box<[u32; 65536]>,
-    /// One bit per port whose mask is not zero. A bitmap, not a list of the ports touched: the
-    /// list's length depended on the mask just loaded (a miss in the 256 KiB table on random
-    /// ports), which chained every packet's port to the previous one's miss (perf on diverse
-    /// traffic: 43 % of `add` on that load). Read in port order when the chunk ends, through
-    /// `port_words` (one bit per word of `port_touched` not zero: a chunk of a few packets
-    /// reads a few words, not 1 024).
-    port_touched: Box<[u64; 1024]>,
-    port_words: [u64; 16],
+    /// The current chunk's exact port masks.
+    port_masks: PortMasks,
+    /// Ports from here on may be bucketed (65 536: none).
+    split: u32,
+    /// The current chunk's masks per bucket of the ports from `split` on (by bucket number),
+    /// the ports themselves in the order added (`port << 5 | the block's bit`), one bit per
+    /// such port seen, and how many distinct ones. Per packet a bucket's mask (4 KiB of table:
+    /// in the first-level cache) and an append, not a random port's mask in the 256 KiB table;
+    /// the exact masks are made from the list at the chunk's end only when it has few ports.
+    bucket_masks: PortMasks,
+    wide: Vec<u32>,
+    wide_seen: Box<[u64; 1024]>,
+    wide_n: u32,
+    /// The current block's number within its chunk.
+    bit_ix: u32,
     /// Recent IPv4 addresses and their masks in the current chunk (mask 0: not in this chunk),
     /// each address's number + 1 ([`V4Ids`]; 0: the slot has held no address in this segment),
     /// and the slots touched in this chunk (the first `v4_n`; one more place for the
@@ -382,9 +435,17 @@ impl IndexBuilder {
             proto_mask: [0; 256],
             proto_touched: [0; 257],
             proto_n: 0,
-            port_mask: Box::new([0; 65536]),
-            port_touched: Box::new([0; 1024]),
-            port_words: [0; 16],
+            port_masks: PortMasks::new(),
+            split: if grain.bucket_shift == 0 {
+                1 << 16
+            } else {
+                grain.exact_below
+            },
+            bucket_masks: PortMasks::new(),
+            wide: Vec::with_capacity(chunk_size as usize / 16),
+            wide_seen: Box::new([0; 1024]),
+            wide_n: 0,
+            bit_ix: 0,
             v4_slot: Box::new([(0, 0); V4_SLOTS]),
             v4_slot_id: Box::new([0; V4_SLOTS]),
             v4_touched: Box::new([0; V4_SLOTS + 1]),
@@ -507,7 +568,8 @@ impl IndexBuilder {
             self.chunk = chunk;
         }
         self.block = block;
-        self.bit = 1 << (block & ((1 << self.sh) - 1));
+        self.bit_ix = block & ((1 << self.sh) - 1);
+        self.bit = 1 << self.bit_ix;
     }
 
     /// Appends an entry for every key of the current chunk's tables and empties them.
@@ -545,58 +607,39 @@ impl IndexBuilder {
     /// there on exact too when the chunk has at most [`PortGrain::chunk_exact_ports`] distinct
     /// such ports, else per bucket (in port order, so a bucket's ports are consecutive).
     fn flush_ports(&mut self) {
-        let g = self.grain;
-        let from = g.exact_below as usize;
-        let exact = g.bucket_shift == 0 || from >= 1 << 16 || {
-            // Distinct ports from `exact_below` on, counted by the touched words' bits.
-            let mut n = 0u32;
-            for (j, &summary) in self.port_words.iter().enumerate() {
-                for w in Bits(summary) {
-                    let i = j << 6 | w as usize;
-                    if (i + 1) << 6 <= from {
-                        continue;
-                    }
-                    let below = from.saturating_sub(i << 6);
-                    let keep = if below == 0 { !0u64 } else { !0u64 << below };
-                    n += (self.port_touched[i] & keep).count_ones();
-                }
-            }
-            n <= g.chunk_exact_ports
-        };
         let c = self.chunk;
-        let (mut bucket, mut bucket_mask) = (u32::MAX, 0u32);
-        for (j, summary) in self.port_words.iter_mut().enumerate() {
-            for w in Bits(std::mem::take(summary)) {
-                let i = j << 6 | w as usize;
-                for b in Bits(std::mem::take(&mut self.port_touched[i])) {
-                    let p = i << 6 | b as usize;
-                    let m = std::mem::take(&mut self.port_mask[p]);
-                    if exact || p < from {
-                        self.ports.push(p as u32, c, m);
-                        continue;
-                    }
-                    let k = (p >> g.bucket_shift) as u32;
-                    if k != bucket {
-                        if bucket_mask != 0 {
-                            self.buckets.push(bucket, c, bucket_mask);
-                        }
-                        (bucket, bucket_mask) = (k, 0);
-                    }
-                    bucket_mask |= m;
-                }
+        if self.wide_n <= self.grain.chunk_exact_ports {
+            // Few: their exact masks from the list; the buckets only emptied.
+            for &e in &self.wide {
+                self.port_masks.or((e >> 5) as usize, 1 << (e & 31));
             }
+            self.bucket_masks.drain(|_, _| {});
+        } else {
+            let buckets = &mut self.buckets;
+            self.bucket_masks.drain(|b, m| buckets.push(b, c, m));
         }
-        if bucket_mask != 0 {
-            self.buckets.push(bucket, c, bucket_mask);
+        for &e in &self.wide {
+            self.wide_seen[(e >> 11) as usize] = 0;
         }
+        self.wide.clear();
+        self.wide_n = 0;
+        let ports = &mut self.ports;
+        self.port_masks.drain(|p, m| ports.push(p, c, m));
     }
 
     #[inline(always)]
     fn add_port(&mut self, p: u16) {
-        let p = usize::from(p);
-        self.port_mask[p] |= self.bit;
-        self.port_touched[p >> 6] |= 1 << (p & 63);
-        self.port_words[p >> 12] |= 1 << ((p >> 6) & 63);
+        if u32::from(p) < self.split {
+            self.port_masks.or(usize::from(p), self.bit);
+            return;
+        }
+        self.bucket_masks
+            .or(usize::from(p >> self.grain.bucket_shift), self.bit);
+        self.wide.push(u32::from(p) << 5 | self.bit_ix);
+        let w = &mut self.wide_seen[usize::from(p >> 6)];
+        let b = 1u64 << (p & 63);
+        self.wide_n += u32::from(*w & b == 0);
+        *w |= b;
     }
 
     #[inline(always)]

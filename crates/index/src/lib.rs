@@ -8,11 +8,13 @@
 //! timestamp of its packets (the **time index**: exact bounds per chunk, so packets out of
 //! order across capture threads never hide). For every **key** seen in the segment (an IPv4 or
 //! IPv6 address, a TCP/UDP/SCTP port, an IP protocol number) it keeps the sorted list of chunks
-//! whose packets carry it (**postings**, delta-coded varints). Ports from 1 024 on are keyed per
-//! bucket of 64 ports ([`PortGrain`]): random ephemeral source ports made every port a key
-//! present in dozens of chunks, half the index's bytes on diverse traffic; a query for such a
-//! port reads its bucket's blocks, a superset the BPF program narrows, while service ports
-//! below 1 024 and addresses keep their own lists. Packets the decoder cannot read
+//! whose packets carry it (**postings**, delta-coded varints). Ports from 1 024 on are listed
+//! exactly in a chunk holding few distinct such ports (at most one per 512 bytes of chunk, 256
+//! in 128 KiB: real traffic), and per bucket of 64 ports in the others ([`PortGrain`]): random
+//! ephemeral source ports made every port a key present in dozens of chunks, half the index's
+//! bytes on diverse traffic. A query for such a port reads its own list and its bucket's, a
+//! superset the BPF program narrows; service ports below 1 024 and addresses keep their own
+//! lists. Packets the decoder cannot read
 //! all the way (a damaged header, an unknown link type) put their chunk on a **wildcard** list
 //! that every query includes: the index may say "maybe" too often, never "no" wrongly.
 //!
@@ -22,7 +24,7 @@
 //! each packet confirmed by the real BPF program, so an extraction returns exactly what
 //! `tcpdump -r` would select.
 //!
-//! The file format (`SEGMENT.idx`, little-endian, format 4, see `format.rs`) has a head (the
+//! The file format (`SEGMENT.idx`, little-endian, format 5, see `format.rs`) has a head (the
 //! chunks' times, the blocks' first records, the wildcard list, a table of the keys with the
 //! offset of each key's list) and then the lists, so a query reads the head and its own keys'
 //! lists only ([`Index::load_for`]). The head and every 4 KiB of lists carry a CRC-32; the head
@@ -33,7 +35,8 @@
 //! one varint (usually one byte) per block or chunk it appears in, or a bit per chunk of its
 //! span. On 64-byte frames with random source ports (bench_index's diverse traffic) this is
 //! 1.34 % of the data (2.51 % with every port its own key, format 3), on the corpus trace
-//! about 0.1 % (see bench/README.md).
+//! about 0.1 %, where format 5 reads what format 3 read for an ephemeral port (format 4's
+//! buckets in every chunk read 28 times more; see bench/README.md).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
