@@ -635,11 +635,17 @@ impl IndexBuilder {
         }
         self.bucket_masks
             .or(usize::from(p >> self.grain.bucket_shift), self.bit);
-        self.wide.push(u32::from(p) << 5 | self.bit_ix);
-        let w = &mut self.wide_seen[usize::from(p >> 6)];
-        let b = 1u64 << (p & 63);
-        self.wide_n += u32::from(*w & b == 0);
-        *w |= b;
+        let e = u32::from(p) << 5 | self.bit_ix;
+        // The same port in the same block as the last: nothing new (one flow's packets append
+        // nothing: without this check bench_index one-flow cost ≈ 37 ns per packet, with it ≈ 33,
+        // main's ≈ 30 in the same sitting).
+        if self.wide.last() != Some(&e) {
+            self.wide.push(e);
+            let w = &mut self.wide_seen[usize::from(p >> 6)];
+            let b = 1u64 << (p & 63);
+            self.wide_n += u32::from(*w & b == 0);
+            *w |= b;
+        }
     }
 
     #[inline(always)]
