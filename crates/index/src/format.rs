@@ -1493,7 +1493,7 @@ mod tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 // Even chunks (of 128 KiB) few ports, odd ones random.
-                let sport = if (i * 96 >> 17) % 2 == 0 {
+                let sport = if ((i * 96) >> 17) % 2 == 0 {
                     2000 + (x % 40) as u16
                 } else {
                     32_768 | (x >> 8) as u16
