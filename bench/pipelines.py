@@ -18,8 +18,13 @@ day (`--parquet-interval 86400`: the trace's 16 h in one file): the CPU differen
 5-minute files, divided by the difference in files, is the cost of one file (writer, footer,
 column writers, zstd contexts, create/link/remove), printed per binary.
 
+--thread-cpu N: N more rounds of `--json --parquet` (5-minute files and one file a day) per
+binary under `perf sched` (bench/sched_profile.py), printing the `weir-parquet` thread's own CPU
+(ms, each run and the median) and the per-file part: firmer than the process's CPU in 10 ms
+ticks.
+
 usage: bench/pipelines.py [--runs 5] [--port 53] [--weir BINARY] [--skip-extract] [--profile]
-                          [--interval S] [--ab BINARY]
+                          [--interval S] [--ab BINARY] [--thread-cpu N]
 """
 
 import argparse
@@ -43,6 +48,8 @@ ap.add_argument("--skip-extract", action="store_true", help="only the Parquet pa
 ap.add_argument("--profile", action="store_true", help="one more run of each flows command under perf sched")
 ap.add_argument("--interval", help="--parquet-interval for the Parquet runs (seconds)")
 ap.add_argument("--ab", help="a second weir binary whose flows commands run interleaved with the first's")
+ap.add_argument("--thread-cpu", type=int, default=0, metavar="N",
+                help="N rounds of the weir-parquet thread's CPU under perf sched, per binary")
 args = ap.parse_args()
 
 root = runner.repo_root()
@@ -111,6 +118,26 @@ try:
         print(f"  parquet files: {files} files, {size / 1e6:.2f} MB; per file (CPU of {files} files "
               f"- CPU of {files1}) / {files - files1}: {1e3 * (jp[1] - one[1]) / max(1, files - files1):.3f} ms")
     print("load average (1, 5, 15 min) at the end: %.2f %.2f %.2f" % os.getloadavg())
+    if args.thread_cpu:
+        import sched_profile
+        thread_ms = {}
+        for _ in range(args.thread_cpu):
+            for tag, binary in binaries:
+                for one, extra in (("5 min", []), ("1 file", ["--parquet-interval", "86400"])):
+                    cmd, d = argv([binary, "flows", "-r", trace, "--json", "/dev/null", "--parquet", "{PQ}"] + extra)
+                    p = sched_profile.profile(cmd)
+                    ms = sum(t[2] for t in p["threads"] if t[0].startswith("weir-parquet"))
+                    files = sum(1 for _, _, fs in os.walk(d) for f in fs if f.endswith(".parquet"))
+                    thread_ms.setdefault((binary, one), []).append((ms, files))
+        print("\nweir-parquet thread CPU (perf sched), ms per run:")
+        for tag, binary in binaries:
+            m5, m1 = thread_ms[(binary, "5 min")], thread_ms[(binary, "1 file")]
+            a, b = statistics.median(x[0] for x in m5), statistics.median(x[0] for x in m1)
+            nf = m5[0][1] - m1[0][1]
+            print(f"  {binary}: 5-minute files {[round(x[0]) for x in m5]} median {a:.0f}; one file a day "
+                  f"{[round(x[0]) for x in m1]} median {b:.0f}; per file ({a:.0f} - {b:.0f}) / {nf} = "
+                  f"{1e3 * (a - b) / max(1, nf):.0f} us")
+        print("load average (1, 5, 15 min) at the end: %.2f %.2f %.2f" % os.getloadavg())
     if args.profile:
         import sched_profile
         for name, cmd in flows_cmds:
