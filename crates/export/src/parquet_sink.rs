@@ -22,10 +22,10 @@
 //! its interval's end (or a record goes back more than an interval and an hour: captures
 //! concatenated out of time order start again). Intervals without records leave no file.
 //!
-//! Columns (IPFIX names, as the JSON lines; typed; the addresses zstd-compressed, times, ports
-//! and counters delta-encoded (`DELTA_BINARY_PACKED`) and not compressed, the columns of few
-//! distinct values (VLAN, IP version, protocol, ToS, TCP flags, TTLs, `flowEndReason`, `tag`,
-//! `sensor`) dictionary-encoded and not compressed: see [`DELTA_COLUMNS`] for why; min/max
+//! Columns (IPFIX names, as the JSON lines; typed; the addresses zstd-compressed, every integer
+//! column (times, ports, counters, VLAN, IP version, protocol, ToS, TCP flags, TTLs)
+//! delta-encoded (`DELTA_BINARY_PACKED`) and not compressed, the strings (`flowEndReason`,
+//! `tag`, `sensor`) dictionary-encoded and not compressed: see [`DELTA_COLUMNS`] for why; min/max
 //! statistics per column chunk): `flowStartNanoseconds`, `flowEndNanoseconds` (timestamp ns UTC, null for a direction
 //! without packets), `vlanId` (uint16), `ipVersion` (uint8, 4 or 6), `sourceIPAddress`,
 //! `destinationIPAddress` (16-byte fixed: IPv6, or IPv4 mapped as `::ffff:a.b.c.d`),
@@ -95,8 +95,23 @@ const SCHEMA: &str = "message weir_flow {
   REQUIRED BYTE_ARRAY sensor (STRING);
 }";
 
-/// The columns of few distinct values: dictionary-encoded, not compressed.
-const DICTIONARY_COLUMNS: &[&str] = &[
+/// The string columns of few distinct values: dictionary-encoded, not compressed.
+const DICTIONARY_COLUMNS: &[&str] = &["flowEndReason", "tag", "sensor"];
+
+/// The integer columns of many distinct values (times, ports, counters): delta-encoded
+/// (`DELTA_BINARY_PACKED`: each block's deltas from their minimum, bit-packed) and not
+/// compressed. The parquet crate makes a zstd compressor and a decompressor for every
+/// compressed column chunk, and each asks the CPU its features (`cpuid`, three times): on a
+/// virtual machine every `cpuid` traps to the hypervisor (≈ 10 µs on the 2-vCPU bench VMs), so
+/// with files of a few hundred records (5 minutes of a small sensor) making compressors cost
+/// more than compressing. Delta encoding needs no compressor and packs these columns about as
+/// small as zstd did (times within a file and counters are small numbers apart); only the two
+/// address columns stay zstd-compressed (bench/README.md, session 18). The small integers
+/// (VLAN, IP version, protocol, ToS, TCP flags, TTLs) are delta-encoded too, not
+/// dictionary-encoded: a dictionary encoder hashes every value and writes one more page per
+/// column chunk, where delta-packing 8-bit values is a subtraction and a few bits each
+/// (bench/README.md, session 19).
+const DELTA_COLUMNS: &[&str] = &[
     "vlanId",
     "ipVersion",
     "protocolIdentifier",
@@ -107,21 +122,6 @@ const DICTIONARY_COLUMNS: &[&str] = &[
     "reverseTcpControlBits",
     "reverseMinimumTTL",
     "reverseMaximumTTL",
-    "flowEndReason",
-    "tag",
-    "sensor",
-];
-
-/// The integer columns of many distinct values (times, ports, counters): delta-encoded
-/// (`DELTA_BINARY_PACKED`: each block's deltas from their minimum, bit-packed) and not
-/// compressed. The parquet crate makes a zstd compressor and a decompressor for every
-/// compressed column chunk, and each asks the CPU its features (`cpuid`, three times): on a
-/// virtual machine every `cpuid` traps to the hypervisor (≈ 10 µs on the 2-vCPU bench VMs), so
-/// with files of a few hundred records (5 minutes of a small sensor) making compressors cost
-/// more than compressing. Delta encoding needs no compressor and packs these columns about as
-/// small as zstd did (times within a file and counters are small numbers apart); only the two
-/// address columns stay zstd-compressed (bench/README.md, session 18).
-const DELTA_COLUMNS: &[&str] = &[
     "flowStartNanoseconds",
     "flowEndNanoseconds",
     "sourceTransportPort",
@@ -258,7 +258,7 @@ impl ParquetSink {
             // structures to build and serialize into the footer
             .set_offset_index_disabled(true)
             .set_created_by(format!("weir {}", env!("CARGO_PKG_VERSION")));
-        // the columns of few distinct values are dictionary-encoded (their pages: run
+        // the string columns of few distinct values are dictionary-encoded (their pages: run
         // lengths of small indices) and not compressed: the parquet crate makes a zstd
         // context per compressed column chunk, a quarter of the sink's time with files of a
         // few hundred records, for a few bytes saved on these
