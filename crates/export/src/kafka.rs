@@ -268,7 +268,9 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "weir".to_owned())
 }
 
-/// What a Kafka output counted (messages: one per JSON record, one per direction in protobuf).
+/// What a Kafka output counted (messages: Kafka messages, each of up to
+/// [`KafkaOutput::records_per_message`] records; with one record per message, one per JSON
+/// record and one per direction in protobuf).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KafkaStats {
     /// Messages made from the records.
