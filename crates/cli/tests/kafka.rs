@@ -5,8 +5,9 @@
 //! * JSON: the records consumed back with kcat equal, record by record, what `weir flows --json`
 //!   prints for the same files; every record of one flow key is on one partition, in the order
 //!   weir exported them; the message key is the documented one.
-//! * protobuf: `protoc --decode` with goflow2's flow.proto (proto/flow.proto) reads every message,
-//!   and its fields equal the JSON record's.
+//! * protobuf: `protoc --decode` with goflow2's flow.proto (proto/flow.proto) reads every
+//!   length-delimited FlowMessage of every Kafka message (100, 7 or 1 records per message), and
+//!   its fields equal the JSON record's, in `--json`'s order when packed.
 //! * broker killed mid-run and restarted: every record is delivered or counted as failed, and
 //!   what was delivered is consumed exactly once (idempotent producer).
 //! * `weir run` with `[record.flows.kafka]`: the records in the topic are `weir flows -r` of
@@ -508,78 +509,147 @@ fn expected_fields(v: &Value) -> BTreeMap<String, String> {
     m
 }
 
-#[test]
-fn protobuf_records_decode_with_goflow2_flow_proto_and_equal_the_json() {
-    let Some(b) = Broker::start() else { return };
-    let dir = TempDir::new("kafka-pb");
+/// A Kafka message of length-delimited FlowMessages split into them: each one's bytes with its
+/// varint length (the framing of protobuf's `writeDelimitedTo`; the lengths must cover the
+/// payload exactly).
+fn length_delimited(payload: &[u8]) -> Vec<&[u8]> {
+    let (mut at, mut items) = (0, Vec::new());
+    while at < payload.len() {
+        let (mut len, mut shift, mut i) = (0usize, 0, at);
+        loop {
+            let b = payload[i];
+            len |= usize::from(b & 0x7f) << shift;
+            shift += 7;
+            i += 1;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        assert!(i + len <= payload.len(), "a length past the payload's end");
+        items.push(&payload[at..i + len]);
+        at = i + len;
+    }
+    items
+}
+
+/// `protoc --decode` of FlowMessages (each with its varint length), with goflow2's flow.proto:
+/// one map of field → value per message, addresses as text.
+fn protoc_decode(dir: &Path, messages: &[&[u8]]) -> Vec<BTreeMap<String, String>> {
     // a wrapper whose field 1 is a FlowMessage: tag 0x0a then a length-delimited message, which
-    // is exactly 0x0a followed by one of weir's (varint-length-prefixed) Kafka messages
+    // is exactly 0x0a followed by one of weir's (varint-length-prefixed) FlowMessages
     std::fs::write(
         dir.join("batch.proto"),
         "syntax = \"proto3\";\nimport \"flow.proto\";\nmessage Batch { repeated flowpb.FlowMessage m = 1; }\n",
     )
     .unwrap();
+    let mut batch = Vec::new();
+    for m in messages {
+        batch.push(0x0a);
+        batch.extend_from_slice(m);
+    }
+    let mut child = Command::new("protoc")
+        .arg(format!("-I{}", root().join("proto").display()))
+        .arg(format!("-I{}", dir.display()))
+        .args(["--decode=Batch", "batch.proto"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("protoc");
+    child.stdin.take().unwrap().write_all(&batch).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "protoc: {out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    // "m {", "  field: value", "}"
+    let mut decoded: Vec<BTreeMap<String, String>> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line == "m {" {
+            decoded.push(BTreeMap::new());
+        } else if let Some((k, v)) = line.split_once(": ") {
+            let v = if k.ends_with("_addr") {
+                ip(&unescape(&v[1..v.len() - 1])).to_string()
+            } else {
+                v.to_owned()
+            };
+            decoded.last_mut().unwrap().insert(k.to_owned(), v);
+        }
+    }
+    assert_eq!(decoded.len(), messages.len());
+    decoded
+}
+
+/// Protobuf, three ways: the default (up to 100 records per Kafka message), 7 per message (so
+/// the small corpus files fill several) and 1 per message (goflow2's way). Every Kafka message
+/// splits exactly into length-delimited FlowMessages, which `protoc --decode` with goflow2's
+/// flow.proto reads; their fields equal the `--json` records'. Packed: under the sensor's key,
+/// on one partition, record by record in `--json`'s order with sequence numbers 0, 1, 2...;
+/// one per message: under each flow's key, the same multiset.
+#[test]
+fn protobuf_records_decode_with_goflow2_flow_proto_and_equal_the_json() {
+    let Some(b) = Broker::start() else { return };
+    let dir = TempDir::new("kafka-pb");
+    let mut several = 0;
     for (i, f) in files().iter().enumerate() {
-        let topic = format!("pb{i}");
-        let err = to_kafka(&b, f, &topic, &["--kafka-format", "protobuf"]);
         let want = json_lines(f, &[]);
-        let (records, messages, delivered, ..) = kafka_counts(&err);
-        assert_eq!(
-            (records, messages, delivered),
-            (want.len() as u64, want.len() as u64, want.len() as u64),
-            "{err}"
-        );
-        let got = b.consume(&topic);
-        assert_eq!(got.len(), want.len());
-        let mut batch = Vec::new();
-        for m in &got {
-            batch.push(0x0a);
-            batch.extend_from_slice(&m.3);
-        }
-        let mut child = Command::new("protoc")
-            .arg(format!("-I{}", root().join("proto").display()))
-            .arg(format!("-I{}", dir.path().display()))
-            .args(["--decode=Batch", "batch.proto"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("protoc");
-        child.stdin.take().unwrap().write_all(&batch).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "protoc: {out:?}");
-        let text = String::from_utf8(out.stdout).unwrap();
-        // "m {", "  field: value", "}"
-        let mut decoded: Vec<BTreeMap<String, String>> = Vec::new();
-        for line in text.lines() {
-            let line = line.trim();
-            if line == "m {" {
-                decoded.push(BTreeMap::new());
-            } else if let Some((k, v)) = line.split_once(": ") {
-                let v = if k.ends_with("_addr") {
-                    ip(&unescape(&v[1..v.len() - 1])).to_string()
-                } else {
-                    v.to_owned()
-                };
-                decoded.last_mut().unwrap().insert(k.to_owned(), v);
-            }
-        }
-        assert_eq!(decoded.len(), want.len());
-        // sequence numbers: 0..n, each once (protoc leaves out the 0)
-        let mut seqs: Vec<u64> = decoded
-            .iter_mut()
-            .map(|d| d.remove("sequence_num").map_or(0, |s| s.parse().unwrap()))
-            .collect();
-        seqs.sort();
-        assert_eq!(seqs, (0..want.len() as u64).collect::<Vec<_>>());
-        let mut w: Vec<_> = want
+        let w: Vec<_> = want
             .iter()
             .map(|l| expected_fields(&serde_json::from_str(l).unwrap()))
             .collect();
-        decoded.sort();
-        w.sort();
-        assert_eq!(decoded, w, "{}", f.display());
+        for (mode, per) in [("default", 100), ("7", 7), ("1", 1)] {
+            let topic = format!("pb{i}-{mode}");
+            let mut extra = vec!["--kafka-format", "protobuf"];
+            if mode != "default" {
+                extra.extend(["--kafka-records-per-message", mode]);
+            }
+            let err = to_kafka(&b, f, &topic, &extra);
+            let got = b.consume(&topic);
+            let (records, messages, delivered, failed, overflow) = kafka_counts(&err);
+            assert_eq!(
+                (records, messages, delivered, failed, overflow),
+                (want.len() as u64, got.len() as u64, got.len() as u64, 0, 0),
+                "{} {mode}: {err}",
+                f.display()
+            );
+            assert!(got.len() >= want.len().div_ceil(per), "{mode}: {err}");
+            let items: Vec<&[u8]> = got.iter().flat_map(|m| length_delimited(&m.3)).collect();
+            for m in &got {
+                let n = length_delimited(&m.3).len();
+                assert!((1..=per).contains(&n), "{mode}: {n} FlowMessages in one");
+                several += usize::from(n > 1);
+            }
+            let mut decoded = protoc_decode(dir.path(), &items);
+            assert_eq!(decoded.len(), want.len(), "{mode}");
+            let seqs: Vec<u64> = decoded
+                .iter_mut()
+                .map(|d| d.remove("sequence_num").map_or(0, |s| s.parse().unwrap()))
+                .collect();
+            if per == 1 {
+                // one key per flow, spread over partitions: the same records, each
+                // sequence number once (protoc leaves out the 0)
+                for (_, _, k, _) in &got {
+                    assert!(k.starts_with("s1/"), "{k}");
+                }
+                let mut seqs = seqs;
+                seqs.sort();
+                assert_eq!(seqs, (0..want.len() as u64).collect::<Vec<_>>());
+                let (mut d, mut w) = (decoded, w.clone());
+                d.sort();
+                w.sort();
+                assert_eq!(d, w, "{} {mode}", f.display());
+            } else {
+                let parts: BTreeSet<u32> = got.iter().map(|m| m.0).collect();
+                assert_eq!(parts.len(), usize::from(!want.is_empty()), "{parts:?}");
+                assert!(got.iter().all(|m| m.2 == "s1"), "the sensor's key");
+                assert_eq!(seqs, (0..want.len() as u64).collect::<Vec<_>>());
+                assert_eq!(decoded, w, "{} {mode}: in order", f.display());
+            }
+        }
     }
+    assert!(
+        several >= 3,
+        "{several} Kafka messages held several FlowMessages"
+    );
 }
 
 /// A `weir flows -r -` sending to Kafka, fed part of a generated capture through its stdin.
@@ -867,18 +937,6 @@ fn hostile_kafka_options_are_clear_errors() {
             2,
             "--kafka-records-per-message",
         ),
-        (
-            &[
-                "--kafka",
-                "b:1",
-                "--kafka-format",
-                "protobuf",
-                "--kafka-records-per-message",
-                "2",
-            ],
-            2,
-            "several records per message is for the JSON format",
-        ),
     ];
     clear_errors(&["flows", "-r", f.to_str().unwrap()], cases);
 }
@@ -931,10 +989,6 @@ fn weir_run_sends_a_record_jobs_flows_to_kafka() {
             "record[0].flows.kafka.records_per_message: -1 is out of range",
         ),
         ("records_per_message = 1e9\n", "records_per_message"),
-        (
-            "records_per_message = 2\nformat = \"protobuf\"\n",
-            "several records per message is for format \"json\"",
-        ),
     ] {
         write(extra);
         let out = run(weir().args(["run", "--check"]).arg(&config));

@@ -204,19 +204,21 @@ pub struct KafkaArgs {
     #[arg(long, value_name = "T", default_value = DEFAULT_FLOWS_TOPIC)]
     kafka_topic: String,
     /// Encoding: json (the records --json prints) or protobuf (goflow2's flow.proto,
-    /// length-delimited; one message per direction).
+    /// length-delimited; one FlowMessage per direction).
     #[arg(long, value_enum, default_value_t = KafkaFormat::Json)]
     kafka_format: KafkaFormat,
     #[command(flatten)]
     producer: KafkaProducerArgs,
-    /// JSON records per message, newline-separated (1 to 100000; a message also ends at
-    /// 900000 bytes): what ClickHouse's Kafka engine reads with JSONEachRow. Above 1 the key is
-    /// the sensor name (one sensor's records on one partition, in order). Default 1: one record
-    /// per message under its flow's key.
-    #[arg(long, value_name = "N", default_value_t = 1,
+    /// Records per message (1 to 100000; a message also ends at 900000 bytes): JSON records
+    /// newline-separated (ClickHouse's Kafka engine reads them with JSONEachRow), protobuf
+    /// FlowMessages length-delimited one after the other (its Protobuf format). Above 1 the
+    /// key is the sensor name (one sensor's records on one partition, in order); 1: one record
+    /// (protobuf: one FlowMessage, goflow2's way) per message under its flow's key. Default:
+    /// 1 for json, 100 for protobuf.
+    #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::MAX_RECORDS_PER_MESSAGE)),
           allow_negative_numbers = true)]
-    kafka_records_per_message: u32,
+    kafka_records_per_message: Option<u32>,
 }
 
 impl KafkaArgs {
@@ -242,7 +244,9 @@ impl KafkaArgs {
         };
         let mut out = KafkaOutput::new(brokers, &self.kafka_topic);
         out.format = self.kafka_format;
-        out.records_per_message = self.kafka_records_per_message;
+        out.records_per_message = self
+            .kafka_records_per_message
+            .unwrap_or_else(|| self.kafka_format.default_records_per_message());
         self.producer.output(out).map(Some)
     }
 }

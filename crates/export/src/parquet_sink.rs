@@ -22,10 +22,10 @@
 //! its interval's end (or a record goes back more than an interval and an hour: captures
 //! concatenated out of time order start again). Intervals without records leave no file.
 //!
-//! Columns (IPFIX names, as the JSON lines; typed; the addresses zstd-compressed, times, ports
-//! and counters delta-encoded (`DELTA_BINARY_PACKED`) and not compressed, the columns of few
-//! distinct values (VLAN, IP version, protocol, ToS, TCP flags, TTLs, `flowEndReason`, `tag`,
-//! `sensor`) dictionary-encoded and not compressed: see [`DELTA_COLUMNS`] for why; min/max
+//! Columns (IPFIX names, as the JSON lines; typed; the addresses zstd-compressed, every integer
+//! column (times, ports, counters, VLAN, IP version, protocol, ToS, TCP flags, TTLs)
+//! delta-encoded (`DELTA_BINARY_PACKED`) and not compressed, the strings (`flowEndReason`,
+//! `tag`, `sensor`) dictionary-encoded and not compressed: see [`DELTA_COLUMNS`] for why; min/max
 //! statistics per column chunk): `flowStartNanoseconds`, `flowEndNanoseconds` (timestamp ns UTC, null for a direction
 //! without packets), `vlanId` (uint16), `ipVersion` (uint8, 4 or 6), `sourceIPAddress`,
 //! `destinationIPAddress` (16-byte fixed: IPv6, or IPv4 mapped as `::ffff:a.b.c.d`),
@@ -33,6 +33,13 @@
 //! `packetDeltaCount`, `octetDeltaCount` (int64), `tcpControlBits`, `minimumTTL`, `maximumTTL`,
 //! the same eight `reverse…` columns (RFC 5103), `flowEndReason` (the IANA name), `tag` (null
 //! when untagged) and `sensor`. Row groups hold up to [`ROW_GROUP_ROWS`] records.
+//!
+//! Cost per file (a 5-minute file of a small sensor holds a few hundred records, so nearly all
+//! of the sink's work is per file): the schema, the writer properties, the column buffers and
+//! the file's write buffer ([`Spool`]) are made once and reused from file to file; what the
+//! parquet crate makes per file (the file writer, a column writer and its encoder per column,
+//! a zstd context per address column chunk, the footer) cannot be handed to it again; no
+//! offset index is written (nothing reads it without page statistics).
 
 use std::fs::File;
 use std::net::IpAddr;
@@ -88,8 +95,23 @@ const SCHEMA: &str = "message weir_flow {
   REQUIRED BYTE_ARRAY sensor (STRING);
 }";
 
-/// The columns of few distinct values: dictionary-encoded, not compressed.
-const DICTIONARY_COLUMNS: &[&str] = &[
+/// The string columns of few distinct values: dictionary-encoded, not compressed.
+const DICTIONARY_COLUMNS: &[&str] = &["flowEndReason", "tag", "sensor"];
+
+/// The integer columns of many distinct values (times, ports, counters): delta-encoded
+/// (`DELTA_BINARY_PACKED`: each block's deltas from their minimum, bit-packed) and not
+/// compressed. The parquet crate makes a zstd compressor and a decompressor for every
+/// compressed column chunk, and each asks the CPU its features (`cpuid`, three times): on a
+/// virtual machine every `cpuid` traps to the hypervisor (≈ 10 µs on the 2-vCPU bench VMs), so
+/// with files of a few hundred records (5 minutes of a small sensor) making compressors cost
+/// more than compressing. Delta encoding needs no compressor and packs these columns about as
+/// small as zstd did (times within a file and counters are small numbers apart); only the two
+/// address columns stay zstd-compressed (bench/README.md, session 18). The small integers
+/// (VLAN, IP version, protocol, ToS, TCP flags, TTLs) are delta-encoded too, not
+/// dictionary-encoded: a dictionary encoder hashes every value and writes one more page per
+/// column chunk, where delta-packing 8-bit values is a subtraction and a few bits each
+/// (bench/README.md, session 19).
+const DELTA_COLUMNS: &[&str] = &[
     "vlanId",
     "ipVersion",
     "protocolIdentifier",
@@ -100,21 +122,6 @@ const DICTIONARY_COLUMNS: &[&str] = &[
     "reverseTcpControlBits",
     "reverseMinimumTTL",
     "reverseMaximumTTL",
-    "flowEndReason",
-    "tag",
-    "sensor",
-];
-
-/// The integer columns of many distinct values (times, ports, counters): delta-encoded
-/// (`DELTA_BINARY_PACKED`: each block's deltas from their minimum, bit-packed) and not
-/// compressed. The parquet crate makes a zstd compressor and a decompressor for every
-/// compressed column chunk, and each asks the CPU its features (`cpuid`, three times): on a
-/// virtual machine every `cpuid` traps to the hypervisor (≈ 10 µs on the 2-vCPU bench VMs), so
-/// with files of a few hundred records (5 minutes of a small sensor) making compressors cost
-/// more than compressing. Delta encoding needs no compressor and packs these columns about as
-/// small as zstd did (times within a file and counters are small numbers apart); only the two
-/// address columns stay zstd-compressed (bench/README.md, session 18).
-const DELTA_COLUMNS: &[&str] = &[
     "flowStartNanoseconds",
     "flowEndNanoseconds",
     "sourceTransportPort",
@@ -151,9 +158,47 @@ struct Open {
     stem: String,
     /// End of its interval (exclusive), ns.
     end_ns: u64,
-    /// A second handle on the file, to sync it after the writer closes.
+    writer: SerializedFileWriter<Spool>,
+}
+
+/// How many bytes a [`Spool`] gathers before it writes them to its file.
+const SPOOL_BYTES: usize = 1 << 20;
+
+/// A file written through a buffer the sink keeps from file to file: a file of a few hundred
+/// records (a 5-minute file of a small sensor, ≈ 14 kB) is one `write` when it is complete,
+/// not one per 8 kB the parquet writer's own buffer fills, and the buffer is not allocated
+/// again for every file; a large file is written [`SPOOL_BYTES`] at a time.
+struct Spool {
     file: File,
-    writer: SerializedFileWriter<File>,
+    buf: Vec<u8>,
+    /// Bytes written to the file so far.
+    written: u64,
+}
+
+impl Spool {
+    /// Writes what is gathered to the file.
+    fn drain(&mut self) -> std::io::Result<()> {
+        use std::io::Write as _;
+        self.file.write_all(&self.buf)?;
+        self.written += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl std::io::Write for Spool {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        if self.buf.len() >= SPOOL_BYTES {
+            self.drain()?;
+        }
+        Ok(b.len())
+    }
+
+    /// Nothing: the rest is written when the file is complete ([`ParquetSink::complete`]).
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The Parquet sink (see the module documentation).
@@ -165,6 +210,8 @@ pub(crate) struct ParquetSink {
     rows: Vec<FlowRecord>,
     /// Column buffers, reused from column to column and row group to row group.
     cols: Columns,
+    /// The last file's [`Spool`] buffer, for the next file.
+    spare: Vec<u8>,
     open: Option<Open>,
     /// The clock: the latest packet time seen.
     now_ns: u64,
@@ -206,8 +253,12 @@ impl ParquetSink {
             .set_dictionary_enabled(false)
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            // no offset index: it locates pages for page-level skipping, which needs page
+            // statistics (a column index) weir does not write; per file it was 25 more
+            // structures to build and serialize into the footer
+            .set_offset_index_disabled(true)
             .set_created_by(format!("weir {}", env!("CARGO_PKG_VERSION")));
-        // the columns of few distinct values are dictionary-encoded (their pages: run
+        // the string columns of few distinct values are dictionary-encoded (their pages: run
         // lengths of small indices) and not compressed: the parquet crate makes a zstd
         // context per compressed column chunk, a quarter of the sink's time with files of a
         // few hundred records, for a few bytes saved on these
@@ -228,6 +279,7 @@ impl ParquetSink {
             props,
             rows: Vec::new(),
             cols: Columns::default(),
+            spare: Vec::new(),
             open: None,
             now_ns: 0,
             stats: ExportStats {
@@ -272,21 +324,23 @@ impl ParquetSink {
             self.out.sensor, u.year, u.month, u.day, u.hour, u.minute, u.second
         );
         let tmp = dir.join(format!(".{stem}.parquet.tmp"));
-        let created = std::fs::create_dir_all(&dir)
-            .and_then(|()| File::create(&tmp))
-            .and_then(|f| Ok((f.try_clone()?, f)));
-        let (file, w) = created.map_err(|source| ExportError::Create {
+        let created = std::fs::create_dir_all(&dir).and_then(|()| File::create(&tmp));
+        let file = created.map_err(|source| ExportError::Create {
             path: tmp.clone(),
             source,
         })?;
-        let writer = SerializedFileWriter::new(w, self.schema.clone(), self.props.clone())
+        let spool = Spool {
+            file,
+            buf: std::mem::take(&mut self.spare),
+            written: 0,
+        };
+        let writer = SerializedFileWriter::new(spool, self.schema.clone(), self.props.clone())
             .map_err(ExportError::Parquet)?;
         self.open = Some(Open {
             tmp,
             dir,
             stem,
             end_ns: start.saturating_add(self.out.interval_ns),
-            file,
             writer,
         });
         Ok(())
@@ -314,11 +368,14 @@ impl ParquetSink {
         let Some(open) = self.open.take() else {
             return Ok(());
         };
-        open.writer.close().map_err(ExportError::Parquet)?;
+        let mut spool = open.writer.into_inner().map_err(ExportError::Parquet)?;
+        spool.drain()?;
         if self.out.sync {
-            open.file.sync_all()?;
+            spool.file.sync_all()?;
         }
-        let size = open.file.metadata()?.len();
+        let size = spool.written;
+        self.spare = std::mem::take(&mut spool.buf);
+        drop(spool);
         let mut n = 0u32;
         loop {
             let name = if n == 0 {
@@ -458,7 +515,7 @@ impl Columns {
     /// Writes `rows` as one row group, column by column in schema order.
     fn write_row_group(
         &mut self,
-        w: &mut SerializedFileWriter<File>,
+        w: &mut SerializedFileWriter<Spool>,
         rows: &[FlowRecord],
         sensor: &str,
     ) -> parquet::errors::Result<()> {

@@ -762,6 +762,7 @@ impl Cx<'_> {
         if let Some(v) = &r.sensor {
             out.sensor = v.get_ref().clone();
         }
+        out.records_per_message = out.format.default_records_per_message();
         if let Some(v) = &r.records_per_message {
             let max = weir_export::MAX_RECORDS_PER_MESSAGE;
             out.records_per_message = u32::try_from(*v.get_ref())
@@ -774,13 +775,6 @@ impl Cx<'_> {
                         format!("{} is out of range: 1 to {max}", v.get_ref()),
                     )
                 })?;
-            if out.format != KafkaFormat::Json && out.records_per_message > 1 {
-                return Err(self.at(
-                    v,
-                    &k("records_per_message"),
-                    "several records per message is for format \"json\"",
-                ));
-            }
         }
         if let Err(e) = out.check() {
             let at = match &r.topic {
