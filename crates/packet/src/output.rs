@@ -156,7 +156,7 @@ pub fn create(path: &Path) -> Result<Output, OpenError> {
         let file = File::options()
             .write(true)
             .open(path)
-            .map_err(|e| ctx(e, format!("cannot open {name}")))?;
+            .map_err(|e| ctx(e, format!("cannot write {name}")))?;
         return Ok(Output {
             target: Target::File { file, rename: None },
             name,
