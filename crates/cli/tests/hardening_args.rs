@@ -370,6 +370,82 @@ fn numeric_options_are_finite_and_in_range() {
             ],
             &["--from is after --to"],
         ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--sensor-timeout",
+                "0",
+            ],
+            &["--sensor-timeout", "1..=86400"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--sensor-timeout",
+                "-1",
+            ],
+            &["--sensor-timeout", "1..=86400"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--sensor-timeout",
+                "86401",
+            ],
+            &["--sensor-timeout", "1..=86400"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--sensor-timeout",
+                "nan",
+            ],
+            &["--sensor-timeout"],
+        ),
+        (
+            &["extract", f, "-w", "/dev/null", "--sensor-timeout", "5"],
+            &["--sensor-timeout", "--sensor"],
+        ),
+        (
+            &["serve", "--store", "/nonexistent", "--token", ""],
+            &["--token", "visible ASCII"],
+        ),
+        (
+            &["serve", "--store", "/nonexistent", "--token", " "],
+            &["--token", "visible ASCII"],
+        ),
+        (
+            &["serve", "--store", "/nonexistent", "--token", "a b"],
+            &["--token", "visible ASCII"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--token",
+                "a\r\nX-Evil: 1",
+            ],
+            &["--token", "visible ASCII"],
+        ),
     ];
     for (args, words) in cases {
         assert_usage(args, words);
