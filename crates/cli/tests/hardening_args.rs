@@ -423,6 +423,28 @@ fn numeric_options_are_finite_and_in_range() {
             &["--sensor-timeout", "--sensor"],
         ),
         (
+            &["extract", "--sensor", "", "-w", "/dev/null"],
+            &["--sensor", "http://HOST:PORT"],
+        ),
+        (
+            &["extract", "--sensor", "ftp://a:1", "-w", "/dev/null"],
+            &["--sensor ftp://a:1", "http://HOST:PORT"],
+        ),
+        (
+            &["extract", "--sensor", "http://a:1/x", "-w", "/dev/null"],
+            &["--sensor http://a:1/x", "no path"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://a:1,http://a:1/",
+                "-w",
+                "/dev/null",
+            ],
+            &["--sensor http://a:1/ is given twice"],
+        ),
+        (
             &["serve", "--store", "/nonexistent", "--token", ""],
             &["--token", "visible ASCII"],
         ),

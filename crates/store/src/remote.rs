@@ -133,7 +133,7 @@ pub enum MergeError {
 
 /// A sensor URL: `http://HOST:PORT[/]` or `https://HOST:PORT[/]` (no path): whether it is
 /// TLS, and `HOST:PORT`.
-fn host_port(url: &str) -> Result<(bool, String), String> {
+pub fn host_port(url: &str) -> Result<(bool, String), String> {
     let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
         (true, r)
     } else if let Some(r) = url.strip_prefix("http://") {

@@ -87,6 +87,16 @@ impl Args {
             }
         }
         args::no_stdin(self.input.iter().chain(&self.more), "extract")?;
+        // every sensor a URL, each once (twice would write its packets twice)
+        let mut seen = Vec::new();
+        for url in &self.sensor {
+            let (tls, hp) =
+                weir_store::remote::host_port(url).map_err(|e| format!("--sensor {e}"))?;
+            if seen.contains(&(tls, hp.clone())) {
+                return Err(format!("--sensor {url} is given twice"));
+            }
+            seen.push((tls, hp));
+        }
         self.out.check(false)
     }
 }
