@@ -93,7 +93,7 @@ pub(crate) fn on_hangup() -> Result<&'static AtomicBool> {
 }
 
 /// The job controls of a live command: SIGINT/SIGTERM stop it; with `rules`, SIGHUP reloads
-/// them (without, SIGHUP keeps its default).
+/// them (without, SIGHUP stops it as SIGINT does).
 pub(crate) fn controls(rules: bool) -> Result<weir_sensor::Controls> {
     let mut controls = weir_sensor::Controls::default();
     on_signal(controls.stop.clone())?;

@@ -94,14 +94,14 @@ fn flows_files_killed_mid_run_are_left_as_they_were() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
-/// SIGTERM and SIGINT of a file-writing run mid-way (stdin still open): exit 143 / 130, as
-/// shells report a command a signal ended, no `OUT.weir-tmp-PID` left, an old output as it was,
+/// SIGTERM, SIGINT and SIGHUP of a file-writing run mid-way (stdin still open): exit 143 / 130
+/// / 129, as shells report a command a signal ended, no `OUT.weir-tmp-PID` left, an old output as it was,
 /// no half output under a new name.
 #[test]
 fn signals_mid_run_remove_the_temporary_outputs() {
     let d = tempfile::tempdir().unwrap();
     let bytes = trace(d.path(), 200);
-    for (sig, code) in [("TERM", 143), ("INT", 130)] {
+    for (sig, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
         let (json, csv, pcap) = (
             d.path().join("f.json"),
             d.path().join("f.csv"),

@@ -666,3 +666,41 @@ fn index_and_extract_refuse_inputs_that_are_not_captures() {
         }
     }
 }
+
+/// A directory of captures (no manifest) holding a FIFO named like a capture: `index` and
+/// `extract` read the regular files and leave the FIFO (reading it waited for ever).
+#[test]
+fn a_fifo_in_a_directory_of_captures_is_left_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("caps");
+    std::fs::create_dir(&dir).unwrap();
+    let good = corpus_file("base64__input.pcap");
+    std::fs::copy(&good, dir.join("a.pcap")).unwrap();
+    let o = run(Command::new("mkfifo").arg(dir.join("b.pcap")));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = tmp.path().join("out.pcap");
+    for args in [vec!["index"], vec!["extract", "-w", out.to_str().unwrap()]] {
+        let mut child = weir()
+            .args(&args[..1])
+            .arg(&dir)
+            .args(&args[1..])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if t.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("weir {args:?} still running after a minute (reading the FIFO?)");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(
+        tcpdump_packets(&out, &[]),
+        tcpdump_packets(&good, &[]),
+        "extract of the directory is the regular file's packets"
+    );
+}
