@@ -679,23 +679,9 @@ fn a_fifo_in_a_directory_of_captures_is_left_alone() {
     let o = run(Command::new("mkfifo").arg(dir.join("b.pcap")));
     assert!(o.status.success(), "{}", stderr(&o));
     let out = tmp.path().join("out.pcap");
-    for args in [vec!["index"], vec!["extract", "-w", out.to_str().unwrap()]] {
-        let mut child = weir()
-            .args(&args[..1])
-            .arg(&dir)
-            .args(&args[1..])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let t = Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if t.elapsed() > Duration::from_secs(60) {
-                let _ = child.kill();
-                panic!("weir {args:?} still running after a minute (reading the FIFO?)");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let o = child.wait_with_output().unwrap();
+    let (d, o) = (dir.to_str().unwrap(), out.to_str().unwrap());
+    for args in [vec!["index", d], vec!["extract", d, "-w", o]] {
+        let o = common::weir_bounded(&args);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
     }
     assert_eq!(

@@ -323,6 +323,29 @@ pub(crate) fn full_and_closed_outputs(sub: &str, file: &Path) {
     assert!(!err(&out).contains("error:"), "{}", err(&out));
 }
 
+/// Runs weir with `args` (stdin empty, stdout dropped, stderr kept); kills it (and fails) if
+/// it is still running after a minute, so a regression that ignores a bound or waits for ever
+/// cannot run away.
+pub(crate) fn weir_bounded<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> Output {
+    let mut child = weir()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("weir {args:?} was still running after a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
 /// The names in `dir` that `keep` keeps, sorted.
 pub(crate) fn names_in(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
