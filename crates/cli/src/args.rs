@@ -7,3 +7,13 @@ pub(crate) use weir_packet::value::{count, multiplier, seconds, time};
 pub(crate) use weir_sensor::args::{
     first_given, no_stdin, Expr, Format, Inputs, LiveArgs, Output, RulesArgs, Source,
 };
+
+/// A bearer token (`weir serve --token`, `weir extract --token`): 1 to 4096 visible ASCII
+/// characters, what an `Authorization` header carries as sent (a space or a line end could not
+/// be: the server trims the header's value, and a line end would start another header).
+pub(crate) fn token(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.len() > 4096 || !s.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("give 1 to 4096 visible ASCII characters (no space, no control)".into());
+    }
+    Ok(s.to_owned())
+}

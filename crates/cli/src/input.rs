@@ -1,10 +1,10 @@
 //! The terminal side of the offline commands' read loop ([`weir_sensor::read`]): its warnings
 //! and errors on stderr, a progress bar per large file ([`Progress`]), and the rules' summary
-//! after the last file.
+//! after the last file; [`capture_files`], the check of the store commands' inputs.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use weir_pcap::ReadError;
 use weir_sensor::read::{self, Observer, ReadConfig, Visitor};
 use weir_sensor::Event;
@@ -81,4 +81,31 @@ where
         ..ReadConfig::default()
     };
     read(&cfg, visitor)
+}
+
+/// Checks the inputs named on a store command's line (`weir index`, `weir extract`): each is a
+/// directory (a store, checked when read) or a capture file. A device, a FIFO, an empty file or
+/// a file that is not pcap or pcapng is an error naming it (exit 1), before anything is done;
+/// inside a store, such a file is a warning and the others are read.
+pub(crate) fn capture_files<'a>(inputs: impl IntoIterator<Item = &'a PathBuf>) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    for p in inputs {
+        let name = p.display();
+        let m = std::fs::metadata(p).with_context(|| format!("cannot open {name}"))?;
+        let t = m.file_type();
+        let not = match () {
+            _ if t.is_dir() => continue,
+            _ if t.is_char_device() => "a character device",
+            _ if t.is_block_device() => "a block device",
+            _ if t.is_fifo() => "a FIFO",
+            _ if t.is_socket() => "a socket",
+            _ if m.len() == 0 => "an empty file",
+            _ => {
+                weir_pcap::FileReader::open(p)?;
+                continue;
+            }
+        };
+        bail!("{name}: not a pcap or pcapng file ({not})");
+    }
+    Ok(())
 }

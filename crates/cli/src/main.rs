@@ -2,7 +2,9 @@
 //!
 //! Exit status: 0 when everything went well, 1 when something failed at run time (including a
 //! damaged input file, after every readable packet was processed), 2 for a usage error (clap's
-//! own convention). A closed stdout (`weir decode ... | head`) is not an error.
+//! own convention), 130/143 when SIGINT/SIGTERM ended a command that does not stop on them by
+//! itself (its half-written outputs removed: [`signals`]). A closed stdout (`weir decode ... |
+//! head`) is not an error.
 
 // Output goes through `output::stdout()` (errors checked, a closed pipe a quiet exit 0).
 #![deny(clippy::print_stdout)]
@@ -32,6 +34,7 @@ mod input;
 mod log;
 mod output;
 mod progress;
+mod signals;
 
 use std::process::ExitCode;
 
@@ -93,6 +96,10 @@ enum Command {
 fn main() -> ExitCode {
     let cli = parse();
     log::init(matches!(&cli.command, Command::Run(a) if a.json_logs()));
+    if let Err(err) = signals::install() {
+        eprintln!("weir: error: {}", output::error_message(&err));
+        return ExitCode::from(1);
+    }
     let result = match cli.command {
         Command::Info(a) => cmd::info::run(a),
         Command::Read(a) => cmd::read::run(a),

@@ -1,4 +1,4 @@
-//! How run-time outcomes become exit statuses and messages, and the process's signals.
+//! How run-time outcomes become exit statuses and messages, and the live commands' signals.
 //!
 //! Every byte a command prints goes through [`weir_packet::output`] (stdout or a file written
 //! under a temporary name, errors naming the output and keeping their kind): a reader that went
@@ -69,10 +69,11 @@ pub(crate) fn notice(n: &weir_store::Notice, verbose: bool, status: &mut Status)
     }
 }
 
-/// Installs the SIGINT/SIGTERM handler that sets `flag` (the live commands and `gen` end on it).
+/// The live commands and `gen` end when `flag` is set: the first SIGINT/SIGTERM sets it
+/// ([`crate::signals`]).
 pub(crate) fn on_signal(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
-    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Relaxed))
-        .context("cannot install the SIGINT/SIGTERM handler")
+    crate::signals::on_stop(flag);
+    Ok(())
 }
 
 /// Prints what a job tells (`weir: TEXT`, `weir: warning: TEXT`); progress is the command's
@@ -92,7 +93,7 @@ pub(crate) fn on_hangup() -> Result<&'static AtomicBool> {
 }
 
 /// The job controls of a live command: SIGINT/SIGTERM stop it; with `rules`, SIGHUP reloads
-/// them (without, SIGHUP keeps its default).
+/// them (without, SIGHUP stops it as SIGINT does).
 pub(crate) fn controls(rules: bool) -> Result<weir_sensor::Controls> {
     let mut controls = weir_sensor::Controls::default();
     on_signal(controls.stop.clone())?;

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::VethBench;
-use common::run;
+use common::{names_in, run, temp_output};
 
 /// A capture file of `n` synthetic UDP packets, written by `weir gen`.
 fn trace(dir: &Path, n: u32) -> Vec<u8> {
@@ -56,12 +56,10 @@ fn flows_files_killed_mid_run_are_left_as_they_were() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(&bytes).unwrap();
     stdin.flush().unwrap();
-    let tmp = |p: &Path| {
-        let mut n = p.file_name().unwrap().to_os_string();
-        n.push(format!(".weir-tmp-{}", child.id()));
-        p.with_file_name(n)
-    };
-    let (tmp_json, tmp_csv) = (tmp(&json), tmp(&csv));
+    let (tmp_json, tmp_csv) = (
+        temp_output(&json, child.id()),
+        temp_output(&csv, child.id()),
+    );
     until("the outputs are open", || {
         tmp_json.exists() && tmp_csv.exists()
     });
@@ -90,12 +88,91 @@ fn flows_files_killed_mid_run_are_left_as_they_were() {
     assert_eq!(text.lines().count(), 4, "{text}");
     let csv_text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv_text.lines().count(), 1 + 4, "{csv_text}");
-    let leftovers: Vec<_> = std::fs::read_dir(d.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".weir-tmp-") && !n.ends_with(&format!("-{}", child.id())))
-        .collect();
+    let leftovers = names_in(d.path(), |n| {
+        n.contains(".weir-tmp-") && !n.ends_with(&format!("-{}", child.id()))
+    });
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// SIGTERM, SIGINT and SIGHUP of a file-writing run mid-way (stdin still open): exit 143 / 130
+/// / 129, as shells report a command a signal ended, no `OUT.weir-tmp-PID` left, an old output as it was,
+/// no half output under a new name.
+#[test]
+fn signals_mid_run_remove_the_temporary_outputs() {
+    let d = tempfile::tempdir().unwrap();
+    let bytes = trace(d.path(), 200);
+    for (sig, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
+        let (json, csv, pcap) = (
+            d.path().join("f.json"),
+            d.path().join("f.csv"),
+            d.path().join("o.pcap"),
+        );
+        std::fs::write(&json, "old json\n").unwrap();
+        std::fs::write(&pcap, "old pcap\n").unwrap();
+        let flows = ["flows", "-r", "-", "--workers", "1", "--json"];
+        let read = ["read", "-r", "-", "-w"];
+        for (args, outs) in [
+            (&flows[..], vec![json.clone(), csv.clone()]),
+            (&read[..], vec![pcap.clone()]),
+        ] {
+            let mut cmd = common::weir();
+            cmd.args(args).arg(&outs[0]);
+            if outs.len() > 1 {
+                cmd.arg("--csv").arg(&outs[1]);
+            }
+            let mut child = cmd
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(&bytes).unwrap();
+            stdin.flush().unwrap();
+            let tmps: Vec<_> = outs.iter().map(|p| temp_output(p, child.id())).collect();
+            until("the outputs are open", || tmps.iter().all(|t| t.exists()));
+            run(Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]));
+            let status = child.wait().unwrap();
+            assert_eq!(status.code(), Some(code), "{args:?} SIG{sig}");
+            let left = names_in(d.path(), |n| n.contains(".weir-tmp-"));
+            assert!(left.is_empty(), "{args:?} SIG{sig}: {left:?}");
+            drop(stdin);
+        }
+        assert_eq!(std::fs::read_to_string(&json).unwrap(), "old json\n");
+        assert_eq!(std::fs::read_to_string(&pcap).unwrap(), "old pcap\n");
+        assert!(!csv.exists(), "no half CSV under its name");
+    }
+}
+
+/// A temporary output left by a writer killed outright (a pid no process has) is not taken
+/// for anything: the next run of the same output removes it and writes the output whole;
+/// another output's temporary file is left alone.
+#[test]
+fn a_dead_writers_temporary_output_is_removed_by_the_next_run() {
+    let d = tempfile::tempdir().unwrap();
+    trace(d.path(), 200);
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let json = d.path().join("f.json");
+    let stale = temp_output(&json, dead);
+    let other = temp_output(&d.path().join("g.json"), dead);
+    std::fs::write(&stale, "half\n").unwrap();
+    std::fs::write(&other, "half\n").unwrap();
+    let out = run(common::weir()
+        .args(["flows", "-r"])
+        .arg(d.path().join("in.pcap"))
+        .arg("--json")
+        .arg(&json));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // one record per flow (4 flows, `trace`)
+    assert_eq!(std::fs::read_to_string(&json).unwrap().lines().count(), 4);
+    assert!(!stale.exists());
+    assert!(other.exists());
 }
 
 /// `weir capture` on the bench's interface with its stdout a pipe nobody reads; `send`: traffic

@@ -15,6 +15,8 @@ mod common;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::{corpus, run, segments, weir};
 use weir_pcap::FileReader;
@@ -56,8 +58,27 @@ fn packets(file: &Path) -> Vec<Pkt> {
     v
 }
 
-/// A `weir serve` on an ephemeral loopback port: the child (killed on drop) and its URL.
-struct Serve(Child, String);
+/// A `weir serve` on an ephemeral loopback port: the child (killed on drop), its URL, and
+/// what it printed on stderr after its banner.
+struct Serve(Child, String, Arc<Mutex<String>>);
+
+impl Serve {
+    /// Waits (a minute at most) until the server has printed a line containing `what`.
+    fn wait_log(&self, what: &str) -> String {
+        let t = Instant::now();
+        loop {
+            let log = self.2.lock().unwrap().clone();
+            if log.contains(what) {
+                return log;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "no {what:?} in: {log}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
 
 impl Drop for Serve {
     fn drop(&mut self) {
@@ -85,8 +106,16 @@ fn serve(store: &Path, extra: &[&str]) -> Serve {
         .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
         .unwrap_or_else(|| panic!("no banner: {line}"))
         .to_owned();
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    Serve(child, url)
+    let log = Arc::new(Mutex::new(String::new()));
+    let l = log.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while err.read_line(&mut line).is_ok_and(|n| n > 0) {
+            l.lock().unwrap().push_str(&line);
+            line.clear();
+        }
+    });
+    Serve(child, url, log)
 }
 
 /// mergecap of the stores' tcpdump selections (each segment through `tcpdump -r -w`), then the
@@ -269,6 +298,72 @@ fn health_ls_and_tokens() {
         "{bad}"
     );
     assert!(get("/nope").contains("no such resource"));
+}
+
+/// A sensor that accepts the connection and never answers (a listener nobody accepts on: the
+/// kernel completes the handshake) fails after `--sensor-timeout` seconds, named with the
+/// reason, and the real sensor's packets are still written, equal to tcpdump's (exit 1).
+#[test]
+fn a_silent_sensor_fails_after_its_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    build_store(&a, &STORE_A[..1]);
+    let s = serve(&a, &[]);
+    let silent_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = format!("http://{}", silent_listener.local_addr().unwrap());
+    let out = tmp.path().join("out.pcap");
+    let o = run(weir()
+        .args(["extract", "--sensor", &format!("{silent},{}", s.1)])
+        .args(["--sensor-timeout", "1", "-w"])
+        .arg(&out));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{silent}: failed: the sensor sent nothing for 1 s (--sensor-timeout)"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("1 of 2 sensor(s) answered"), "{err}");
+    assert_eq!(packets(&out), oracle(&[&a], "", (0, u64::MAX), tmp.path()));
+}
+
+/// Slowloris: 40 connections that send nothing and 10 that send half a request head do not
+/// keep a real request out (idle connections wait apart from the 32 requests answered); they
+/// are closed after the head timeout, with a line in the server's log.
+#[test]
+fn idle_connections_do_not_keep_requests_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    build_store(&a, &STORE_A[..1]);
+    let s = serve(&a, &[]);
+    let hp = s.1.trim_start_matches("http://").to_owned();
+    let mut idle: Vec<std::net::TcpStream> = (0..40)
+        .map(|_| std::net::TcpStream::connect(&hp).unwrap())
+        .collect();
+    for _ in 0..10 {
+        let mut c = std::net::TcpStream::connect(&hp).unwrap();
+        c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").unwrap();
+        idle.push(c);
+    }
+    let mut c = std::net::TcpStream::connect(&hp).unwrap();
+    write!(c, "GET /health HTTP/1.1\r\nHost: {hp}\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 200 "), "{r}");
+    // and an extract, the long request
+    let out = tmp.path().join("out.pcap");
+    let (code, err) = extract(&[&s.1], "", None, &out);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(packets(&out), oracle(&[&a], "", (0, u64::MAX), tmp.path()));
+    // the idle ones are closed by the server (end of stream, nothing sent), and said
+    for c in &mut idle {
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut buf = Vec::new();
+        c.read_to_end(&mut buf).unwrap();
+        assert!(buf.is_empty(), "{}", String::from_utf8_lossy(&buf));
+    }
+    s.wait_log("sent no whole request within 5 s: connection closed");
 }
 
 /// `openssl` with its output checked.

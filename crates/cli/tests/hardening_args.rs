@@ -7,11 +7,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use common::netns::VethBench;
-use common::{corpus, run, start, tshark_fields, wait, weir};
+use common::{corpus, run, start, tshark_fields, wait, weir, weir_bounded};
 
 /// A corpus file with both UDP (2 packets) and TCP (10 packets).
 fn mixed() -> PathBuf {
@@ -19,28 +18,6 @@ fn mixed() -> PathBuf {
         .into_iter()
         .find(|p| p.ends_with("dns__dns-frames__input.pcap"))
         .expect("corpus file dns__dns-frames__input.pcap")
-}
-
-/// Runs weir with `args`; kills it (and fails) if it is still running after a minute, so a
-/// regression that ignores a bound cannot run away.
-fn weir_bounded(args: &[&str]) -> Output {
-    let mut child = weir()
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("weir {args:?} was still running after a minute");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
 }
 
 /// Asserts a usage error: exit 2, no panic, and stderr naming every one of `words`.
@@ -369,6 +346,104 @@ fn numeric_options_are_finite_and_in_range() {
                 "10",
             ],
             &["--from is after --to"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--sensor-timeout",
+                "0",
+            ],
+            &["--sensor-timeout", "1..=86400"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--sensor-timeout",
+                "-1",
+            ],
+            &["--sensor-timeout", "'-1'"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--sensor-timeout",
+                "86401",
+            ],
+            &["--sensor-timeout", "1..=86400"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--sensor-timeout",
+                "nan",
+            ],
+            &["--sensor-timeout"],
+        ),
+        (
+            &["extract", f, "-w", "/dev/null", "--sensor-timeout", "5"],
+            &["--sensor-timeout", "--sensor"],
+        ),
+        (
+            &["extract", "--sensor", "", "-w", "/dev/null"],
+            &["--sensor", "http://HOST:PORT"],
+        ),
+        (
+            &["extract", "--sensor", "ftp://a:1", "-w", "/dev/null"],
+            &["--sensor ftp://a:1", "http://HOST:PORT"],
+        ),
+        (
+            &["extract", "--sensor", "http://a:1/x", "-w", "/dev/null"],
+            &["--sensor http://a:1/x", "no path"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://a:1,http://a:1/",
+                "-w",
+                "/dev/null",
+            ],
+            &["--sensor http://a:1/ is given twice"],
+        ),
+        (
+            &["serve", "--store", "/nonexistent", "--token", ""],
+            &["--token", "visible ASCII"],
+        ),
+        (
+            &["serve", "--store", "/nonexistent", "--token", " "],
+            &["--token", "visible ASCII"],
+        ),
+        (
+            &["serve", "--store", "/nonexistent", "--token", "a b"],
+            &["--token", "visible ASCII"],
+        ),
+        (
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--token",
+                "a\r\nX-Evil: 1",
+            ],
+            &["--token", "visible ASCII"],
         ),
     ];
     for (args, words) in cases {

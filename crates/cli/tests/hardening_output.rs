@@ -210,11 +210,7 @@ fn a_missing_input_leaves_an_existing_output_untouched() {
 
 /// Files of `dir` that look like a temporary output.
 fn leftovers(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains("weir-tmp"))
-        .collect()
+    common::names_in(dir, |n| n.contains("weir-tmp"))
 }
 
 #[test]
@@ -298,7 +294,9 @@ fn an_output_that_is_an_input_is_refused() {
 /// `weir extract` does not write into what it reads: a file of the store it searches (the
 /// manifest was replaced by the selection, the store then unreadable) or an input file's index;
 /// `weir flows` refuses two outputs in one place (`--json X --stats X`: the counters replaced
-/// the records). Each is exit 1 before anything is written; the store still lists its packets.
+/// the records). Also through a symbolic or hard link into the store (or the store reached
+/// through one), and `weir index F` with `F.idx` a link to F. Each is exit 1 before anything is
+/// written; the store still lists its packets.
 #[test]
 fn extract_and_flows_do_not_write_over_what_they_use() {
     let tmp = tempfile::tempdir().unwrap();
@@ -313,7 +311,40 @@ fn extract_and_flows_do_not_write_over_what_they_use() {
     let (listed, idx) = (ls(), std::fs::read(format!("{f}.idx")).unwrap());
     let manifest = format!("{store}/manifest.json");
     let (idx_path, json) = (format!("{f}.idx"), t("x.json"));
+    // links into the store: the output would replace what they point to (the manifest, the
+    // index) or be written inside the store through a linked directory
+    std::os::unix::fs::symlink(&manifest, t("to-manifest")).unwrap();
+    std::fs::hard_link(&manifest, t("hard-manifest")).unwrap();
+    std::os::unix::fs::symlink(&store, t("to-store")).unwrap();
+    let seg_idx = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "idx"))
+        .expect("the store's index");
+    std::os::unix::fs::symlink(&seg_idx, t("to-index")).unwrap();
+    // `weir index F` where F.idx is a link to F: the index would replace the capture
+    let g = t("g.pcap");
+    std::fs::copy(sample(), &g).unwrap();
+    std::os::unix::fs::symlink(&g, format!("{g}.idx")).unwrap();
     let cases: &[(&[&str], &str)] = &[
+        (
+            &["extract", &store, "-w", &t("to-manifest")],
+            "into the store",
+        ),
+        (
+            &["extract", &store, "-w", &t("hard-manifest")],
+            "into the store",
+        ),
+        (&["extract", &store, "-w", &t("to-index")], "into the store"),
+        (
+            &["extract", &store, "-w", &t("to-store/new.pcap")],
+            "into the store",
+        ),
+        (
+            &["extract", &t("to-store"), "-w", &t("store/new.pcap")],
+            "into the store",
+        ),
+        (&["index", &g], "over the input"),
         (&["extract", &store, "-w", &manifest], "into the store"),
         (
             &["extract", &store, "-w", &t("store/new.pcap")],
@@ -335,6 +366,7 @@ fn extract_and_flows_do_not_write_over_what_they_use() {
     }
     assert_eq!(ls(), listed, "the store changed");
     assert_eq!(std::fs::read(&idx_path).unwrap(), idx, "the index changed");
+    assert_eq!(std::fs::read(&g).unwrap(), std::fs::read(sample()).unwrap());
     assert!(!Path::new(&json).exists() && !Path::new(&t("store/new.pcap")).exists());
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }

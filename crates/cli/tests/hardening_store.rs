@@ -604,3 +604,89 @@ fn extract_says_what_is_missing_or_damaged() {
     assert!(err.contains("4 packets read before the damage"), "{err}");
     assert_eq!(tcpdump_packets(&out, &[]).len(), 4);
 }
+
+/// An input named to `index` or `extract` that is neither a store nor a capture file (a
+/// character device, a FIFO, a socket path's kind, an empty file, text, a cut file header)
+/// is refused before anything is done: exit 1, one line naming it, no index written, an old
+/// output as it was, also when a good file comes first.
+#[test]
+fn index_and_extract_refuse_inputs_that_are_not_captures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty.pcap");
+    std::fs::write(&empty, b"").unwrap();
+    let text = tmp.path().join("text.pcap");
+    std::fs::write(&text, b"hello\n").unwrap();
+    // the first 10 bytes of a pcap header (24 long)
+    let cut = tmp.path().join("cut.pcap");
+    let good = corpus_file("base64__input.pcap");
+    std::fs::write(&cut, &std::fs::read(&good).unwrap()[..10]).unwrap();
+    let fifo = tmp.path().join("fifo");
+    let o = run(Command::new("mkfifo").arg(&fifo));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let good_copy = tmp.path().join("good.pcap");
+    std::fs::copy(&good, &good_copy).unwrap();
+    let out = tmp.path().join("out.pcap");
+    let rows: [(&Path, &str); 5] = [
+        (Path::new("/dev/null"), "(a character device)"),
+        (&fifo, "(a FIFO)"),
+        (&empty, "(an empty file)"),
+        (&text, "not a pcap or pcapng file"),
+        (&cut, "truncated"),
+    ];
+    for (bad, why) in rows {
+        for first_good in [false, true] {
+            for cmd in ["index", "extract"] {
+                std::fs::write(&out, b"old").unwrap();
+                let mut c = weir();
+                c.arg(cmd);
+                if first_good {
+                    c.arg(&good_copy);
+                }
+                if cmd == "extract" {
+                    if first_good {
+                        c.arg("-r");
+                    }
+                    c.arg(bad).arg("-w").arg(&out);
+                } else {
+                    c.arg(bad);
+                }
+                let o = run(&mut c);
+                let err = stderr(&o);
+                let what = format!("{cmd} {} (good first: {first_good})", bad.display());
+                assert_eq!(o.status.code(), Some(1), "{what}: {err}");
+                assert_eq!(err.lines().count(), 1, "{what}: {err}");
+                assert!(
+                    err.contains(&bad.display().to_string()) && err.contains(why),
+                    "{what}: {err}"
+                );
+                assert_eq!(std::fs::read(&out).unwrap(), b"old", "{what}");
+                let idx = common::names_in(tmp.path(), |n| n.ends_with(".idx"));
+                assert!(idx.is_empty(), "{what}: {idx:?}");
+            }
+        }
+    }
+}
+
+/// A directory of captures (no manifest) holding a FIFO named like a capture: `index` and
+/// `extract` read the regular files and leave the FIFO (reading it waited for ever).
+#[test]
+fn a_fifo_in_a_directory_of_captures_is_left_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("caps");
+    std::fs::create_dir(&dir).unwrap();
+    let good = corpus_file("base64__input.pcap");
+    std::fs::copy(&good, dir.join("a.pcap")).unwrap();
+    let o = run(Command::new("mkfifo").arg(dir.join("b.pcap")));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = tmp.path().join("out.pcap");
+    let (d, o) = (dir.to_str().unwrap(), out.to_str().unwrap());
+    for args in [vec!["index", d], vec!["extract", d, "-w", o]] {
+        let o = common::weir_bounded(&args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(
+        tcpdump_packets(&out, &[]),
+        tcpdump_packets(&good, &[]),
+        "extract of the directory is the regular file's packets"
+    );
+}

@@ -1,6 +1,10 @@
 //! The server: [`Server::start`] binds, then one thread accepts connections and either answers
 //! each in turn itself ([`Options::concurrent`] = 1: metrics, the web page) or hands each to a
-//! thread of its own, at most that many at once (503 beyond: `weir serve`'s long extracts).
+//! thread of its own (`weir serve`'s long extracts). There a connection first waits for its
+//! request head (and TLS handshake), at most [`Options::waiting`] connections at once, then
+//! takes one of the [`Options::concurrent`] places of the requests being answered: 503 when
+//! either is full. Idle connections (slowloris) thus never hold the answering places, and hold
+//! a waiting place for at most [`Options::read_timeout`].
 //!
 //! Per connection: one request, one answer, `Connection: close`. The request head is read
 //! within [`Options::read_timeout`] and at most [`Options::max_head`] bytes (431 beyond), parsed
@@ -49,9 +53,15 @@ pub struct Options {
     pub name: String,
     /// The methods answered (405 for the others).
     pub methods: Methods,
-    /// Connections answered at once: 1 answers them in turn on the accept thread; more gives
-    /// each its own thread, and a connection beyond gets 503.
+    /// Requests answered at once: 1 answers connections in turn on the accept thread; more
+    /// gives each connection its own thread, and a request beyond gets 503.
     pub concurrent: usize,
+    /// With `concurrent` > 1: connections still sending their request head at once (counted
+    /// apart from the requests being answered); a connection beyond gets 503.
+    pub waiting: usize,
+    /// Say (a warning in the log) each connection closed because its request head did not
+    /// come within `read_timeout`, and each refused with 503.
+    pub warn_idle: bool,
     /// How long a client may take to send its request head.
     pub read_timeout: Duration,
     /// How long a write to the client may block (`None`: no limit, for long streams).
@@ -80,6 +90,8 @@ impl Options {
             name: name.to_owned(),
             methods: Methods::GetHead,
             concurrent: 1,
+            waiting: 0,
+            warn_idle: false,
             read_timeout: Duration::from_secs(2),
             write_timeout: Some(Duration::from_secs(2)),
             max_head: 8 * 1024,
@@ -452,9 +464,86 @@ impl Drop for Server {
     }
 }
 
+/// How many connections wait for their request head, and how many requests are answered.
+#[derive(Default)]
+struct Places {
+    waiting: AtomicUsize,
+    answering: AtomicUsize,
+}
+
+/// A connection's place in [`Places`]: waiting, then answering; given back when dropped.
+struct Place {
+    places: Arc<Places>,
+    answering: bool,
+}
+
+impl Place {
+    /// Takes a waiting place, if one of `max` is free.
+    fn wait(places: &Arc<Places>, max: usize) -> Option<Place> {
+        if places.waiting.fetch_add(1, Ordering::SeqCst) >= max {
+            places.waiting.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Place {
+            places: places.clone(),
+            answering: false,
+        })
+    }
+
+    /// Trades the waiting place for an answering one, if one of `max` is free (else the place
+    /// is given back: false).
+    fn answer(mut self, max: usize) -> Option<Place> {
+        if self.places.answering.fetch_add(1, Ordering::SeqCst) >= max {
+            self.places.answering.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        self.places.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.answering = true;
+        Some(self)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let n = if self.answering {
+            &self.places.answering
+        } else {
+            &self.places.waiting
+        };
+        n.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Says in the log (when asked to: [`Options::warn_idle`]) what happened to the client of `s`.
+fn warn(s: &TcpStream, opts: &Options, what: &str) {
+    if opts.warn_idle {
+        let peer = s.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
+        tracing::warn!("{}: {peer} {what}", opts.name);
+    }
+}
+
+/// Refuses a connection with 503 (plain HTTP only: a TLS client could not read it).
+fn busy(s: &TcpStream, opts: &Options, why: &str) {
+    warn(s, opts, &format!("refused (503): {why}"));
+    if opts.tls.is_none() {
+        let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+        let _ = Response::text(503, why).write_to(&mut &*s);
+    }
+}
+
+/// Says that `s` was closed because its request did not come in time (when asked to).
+fn idle(s: &TcpStream, opts: &Options) {
+    let t = opts.read_timeout.as_secs_f64();
+    warn(
+        s,
+        opts,
+        &format!("sent no whole request within {t} s: connection closed"),
+    );
+}
+
 /// The accept loop.
 fn accept(listener: &TcpListener, stop: &AtomicBool, opts: &Arc<Options>, handler: &Handler) {
-    let active = Arc::new(AtomicUsize::new(0));
+    let places = Arc::new(Places::default());
     for conn in listener.incoming() {
         if stop.load(Ordering::Acquire) {
             break;
@@ -468,40 +557,44 @@ fn accept(listener: &TcpListener, stop: &AtomicBool, opts: &Arc<Options>, handle
             }
         };
         if opts.concurrent <= 1 {
-            connection(s, opts, handler);
+            connection(s, opts, handler, None);
             continue;
         }
-        if active.fetch_add(1, Ordering::SeqCst) >= opts.concurrent {
-            active.fetch_sub(1, Ordering::SeqCst);
-            if opts.tls.is_none() {
-                let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-                let _ = Response::text(503, "too many connections").write_to(&mut &s);
-            }
+        let Some(place) = Place::wait(&places, opts.waiting.max(1)) else {
+            let why = format!(
+                "too many connections waiting for their request (at most {})",
+                opts.waiting.max(1)
+            );
+            busy(&s, opts, &why);
             continue;
-        }
-        let (opts, handler, act) = (opts.clone(), handler.clone(), active.clone());
-        let spawned = std::thread::Builder::new()
+        };
+        let (opts, handler) = (opts.clone(), handler.clone());
+        // a thread that cannot start drops its place with the closure
+        let _ = std::thread::Builder::new()
             .name(opts.name.clone())
-            .spawn(move || {
-                connection(s, &opts, &handler);
-                act.fetch_sub(1, Ordering::SeqCst);
-            });
-        if spawned.is_err() {
-            active.fetch_sub(1, Ordering::SeqCst);
-        }
+            .spawn(move || connection(s, &opts, &handler, Some(place)));
     }
 }
 
 /// The first byte of a TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
 
-/// Answers one connection (errors mean the client went away: nothing to do).
-fn connection(s: TcpStream, opts: &Options, handler: &Handler) {
+/// Answers one connection (errors mean the client went away: nothing to do); `place`: its
+/// waiting place, traded for an answering one once its request head came.
+fn connection(s: TcpStream, opts: &Options, handler: &Handler, place: Option<Place>) {
     let _ = s.set_read_timeout(Some(opts.read_timeout));
     let _ = s.set_write_timeout(opts.write_timeout);
     let mut first = [0u8; 1];
     let first = match s.peek(&mut first) {
         Ok(1) => first[0],
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            return idle(&s, opts);
+        }
         _ => return,
     };
     match &opts.tls {
@@ -516,29 +609,45 @@ fn connection(s: TcpStream, opts: &Options, handler: &Handler) {
                 return;
             };
             let mut tls = rustls::StreamOwned::new(conn, s);
-            exchange(&mut tls, opts, handler);
+            let sock = tls.sock.try_clone();
+            let Ok(sock) = sock else { return };
+            exchange(&mut tls, &sock, opts, handler, place);
             tls.conn.send_close_notify();
             let _ = tls.flush();
-            let sock = tls.sock.try_clone();
-            if let Ok(sock) = sock {
-                close(&mut tls, &sock, opts);
-            }
+            close(&mut tls, &sock, opts);
         }
         // a TLS client on a plain port: nothing it could read
         None if first == TLS_HANDSHAKE => {}
         None => {
-            exchange(&mut &s, opts, handler);
+            exchange(&mut &s, &s, opts, handler, place);
             close(&mut &s, &s, opts);
         }
     }
 }
 
-/// Reads the request and sends the answer.
-fn exchange<S: Read + Write>(s: &mut S, opts: &Options, handler: &Handler) {
-    let response = match read_head(s, opts.max_head, Instant::now() + opts.read_timeout) {
-        Head::Complete(head) => answer(&head, opts.methods, &**handler),
-        Head::TooLong => Response::text(431, "too long"),
+/// Reads the request and sends the answer (`sock`: the connection's socket, for the log);
+/// with a `place`, only once an answering place is free (503 else).
+fn exchange<S: Read + Write>(
+    s: &mut S,
+    sock: &TcpStream,
+    opts: &Options,
+    handler: &Handler,
+    place: Option<Place>,
+) {
+    let deadline = Instant::now() + opts.read_timeout;
+    let head = read_head(s, opts.max_head, deadline);
+    // kept to the end of the answer
+    let place = place.map(|p| p.answer(opts.concurrent));
+    let response = match head {
+        Head::Gone if Instant::now() >= deadline => return idle(sock, opts),
         Head::Gone => return,
+        Head::TooLong => Response::text(431, "too long"),
+        Head::Complete(_) if matches!(place, Some(None)) => {
+            let why = format!("busy: {} requests being answered", opts.concurrent);
+            warn(sock, opts, &format!("refused (503): {why}"));
+            Response::text(503, &why)
+        }
+        Head::Complete(head) => answer(&head, opts.methods, &**handler),
     };
     let mut w = BufWriter::with_capacity(1 << 16, &mut *s);
     if response.write_to(&mut w).is_ok() {

@@ -8,11 +8,85 @@
 //! stopped) is removed, so a failed run leaves an existing file as it was and a killed one
 //! leaves no half file under the final name. [`check_inputs`] opens every input before an
 //! output is created and refuses an output that is one of the inputs.
+//!
+//! A signal skips the drop: the temporary names still open are kept in a registry that the
+//! binary's SIGINT/SIGTERM handler empties with [`remove_temps`] before it exits. A temporary
+//! file left by a writer killed outright (SIGKILL, a crash) is named `OUT.weir-tmp-PID`: the next
+//! [`create`] of `OUT` removes those whose process is gone, so they neither pile up nor stop a
+//! later run that happens to get the same pid.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+/// The temporary files of the outputs open in this process (see the module documentation).
+static TEMPS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// The suffix of a temporary output's name, before the writer's pid.
+const TEMP_SUFFIX: &str = ".weir-tmp-";
+
+fn temps() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    TEMPS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Forgets `tmp` (renamed over its output, or removed).
+fn unregister(tmp: &Path) {
+    let mut t = temps();
+    if let Some(i) = t.iter().position(|p| p == tmp) {
+        t.swap_remove(i);
+    }
+}
+
+/// Removes the temporary files of every output still open in this process (a half-written
+/// output), for a signal handler about to end the process: the outputs' final names keep what
+/// they held before the run. Returns how many were removed.
+pub fn remove_temps() -> usize {
+    let mut t = temps();
+    let n = t.iter().filter(|p| std::fs::remove_file(p).is_ok()).count();
+    t.clear();
+    n
+}
+
+/// Removes `DEST.weir-tmp-PID` files beside `dest` whose process no longer runs (left by a
+/// writer that was killed outright). Nothing is removed when `/proc` cannot tell.
+fn remove_stale_temps(dest: &Path) {
+    let (Some(dir), Some(name)) = (dest.parent(), dest.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let mut prefix = name.to_os_string();
+    prefix.push(TEMP_SUFFIX);
+    let prefix = prefix.as_encoded_bytes();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let Some(pid) = file.as_encoded_bytes().strip_prefix(prefix) else {
+            continue;
+        };
+        let Some(pid) = std::str::from_utf8(pid)
+            .ok()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let mine = pid == std::process::id() && temps().iter().any(|t| t == &e.path());
+        let running = pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists();
+        if !mine && !running {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
 
 /// A checked output: stdout or a file (see the module documentation). A file output must be
 /// [`commit`](Output::commit)ted, or it is removed when dropped.
@@ -82,7 +156,7 @@ pub fn create(path: &Path) -> Result<Output, OpenError> {
         let file = File::options()
             .write(true)
             .open(path)
-            .map_err(|e| ctx(e, format!("cannot open {name}")))?;
+            .map_err(|e| ctx(e, format!("cannot write {name}")))?;
         return Ok(Output {
             target: Target::File { file, rename: None },
             name,
@@ -102,13 +176,19 @@ pub fn create(path: &Path) -> Result<Output, OpenError> {
         });
     };
     let mut tmp_name = file_name.to_os_string();
-    tmp_name.push(format!(".weir-tmp-{}", std::process::id()));
+    tmp_name.push(format!("{TEMP_SUFFIX}{}", std::process::id()));
     let tmp = dest.with_file_name(tmp_name);
+    remove_stale_temps(&dest);
+    // registered before it exists: a signal between the two leaves nothing behind
+    temps().push(tmp.clone());
     let file = File::options()
         .write(true)
         .create_new(true)
         .open(&tmp)
-        .map_err(|e| ctx(e, format!("cannot create {name}")))?;
+        .map_err(|e| {
+            unregister(&tmp);
+            ctx(e, format!("cannot create {name}"))
+        })?;
     // An existing file keeps its permissions.
     if let Ok(m) = std::fs::metadata(&dest) {
         let _ = file.set_permissions(m.permissions());
@@ -163,7 +243,9 @@ impl Output {
         } = &mut self.target
         {
             let (tmp, dest) = rename.take().expect("matched Some");
-            if let Err(e) = std::fs::rename(&tmp, &dest) {
+            let renamed = std::fs::rename(&tmp, &dest);
+            unregister(&tmp);
+            if let Err(e) = renamed {
                 let _ = std::fs::remove_file(&tmp);
                 let what = format!("cannot write {}: {e}", dest.display());
                 return Err(io::Error::new(e.kind(), what));
@@ -208,6 +290,7 @@ impl Drop for Output {
         } = &self.target
         {
             let _ = std::fs::remove_file(tmp);
+            unregister(tmp);
         }
     }
 }
@@ -275,4 +358,71 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
         cause = c.source();
     }
     msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The registry is the process's: tests that open outputs take turns.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("weir-output-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// What a signal handler does: the open output's temporary file goes, the old file stays.
+    #[test]
+    fn remove_temps_leaves_the_old_output() {
+        let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+        let d = scratch("signal");
+        let out = d.join("o.txt");
+        std::fs::write(&out, "old").unwrap();
+        let mut o = create(&out).unwrap();
+        o.write_all(b"half").unwrap();
+        assert_eq!(names(&d).len(), 2, "the temporary file is there");
+        assert!(remove_temps() >= 1);
+        assert_eq!(names(&d), ["o.txt"]);
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "old");
+        drop(o);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A dead writer's temporary file (pid of a child that ended; pid 1 always runs) is
+    /// removed by the next create of the same output, a running one's kept, others' untouched.
+    #[test]
+    fn stale_temps_of_dead_writers_are_removed() {
+        let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+        let d = scratch("stale");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = format!("o.txt{TEMP_SUFFIX}{dead}");
+        let running = format!("o.txt{TEMP_SUFFIX}1");
+        let other = format!("p.txt{TEMP_SUFFIX}{dead}");
+        let not_a_pid = format!("o.txt{TEMP_SUFFIX}x");
+        for n in [&stale, &running, &other, &not_a_pid] {
+            std::fs::write(d.join(n), "x").unwrap();
+        }
+        let mut o = create(&d.join("o.txt")).unwrap();
+        o.write_all(b"new").unwrap();
+        o.commit().unwrap();
+        let mut want = vec!["o.txt".to_owned(), running, other, not_a_pid];
+        want.sort();
+        assert_eq!(names(&d), want);
+        assert_eq!(std::fs::read_to_string(d.join("o.txt")).unwrap(), "new");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

@@ -26,9 +26,52 @@ pub struct RemoteQuery {
     pub filter: String,
     /// Bearer token sent to every sensor.
     pub token: Option<String>,
+    /// How long a sensor may send nothing (connecting, answering, streaming) before it is
+    /// taken as failed ([`DEFAULT_SILENCE`] unless told).
+    pub silence: Duration,
     /// TLS for `https://` sensors: the CA that signed their certificates, and this client's
     /// certificate ([`weir_httpd::tls::client_config`]).
     pub tls: Option<Arc<weir_httpd::rustls::ClientConfig>>,
+}
+
+/// How long a sensor may send nothing before it is taken as failed, by default: a sensor that
+/// accepts the connection and never answers costs the whole extract that long.
+pub const DEFAULT_SILENCE: Duration = Duration::from_secs(30);
+
+/// A sensor's connection whose read timeouts say what they mean: the sensor sent nothing for
+/// the given time (rather than "Resource temporarily unavailable").
+struct Silence<R> {
+    inner: R,
+    limit: Duration,
+}
+
+impl<R: Read> Read for Silence<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.inner.read(buf).map_err(|e| {
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) {
+                let secs = self.limit.as_secs_f64();
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("the sensor sent nothing for {secs} s (--sensor-timeout)"),
+                )
+            } else {
+                e
+            }
+        })
+    }
+}
+
+impl<W: Write> Write for Silence<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// How one sensor did.
@@ -90,7 +133,7 @@ pub enum MergeError {
 
 /// A sensor URL: `http://HOST:PORT[/]` or `https://HOST:PORT[/]` (no path): whether it is
 /// TLS, and `HOST:PORT`.
-fn host_port(url: &str) -> Result<(bool, String), String> {
+pub fn host_port(url: &str) -> Result<(bool, String), String> {
     let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
         (true, r)
     } else if let Some(r) = url.strip_prefix("http://") {
@@ -138,15 +181,19 @@ fn open(
         .next()
         .ok_or_else(|| format!("{hp}: no address"))?;
     let host = hp.rsplit_once(':').map_or(hp.as_str(), |(h, _)| h);
-    // a sensor that stops sending for 5 minutes is taken as failed
-    let mut conn = weir_httpd::client::connect(
+    // a sensor that sends nothing for `silence` is taken as failed
+    let conn = weir_httpd::client::connect(
         addr,
         host,
         tls,
-        Duration::from_secs(10),
-        Duration::from_secs(300),
+        q.silence.min(Duration::from_secs(10)),
+        q.silence,
     )
     .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let mut conn = Silence {
+        inner: conn,
+        limit: q.silence,
+    };
     let tls_err = |what: &str, e: std::io::Error| {
         if secure {
             format!("TLS with {addr} failed: {what}: {e}")
@@ -174,7 +221,10 @@ fn open(
         .and_then(|()| conn.flush())
         .map_err(|e| tls_err("cannot send the request", e))?;
     let mut r = BufReader::with_capacity(1 << 20, conn);
-    let (status, headers) = read_head(&mut r).map_err(|e| tls_err("bad response", e))?;
+    let (status, headers) = read_head(&mut r).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut => e.to_string(),
+        _ => tls_err("bad response", e),
+    })?;
     let code = status.split(' ').nth(1).unwrap_or("");
     if code != "200" {
         let mut body = String::new();
@@ -420,6 +470,7 @@ mod tests {
             to: u64::MAX,
             filter: String::new(),
             token: None,
+            silence: DEFAULT_SILENCE,
             tls: None,
         };
         let urls = [format!("http://127.0.0.1:{port}"), "ftp://x".into()];
@@ -432,5 +483,32 @@ mod tests {
             .contains("http://HOST:PORT"));
         let mut r = FileReader::from_bytes("out", out).unwrap();
         assert!(r.next_packet().unwrap().is_none());
+    }
+
+    /// A sensor that accepts the connection and never answers fails after `silence`, named
+    /// with the reason; the merge still ends (with the other sensor's failure beside it).
+    #[test]
+    fn a_silent_sensor_fails_after_the_silence() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        // holds the accepted connection, sends nothing, until the test ends
+        let held = std::thread::spawn(move || silent.accept().map(|(s, _)| s));
+        let q = RemoteQuery {
+            from: 0,
+            to: u64::MAX,
+            filter: String::new(),
+            token: None,
+            silence: Duration::from_millis(300),
+            tls: None,
+        };
+        let urls = [format!("http://127.0.0.1:{port}"), "ftp://x".into()];
+        let (_, reps) = merge(&urls, &q, FileFormat::Pcapng, Vec::new()).unwrap();
+        let err = reps[0].error.as_deref().unwrap();
+        assert_eq!(
+            err, "the sensor sent nothing for 0.3 s (--sensor-timeout)",
+            "{reps:?}"
+        );
+        assert!(reps[1].error.is_some());
+        drop(held.join());
     }
 }

@@ -283,6 +283,8 @@ pub fn segments_of(
                         source,
                     })?
                     .filter_map(|e| e.ok().map(|e| e.path()))
+                    // regular files only: reading a FIFO named x.pcap would wait for ever
+                    .filter(|f| f.is_file())
                     .filter(|f| f.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
                     .map(|path| SegmentRef {
                         path,

@@ -15,7 +15,10 @@
 //! a token every request must carry `Authorization: Bearer TOKEN` (401 otherwise); with TLS
 //! ([`TlsFiles`]) every connection is TLS, and with a client CA the client must present a
 //! certificate it signed (the handshake fails otherwise). The server is `weir_httpd`'s: one
-//! thread per connection, at most [`MAX_CONNECTIONS`] at once (503 beyond).
+//! thread per connection; at most [`MAX_WAITING`] connections sending their request head, each
+//! for at most [`HEAD_TIMEOUT`] (then closed, with a warning in the log), and at most
+//! [`MAX_CONNECTIONS`] requests answered at once, counted apart (503 beyond either), so that
+//! idle connections cannot keep real requests out.
 //!
 //! A client that stops reading does not hold its thread for ever: a write to it that blocks
 //! longer than [`ServeConfig::write_timeout`] (default [`DEFAULT_WRITE_TIMEOUT`]) ends its
@@ -36,8 +39,16 @@ use weir_pcap::{FileFormat, PacketWriter, Precision};
 use crate::extract::BpfMatcher;
 use crate::inventory::Listing;
 
-/// Connections served at once.
+/// Requests answered at once.
 pub const MAX_CONNECTIONS: usize = 32;
+
+/// Connections still sending their request head at once (counted apart from the requests
+/// being answered, so that idle connections cannot keep the others out).
+pub const MAX_WAITING: usize = 8 * MAX_CONNECTIONS;
+
+/// How long a client may take to send its request head before its connection is closed
+/// (said in the log).
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a write to a client may block before the client is dropped, by default.
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -131,7 +142,9 @@ impl Server {
         let mut opts = Options::new("weir-serve");
         opts.methods = Methods::Get;
         opts.concurrent = MAX_CONNECTIONS;
-        opts.read_timeout = Duration::from_secs(30);
+        opts.waiting = MAX_WAITING;
+        opts.warn_idle = true;
+        opts.read_timeout = HEAD_TIMEOUT;
         opts.write_timeout = Some(c.write_timeout);
         opts.max_head = 64 * 1024;
         let secure = tls.is_some();

@@ -44,8 +44,15 @@ pub(crate) struct Args {
         conflicts_with = "more"
     )]
     sensor: Vec<String>,
+    /// Seconds a sensor may send nothing (connecting, answering, streaming) before it is
+    /// reported as failed and the others' packets written without it, 1 to 86400.
+    #[arg(long, value_name = "S", requires = "sensor",
+          default_value_t = weir_store::remote::DEFAULT_SILENCE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=86_400),
+          allow_negative_numbers = true)]
+    sensor_timeout: u64,
     /// Bearer token sent to the sensors (`weir serve --token`).
-    #[arg(long, value_name = "TOKEN", requires = "sensor")]
+    #[arg(long, value_name = "TOKEN", requires = "sensor", value_parser = args::token)]
     token: Option<String>,
     /// For https:// sensors: the CA (PEM) that signed their certificates.
     #[arg(long, value_name = "FILE", requires = "sensor")]
@@ -80,6 +87,16 @@ impl Args {
             }
         }
         args::no_stdin(self.input.iter().chain(&self.more), "extract")?;
+        // every sensor a URL, each once (twice would write its packets twice)
+        let mut seen = Vec::new();
+        for url in &self.sensor {
+            let (tls, hp) =
+                weir_store::remote::host_port(url).map_err(|e| format!("--sensor {e}"))?;
+            if seen.contains(&(tls, hp.clone())) {
+                return Err(format!("--sensor {url} is given twice"));
+            }
+            seen.push((tls, hp));
+        }
         self.out.check(false)
     }
 }
@@ -97,6 +114,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     }
     let mut inputs: Vec<PathBuf> = args.input.iter().cloned().collect();
     inputs.extend(args.more.iter().cloned());
+    input::capture_files(&inputs)?;
     let mut bpf = BpfMatcher::new(&args.expr.joined())?;
     let query = Query::from_expr(&args.expr.joined());
     let mut status = Status::Clean;
@@ -123,17 +141,25 @@ pub(crate) fn run(args: Args) -> Result<Status> {
 
 /// Refuses an output that would replace what is read: one of the input files (the selection
 /// would take the place of the whole file), an input file's index (`FILE.idx`), or a file in
-/// an input store's directory (its manifest, a segment, an index).
+/// an input store's directory (its manifest, a segment, an index), also through a symbolic
+/// link (the output replaces what it points to) or a hard link.
 fn check_output(inputs: &[PathBuf], out: &Path) -> Result<()> {
     output::check_inputs(inputs, Some(out))?;
-    let canonical_dir = |p: &Path| match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => std::fs::canonicalize(d).ok(),
-        _ => std::fs::canonicalize(".").ok(),
+    // where the output lands: an existing one through its links, a new one in its directory
+    let out_dir = match std::fs::canonicalize(out) {
+        Ok(real) => real.parent().map(Path::to_path_buf),
+        Err(_) => match out.parent() {
+            Some(d) if !d.as_os_str().is_empty() => std::fs::canonicalize(d).ok(),
+            _ => std::fs::canonicalize(".").ok(),
+        },
     };
     for input in inputs {
         if input.is_dir() {
             let store = std::fs::canonicalize(input).ok();
-            if store.is_some() && canonical_dir(out) == store {
+            let linked = std::fs::read_dir(input).is_ok_and(|mut files| {
+                files.any(|f| f.is_ok_and(|f| weir_sensor::output::same_output(out, &f.path())))
+            });
+            if linked || (store.is_some() && out_dir == store) {
                 bail!(
                     "refusing to write {} into the store {} it reads",
                     out.display(),
@@ -169,6 +195,7 @@ fn remote(args: &Args, from: u64, to: u64) -> Result<Status> {
         to,
         filter,
         token: args.token.clone(),
+        silence: std::time::Duration::from_secs(args.sensor_timeout),
         tls: match &args.tls_ca {
             Some(ca) => Some(weir_httpd::tls::client_config(
                 ca,

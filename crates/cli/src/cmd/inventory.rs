@@ -9,6 +9,7 @@ use weir_index::DEFAULT_CHUNK;
 use weir_store::inventory::{index_input, Listing};
 
 use crate::args;
+use crate::input;
 use crate::output::{self, Status};
 
 /// Arguments of `weir ls`.
@@ -55,8 +56,20 @@ pub(crate) fn ls(args: LsArgs) -> Result<Status> {
     Ok(Status::Clean)
 }
 
-/// Runs `weir index` ([`index_input`] on each input).
+/// Runs `weir index` ([`index_input`] on each input), once every input named was found to be
+/// a store or a capture file.
 pub(crate) fn index(args: IndexArgs) -> Result<Status> {
+    input::capture_files(&args.inputs)?;
+    for file in args.inputs.iter().filter(|p| !p.is_dir()) {
+        let idx = weir_index::index_path(file);
+        if weir_sensor::output::same_output(&idx, file) {
+            anyhow::bail!(
+                "refusing to write {} over the input {} (a link to it)",
+                idx.display(),
+                file.display()
+            );
+        }
+    }
     let status = std::cell::Cell::new(Status::Clean);
     for input in &args.inputs {
         index_input(

@@ -20,7 +20,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8614")]
     listen: SocketAddr,
     /// Bearer token every request must carry (`Authorization: Bearer TOKEN`).
-    #[arg(long, value_name = "TOKEN")]
+    #[arg(long, value_name = "TOKEN", value_parser = crate::args::token)]
     token: Option<String>,
     /// Serve HTTPS with this certificate (PEM, the chain from the server's own first).
     #[arg(long, value_name = "FILE", requires = "tls_key")]

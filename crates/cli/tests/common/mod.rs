@@ -323,6 +323,47 @@ pub(crate) fn full_and_closed_outputs(sub: &str, file: &Path) {
     assert!(!err(&out).contains("error:"), "{}", err(&out));
 }
 
+/// Runs weir with `args` (stdin empty, stdout dropped, stderr kept); kills it (and fails) if
+/// it is still running after a minute, so a regression that ignores a bound or waits for ever
+/// cannot run away.
+pub(crate) fn weir_bounded<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> Output {
+    let mut child = weir()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("weir {args:?} was still running after a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The names in `dir` that `keep` keeps, sorted.
+pub(crate) fn names_in(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| keep(n))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `OUT.weir-tmp-PID`: the temporary name process `pid` writes the output `out` under.
+pub(crate) fn temp_output(out: &Path, pid: u32) -> PathBuf {
+    let mut n = out.file_name().unwrap().to_os_string();
+    n.push(format!(".weir-tmp-{pid}"));
+    out.with_file_name(n)
+}
+
 /// The files of `dir`, by name, with their bytes.
 pub(crate) fn dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
