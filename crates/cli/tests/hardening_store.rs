@@ -333,9 +333,23 @@ fn extract_while_recording_always_succeeds_with_a_prefix() {
         let o = run(weir().arg("extract").arg(&dir).arg("-w").arg(&out));
         assert!(o.status.success(), "{}", stderr(&o));
         let all = pcap_records(&out);
+        // On a loaded machine (CI) some of the 30 000 may be lost: each one must then be counted
+        // by a drop counter of record's summary (interface, softnet backlog, kernel ring,
+        // buffer, writer)
+        let counted = [
+            "before the ring: interface ",
+            "all interfaces) ",
+            "received, ",
+            "buffer: ",
+            "(full), ",
+            "writer: ",
+        ]
+        .iter()
+        .map(|p| num_after(&log, p))
+        .sum::<u64>();
         assert!(
-            all.len() >= 28_500,
-            "{format}: {} packets of 30 000",
+            all.len() >= 28_500 || all.len() as u64 + counted >= 30_000,
+            "{format}: {} packets of 30 000, {counted} counted as dropped:\n{log}",
             all.len()
         );
         assert!(segments(&dir).len() >= 5, "{format}: few segments");
@@ -352,6 +366,16 @@ fn extract_while_recording_always_succeeds_with_a_prefix() {
             );
         }
     }
+}
+
+/// The number right after the first `prefix` in `text` (0 when there is none).
+fn num_after(text: &str, prefix: &str) -> u64 {
+    text.split_once(prefix)
+        .map(|(_, rest)| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap_or(0)
+        })
+        .unwrap_or(0)
 }
 
 /// Item 10: `record -r -` reads stdin once (it used to read the header twice and fail);
