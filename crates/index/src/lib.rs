@@ -43,6 +43,7 @@ mod keys;
 mod plan;
 mod query;
 
+pub use builder::part::{part_path, part_paths, remove_parts, LoadedPart, PartWritten, Parts};
 pub use builder::IndexBuilder;
 pub use format::{head_hash, Index, IndexError, HEAD_LEN};
 pub use keys::{keys_of, keys_of_decoded, Key, PortGrain};
