@@ -29,6 +29,11 @@
 //! records the length of the segment it covers and a hash of the segment's first 4 KiB, so a
 //! corrupt, foreign or stale index is detected and bypassed.
 //!
+//! The index of a segment being written is kept as **parts** (`SEGMENT.idx.p<N>`, see
+//! `part.rs`: [`IndexBuilder::serialize_part`], [`Parts`]), each an ordinary index of the
+//! chunks since the previous part, so a periodic refresh costs what is new; readers union the
+//! parts' candidates until the final index replaces them.
+//!
 //! Size: 16 bytes per chunk and 2 per block, per key its value and a 4-byte offset, and per key
 //! one varint (usually one byte) per block or chunk it appears in, or a bit per chunk of its
 //! span. On 64-byte frames with random source ports (bench_index's diverse traffic) this is
