@@ -150,9 +150,15 @@ impl IndexBuilder {
         sub.wildcard = self.wildcard[w0..].iter().map(|&b| b - b0 as u32).collect();
         copy_entries(&self.protos, &mut sub.protos, c0, |id| id);
         copy_entries(&self.ports, &mut sub.ports, c0, |id| id);
+        // The part's address ids, looked up once per address (not per entry).
         let (ids, sub_ids) = (&self.v4_ids, &mut sub.v4_ids);
+        let mut map = vec![u32::MAX; ids.addr.len()];
         copy_entries(&self.v4, &mut sub.v4, c0, |id| {
-            sub_ids.id(ids.addr[id as usize])
+            let m = &mut map[id as usize];
+            if *m == u32::MAX {
+                *m = sub_ids.id(ids.addr[id as usize]);
+            }
+            *m
         });
         // Entries in the order added (chunks increasing) unless a full `serialize` sorted them
         // by address: then a filter.
@@ -179,6 +185,11 @@ impl IndexBuilder {
 /// ids mapped by `id` (`from`'s chunks never decrease: where they start is a binary search).
 fn copy_entries(from: &Postings, to: &mut Postings, c0: u32, mut id: impl FnMut(u32) -> u32) {
     let i0 = from.chunk.partition_point(|&c| c < c0);
+    let n = from.id.len() - i0;
+    to.id.reserve(n);
+    to.chunk.reserve(n);
+    to.mask.reserve(n);
+    to.count.reserve(from.count.len());
     for i in i0..from.id.len() {
         to.push(id(from.id[i]), from.chunk[i] - c0, from.mask[i]);
     }
