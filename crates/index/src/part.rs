@@ -501,9 +501,12 @@ mod tests {
         got
     }
 
+    /// Whether a record matches a query (the scan's oracle).
+    type Oracle = Box<dyn Fn(&Rec) -> bool>;
+
     /// The queries: (expression, oracle on a record).
-    fn queries(rng: &mut Rng) -> Vec<(String, Box<dyn Fn(&Rec) -> bool>)> {
-        let mut v: Vec<(String, Box<dyn Fn(&Rec) -> bool>)> = Vec::new();
+    fn queries(rng: &mut Rng) -> Vec<(String, Oracle)> {
+        let mut v: Vec<(String, Oracle)> = Vec::new();
         for _ in 0..12 {
             let a = 0x0a00_0000 | rng.below(300) as u32;
             let p = [53u16, 5060, 40000, rng.below(65536) as u16][rng.below(4) as usize];
