@@ -131,15 +131,28 @@ impl Drop for Sender {
     }
 }
 
-/// The open segment's index file, once the recorder has written one.
+/// The index files in `dir`: final indexes (`SEGMENT.idx`) and index parts
+/// (`SEGMENT.idx.p<N>`, what the recorder writes for its open segment).
+fn index_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.ends_with(".idx")
+                || n.rsplit_once(".idx.p")
+                    .is_some_and(|(_, d)| d.parse::<u64>().is_ok())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The open segment's index file (a part), once the recorder has written one.
 fn wait_for_index(dir: &Path) -> PathBuf {
     let t = Instant::now();
     loop {
-        if let Some(ix) = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.extension().is_some_and(|e| e == "idx"))
-        {
+        if let Some(ix) = index_files(dir).into_iter().next() {
             return ix;
         }
         assert!(
@@ -188,20 +201,49 @@ fn after_kill_9_extract_returns_tcpdumps_packets_once() {
         std::thread::sleep(Duration::from_millis(50));
     }
     r.signal("-KILL");
+    // What the recorder left: index parts of its open segment, no final index.
+    let left = index_files(&dir);
+    assert!(
+        !left.is_empty() && left.iter().all(|p| !p.to_string_lossy().ends_with(".idx")),
+        "{left:?}"
+    );
+    for damage in [false, true] {
+        if damage {
+            // A damaged part: the chunks it indexes are read whole, the answer unchanged.
+            let mut b = std::fs::read(&left[0]).unwrap();
+            let at = b.len() / 2;
+            b[at] ^= 0xff;
+            std::fs::write(&left[0], b).unwrap();
+        }
+        let err = extract_equals_tcpdump(&dir, &tmp.path().join("out.pcap"));
+        assert_eq!(
+            err.contains("reading the chunks it indexes whole"),
+            damage,
+            "{err}"
+        );
+    }
+    // `weir index` gives the segment left open its final index and removes the parts.
+    let o = run(weir().arg("index").arg(&dir));
+    assert!(o.status.success(), "weir index: {}", stderr(&o));
+    let left = index_files(&dir);
+    assert!(
+        !left.is_empty() && left.iter().all(|p| p.to_string_lossy().ends_with(".idx")),
+        "{left:?}"
+    );
+    extract_equals_tcpdump(&dir, &tmp.path().join("out.pcap"));
+}
+
+/// `weir extract` of the store in `dir` (into `out`), without a filter and with `udp`,
+/// returns exactly the packets tcpdump reads from its segments, in time order, each once;
+/// returns what extract said on stderr.
+fn extract_equals_tcpdump(dir: &Path, out: &Path) -> String {
+    let mut said = String::new();
     for expr in [&[][..], &["udp"][..]] {
-        let out = tmp.path().join("out.pcap");
-        let o = run(weir()
-            .arg("extract")
-            .arg(&dir)
-            .arg("-w")
-            .arg(&out)
-            .args(expr));
+        let o = run(weir().arg("extract").arg(dir).arg("-w").arg(out).args(expr));
         assert!(o.status.success(), "extract {expr:?}: {}", stderr(&o));
-        let got: Vec<String> = tcpdump_packets(&out, &[])
-            .into_iter()
-            .map(|p| p.1)
-            .collect();
-        let want = store_packets(&dir, expr);
+        said.push_str(&stderr(&o));
+        let got: Vec<String> = tcpdump_packets(out, &[]).into_iter().map(|p| p.1).collect();
+        let want = store_packets(dir, expr);
         // 6 000 sent; a loaded machine may drop some before the socket (the CI machine kept
         // them all, a helper's loaded one once fewer than 5 700), never duplicate: what matters
         // is that records past the 4 000 the index covered are there
@@ -212,6 +254,7 @@ fn after_kill_9_extract_returns_tcpdumps_packets_once() {
             "extract {expr:?}: packets differ from tcpdump's"
         );
     }
+    said
 }
 
 /// Items 5 and 6 (a segment that holds nothing): a 0-byte segment left open by a killed

@@ -838,3 +838,7 @@ mod tests {
         }
     }
 }
+
+// Index parts (the open segment's index in pieces): a child module, to read the entries above.
+#[path = "part.rs"]
+pub(crate) mod part;

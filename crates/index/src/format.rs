@@ -1169,6 +1169,22 @@ impl Index {
         }
         v
     }
+
+    /// The start of the last record the index knows (the first record of a block) at or before
+    /// byte `at`, or `None` when it knows none there: a record boundary a reader can start
+    /// from (index parts, `part.rs`).
+    pub fn record_at_or_before(&self, at: u64) -> Option<u64> {
+        let bs = u64::from(self.block_size.max(1));
+        let last = usize::try_from(at / bs).unwrap_or(usize::MAX);
+        let end = self.first.len().min(last.saturating_add(1));
+        self.first[..end]
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, &o)| o != NONE32)
+            .map(|(b, &o)| b as u64 * bs + u64::from(o))
+            .find(|&f| f <= at)
+    }
 }
 
 /// The places in `t` of the keys `q` needs (ranges of places).

@@ -31,6 +31,11 @@
 //! records the length of the segment it covers and a hash of the segment's first 4 KiB, so a
 //! corrupt, foreign or stale index is detected and bypassed.
 //!
+//! The index of a segment being written is kept as **parts** (`SEGMENT.idx.p<N>`, see
+//! `part.rs`: [`IndexBuilder::serialize_part`], [`Parts`]), each an ordinary index of the
+//! chunks since the previous part, so a periodic refresh costs what is new; readers union the
+//! parts' candidates until the final index replaces them.
+//!
 //! Size: 16 bytes per chunk and 2 per block, per key its value and a 4-byte offset, and per key
 //! one varint (usually one byte) per block or chunk it appears in, or a bit per chunk of its
 //! span. On 64-byte frames with random source ports (bench_index's diverse traffic) this is
@@ -46,6 +51,7 @@ mod keys;
 mod plan;
 mod query;
 
+pub use builder::part::{part_path, part_paths, remove_parts, LoadedPart, PartWritten, Parts};
 pub use builder::IndexBuilder;
 pub use format::{head_hash, Index, IndexError, HEAD_LEN};
 pub use keys::{keys_of, keys_of_decoded, Key, PortGrain};

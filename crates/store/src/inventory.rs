@@ -6,12 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
-use weir_index::{index_path, IndexBuilder, IndexError};
+use weir_index::{index_path, part_paths, remove_parts, IndexBuilder, IndexError, Parts};
 use weir_packet::output::human_bytes;
 use weir_pcap::ReadError;
 
 use crate::manifest::{Manifest, SegmentInfo};
-use crate::select::{load_index, open_segment, Notice, Opened, SegmentRef, SelectError};
+use crate::select::{head_of, load_index, open_segment, Notice, Opened, SegmentRef, SelectError};
 
 /// Why a store cannot be listed or an index built.
 #[derive(Debug, thiserror::Error)]
@@ -50,16 +50,54 @@ pub enum InventoryError {
     },
 }
 
-/// The state of a segment's index as `weir ls` shows it: `ok (K keys, C chunks)`, `none`, or
-/// why it cannot be used; and its file's size (0 when there is none).
+/// The state of a segment's index as `weir ls` shows it: `ok (K keys, C chunks)`, for one
+/// being written (or left open by a crash) `ok (N parts, covering B of its L bytes)` (with how
+/// many parts cannot be used, their chunks then read whole), `none`, or why it cannot be used;
+/// and its files' size ([`index_files_bytes`]).
 pub fn index_state(segment: &Path) -> (String, u64) {
-    let size = std::fs::metadata(index_path(segment)).map_or(0, |m| m.len());
+    let size = index_files_bytes(segment);
     let state = match load_index(segment) {
         Ok(ix) => format!("ok ({} keys, {} chunks)", ix.keys(), ix.chunks()),
-        Err(IndexError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => "none".into(),
+        Err(IndexError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            parts_state(segment).unwrap_or_else(|| "none".into())
+        }
         Err(e) => e.to_string(),
     };
     (state, size)
+}
+
+/// The state of a segment's index parts, `None` when it has none.
+fn parts_state(segment: &Path) -> Option<String> {
+    let (head, len) = head_of(segment).ok()?;
+    let parts = Parts::load(segment, &head, len);
+    if parts.is_empty() {
+        return None;
+    }
+    let bad = parts.damaged().count();
+    let unusable = if bad > 0 {
+        format!(", {bad} unusable (their chunks are read whole)")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "ok ({} parts{unusable}, covering {} of its {} bytes)",
+        parts.parts.len(),
+        parts.covered_len(),
+        len
+    ))
+}
+
+/// Bytes of a segment's index files: its final index (`SEGMENT.idx`), or while it has none,
+/// its parts (`SEGMENT.idx.p<N>`); 0 when it has neither.
+pub fn index_files_bytes(segment: &Path) -> u64 {
+    match std::fs::metadata(index_path(segment)) {
+        Ok(m) => m.len(),
+        Err(_) => part_paths(segment)
+            .iter()
+            .filter_map(|(_, p)| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum(),
+    }
 }
 
 /// One segment of a [`Listing`].
@@ -299,6 +337,8 @@ pub fn build_index(
         path: out.clone(),
         source,
     })?;
+    // A segment left open by a crash may have index parts: the final index replaces them.
+    remove_parts(&seg.path);
     Ok(Some(Built {
         packets: b.packets(),
         index_bytes: bytes.len() as u64,

@@ -16,7 +16,7 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use weir_index::{index_path, Index, IndexError, Query, ReadRange, HEAD_LEN};
+use weir_index::{index_path, Index, IndexError, Parts, Query, ReadRange, HEAD_LEN};
 use weir_packet::PacketMeta;
 use weir_pcap::{FileReader, Interface, PacketOptions, ReadError};
 
@@ -131,6 +131,14 @@ pub enum Notice {
         /// Why.
         error: IndexError,
     },
+    /// A part of the index of a segment without its final index (one being written, or left
+    /// open by a crash) cannot be used: the chunks it indexes are read whole.
+    BadIndexPart {
+        /// The part's file.
+        path: PathBuf,
+        /// Why.
+        error: String,
+    },
     /// Packets of a segment have a damaged pcapng option list: they were read with the options
     /// before the damage (a comment after it is lost).
     DamagedOptions {
@@ -214,6 +222,12 @@ impl fmt::Display for Notice {
             Notice::BadIndex { path, error } => write!(
                 f,
                 "{}: {error}; scanning the segment (`weir index` rebuilds it)",
+                path.display()
+            ),
+            Notice::BadIndexPart { path, error } => write!(
+                f,
+                "{}: {error}; reading the chunks it indexes whole (`weir index` rebuilds the \
+                 segment's index)",
                 path.display()
             ),
             Notice::DamagedOptions { path, packets } => write!(
@@ -355,7 +369,7 @@ fn listed_segments(
 }
 
 /// The first bytes of a file (what an index's file check hashes) and its length.
-fn head_of(path: &Path) -> io::Result<(Vec<u8>, u64)> {
+pub(crate) fn head_of(path: &Path) -> io::Result<(Vec<u8>, u64)> {
     use std::os::unix::fs::FileExt;
     let f = std::fs::File::open(path)?;
     let mut head = vec![0u8; HEAD_LEN];
@@ -671,17 +685,37 @@ pub fn select<M: Matcher>(
         let ranges = match Index::load_for(&index_path(path), &head, len, query, &mut index_bytes) {
             Ok(ix) => ix.plan(query, from, to, len),
             Err(e) => {
-                match e {
+                // No final index: a segment being written, or left open by a crash, has parts
+                // (a final index, even a damaged one, makes any parts beside it stale).
+                let parts = match &e {
                     IndexError::Io(e) if e.kind() == io::ErrorKind::NotFound => {
-                        notify(Notice::NoIndex(path.clone()))
+                        Parts::load_for(path, &head, len, query, &mut index_bytes)
                     }
-                    _ if quiet => {}
-                    error => notify(Notice::BadIndex {
-                        path: path.clone(),
-                        error,
-                    }),
+                    _ => Parts::default(),
+                };
+                if parts.is_empty() {
+                    match e {
+                        IndexError::Io(e) if e.kind() == io::ErrorKind::NotFound => {
+                            notify(Notice::NoIndex(path.clone()))
+                        }
+                        _ if quiet => {}
+                        error => notify(Notice::BadIndex {
+                            path: path.clone(),
+                            error,
+                        }),
+                    }
+                    vec![ReadRange::WHOLE]
+                } else {
+                    if !quiet {
+                        for (p, error) in parts.damaged() {
+                            notify(Notice::BadIndexPart {
+                                path: p.to_path_buf(),
+                                error: error.to_string(),
+                            });
+                        }
+                    }
+                    parts.plan(query, from, to, len)
                 }
-                vec![ReadRange::WHOLE]
             }
         };
         let whole = ranges.len() == 1 && ranges[0].is_whole();

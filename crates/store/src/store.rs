@@ -232,6 +232,7 @@ impl Store {
                             RecordError::Io(format!("delete {}: {e}", path.display()))
                         })?;
                         let _ = std::fs::remove_file(weir_index::index_path(&path));
+                        weir_index::remove_parts(&path);
                         rec.removed.push(name);
                         continue;
                     }
@@ -252,8 +253,7 @@ impl Store {
                         packets: scan.packets,
                         bytes: scan.valid_len,
                         drops: known.get(&name).map_or(0, |s| s.drops),
-                        index_bytes: std::fs::metadata(weir_index::index_path(&path))
-                            .map_or(0, |m| m.len()),
+                        index_bytes: crate::inventory::index_files_bytes(&path),
                     }
                 }
             };
@@ -291,6 +291,7 @@ impl Store {
                 let _ = std::fs::remove_file(&idx);
             }
         }
+        tidy_parts(path, scan.valid_len);
         Ok(scan)
     }
 
@@ -348,8 +349,9 @@ impl Store {
             if finished && (too_big || too_old) {
                 match std::fs::remove_file(self.dir.join(&s.file)) {
                     Ok(()) => {
-                        let _ =
-                            std::fs::remove_file(weir_index::index_path(&self.dir.join(&s.file)));
+                        let seg = self.dir.join(&s.file);
+                        let _ = std::fs::remove_file(weir_index::index_path(&seg));
+                        weir_index::remove_parts(&seg);
                         total -= s.bytes;
                         deleted.push(s.file);
                         continue;
@@ -361,6 +363,24 @@ impl Store {
         }
         self.manifest.segments = keep;
         deleted
+    }
+}
+
+/// After a crash, the index parts of segment `path` (now `len` bytes): all of them when its
+/// final index exists (a kill between its rename and the parts' unlink), else those that
+/// cannot be used (damaged, or covering what the repair cut); the others stay, and readers
+/// use them until `weir index` writes the final index.
+fn tidy_parts(path: &Path, len: u64) {
+    if weir_index::index_path(path).exists() {
+        weir_index::remove_parts(path);
+        return;
+    }
+    let Ok((head, _)) = crate::select::head_of(path) else {
+        return;
+    };
+    for (p, e) in weir_index::Parts::load(path, &head, len).damaged() {
+        tracing::warn!("{}: removed: {e}", p.display());
+        let _ = std::fs::remove_file(p);
     }
 }
 

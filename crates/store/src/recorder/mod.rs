@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use weir_buffer::pcapng::MIN_BLOCK_LEN;
 use weir_buffer::{Block, Reader};
-use weir_index::{head_hash, index_path, IndexBuilder, HEAD_LEN};
+use weir_index::{head_hash, index_path, part_path, remove_parts, IndexBuilder, HEAD_LEN};
 use weir_packet::LinkType;
 use weir_pcap::Interface;
 
@@ -264,7 +264,22 @@ struct Segment {
     /// When it was opened, and when its index was last written (its opening before the first).
     opened: Instant,
     indexed_at: Instant,
+    /// Index parts written at the refreshes (see `weir_index::Parts`).
+    parts: PartsWritten,
     writer: SegmentWriter,
+}
+
+/// What the recorder has written of the open segment's index parts.
+#[derive(Debug, Default)]
+struct PartsWritten {
+    /// The chunk the next part starts at.
+    next_chunk: u32,
+    /// The covered length of the last part (a refresh with nothing new on disk writes none).
+    covered: u64,
+    /// Bytes of the part files on disk, and the first byte and size of the last one (a part
+    /// written again from the same chunk replaces it).
+    bytes: u64,
+    last: Option<(u64, u64)>,
 }
 
 /// The format-specific part of the segment being written.
@@ -333,11 +348,11 @@ pub struct Recorder {
 const RETRY_AFTER: Duration = Duration::from_secs(10);
 /// How often the manifest entry of the segment being written is refreshed.
 const MANIFEST_PERIOD: Duration = Duration::from_secs(5);
-/// The index of the segment being written is rewritten whole at a refresh (merge of every
-/// key's entries so far, and the file): it waits at least this many times as long as its last
-/// rewrite took, so rewriting costs at most 1/(1 + INDEX_DUTY) of the recorder thread however
-/// large the index grows (on 64-byte frames with diverse keys a 1 GiB segment's index is
-/// ≈ 25 MB; every rewrite costs the whole of it again).
+/// The index of the segment being written gets a part at a refresh (the chunks since the last
+/// part: `weir_index::Parts`; session 18 rewrote the whole index so far, O(n²) per segment):
+/// it waits at least this many times as long as the last part took, so parts cost at most
+/// 1/(1 + INDEX_DUTY) of the recorder thread whatever the rate (a slow part means many new
+/// packets: the next one covers more of them at once).
 const INDEX_DUTY: u32 = 19;
 
 impl Recorder {
@@ -638,6 +653,7 @@ impl Recorder {
             last_write: Instant::now(),
             opened: Instant::now(),
             indexed_at: Instant::now(),
+            parts: PartsWritten::default(),
             writer,
         });
         Ok(())
@@ -734,7 +750,14 @@ impl Recorder {
         let covered = seg.info.bytes;
         match write_index(&mut seg, covered, &self.stats) {
             Err(e) => tracing::warn!("{}: cannot write the index: {e}", seg.info.file),
-            Ok(()) => self.stats.indexed(),
+            Ok(()) => {
+                self.stats.indexed();
+                // The final index is in place (renamed): the parts are stale now; a crash
+                // before they are gone leaves them beside it, where readers ignore them.
+                if seg.index.is_some() {
+                    remove_parts(&seg.path);
+                }
+            }
         }
         self.store.put(seg.info);
         let deleted =
@@ -770,6 +793,7 @@ impl Recorder {
         let path = self.store.dir().join(&seg.info.file);
         // An index written earlier may cover what is cut now: `weir index` rebuilds it.
         let _ = std::fs::remove_file(index_path(&path));
+        remove_parts(&path);
         seg.info.index_bytes = 0;
         let mut lost = seg.info.packets;
         if keep_bytes == 0 {
@@ -850,8 +874,8 @@ impl Recorder {
                 }
                 self.last_manifest >= self.index_not_before && !skip
             });
-            if let Some(covered) = due {
-                match write_index(seg, covered, &self.stats) {
+            if let Some(covered) = due.filter(|&c| c > seg.parts.covered) {
+                match write_part(seg, covered, &self.stats) {
                     Err(e) => tracing::warn!("{}: cannot write the index: {e}", seg.info.file),
                     Ok(()) => self.stats.indexed(),
                 }
@@ -939,36 +963,107 @@ fn write_index(seg: &mut Segment, covered: u64, stats: &RecorderStats) -> io::Re
     let Some(ix) = &mut seg.index else {
         return Ok(());
     };
-    let started = Instant::now();
-    let cpu_before = thread_cpu_ns();
-    let mut head = vec![0u8; HEAD_LEN];
-    let f = std::fs::File::open(&seg.path)?;
-    let n = std::os::unix::fs::FileExt::read_at(&f, &mut head, 0)?;
-    let bytes = ix.serialize(covered, head_hash(&head[..n]));
-    let path = index_path(&seg.path);
-    let mut tmp = path.clone().into_os_string();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, &bytes)?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    let timer = IndexTimer::start();
+    let bytes = ix.serialize(covered, segment_head_hash(&seg.path)?);
+    write_renamed(&index_path(&seg.path), &bytes)?;
     seg.info.index_bytes = bytes.len() as u64;
-    let took = started.elapsed();
-    let cpu = thread_cpu_ns()
-        .zip(cpu_before)
-        .map_or(0, |(b, a)| b.saturating_sub(a));
-    add(&stats.index_writes, 1);
-    add(&stats.index_write_ns, took.as_nanos() as u64);
-    add(&stats.index_write_cpu_ns, cpu);
-    tracing::debug!(
-        "{}: index written: {} packets, {} bytes, covering {covered} bytes of the segment, in \
-         {:.1} ms ({:.1} ms CPU)",
-        seg.info.file,
-        ix.packets(),
-        bytes.len(),
-        took.as_secs_f64() * 1e3,
-        cpu as f64 / 1e6
+    let packets = ix.packets();
+    timer.done(stats, &seg.info.file, "", packets, bytes.len(), covered);
+    Ok(())
+}
+
+/// Writes the next index part of `seg` (the chunks since the last part) covering its first
+/// `covered` bytes next to it (`SEGMENT.idx.p<from>`, atomically). Costs the entries of the
+/// chunks since the last part, not the whole index.
+fn write_part(seg: &mut Segment, covered: u64, stats: &RecorderStats) -> io::Result<()> {
+    let Some(ix) = &mut seg.index else {
+        return Ok(());
+    };
+    let timer = IndexTimer::start();
+    let p = &mut seg.parts;
+    let part = ix.serialize_part(p.next_chunk, covered, segment_head_hash(&seg.path)?);
+    write_renamed(&part_path(&seg.path, part.from), &part.bytes)?;
+    let len = part.bytes.len() as u64;
+    if let Some((from, n)) = p.last {
+        if from == part.from {
+            p.bytes -= n;
+        }
+    }
+    p.bytes += len;
+    p.last = Some((part.from, len));
+    p.next_chunk = part.next_chunk;
+    p.covered = covered;
+    seg.info.index_bytes = p.bytes;
+    let packets = ix.packets();
+    let what = format!("part from byte {}, ", part.from);
+    timer.done(
+        stats,
+        &seg.info.file,
+        &what,
+        packets,
+        part.bytes.len(),
+        covered,
     );
     Ok(())
+}
+
+/// The hash of the segment file's first [`HEAD_LEN`] bytes (what its index records).
+fn segment_head_hash(path: &std::path::Path) -> io::Result<u64> {
+    let mut head = vec![0u8; HEAD_LEN];
+    let f = std::fs::File::open(path)?;
+    let n = std::os::unix::fs::FileExt::read_at(&f, &mut head, 0)?;
+    Ok(head_hash(&head[..n]))
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file, synced, renamed over it.
+fn write_renamed(path: &std::path::Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The wall and CPU time of one index write, added to the recorder's counters when done.
+struct IndexTimer {
+    started: Instant,
+    cpu_before: Option<u64>,
+}
+
+impl IndexTimer {
+    fn start() -> IndexTimer {
+        IndexTimer {
+            started: Instant::now(),
+            cpu_before: thread_cpu_ns(),
+        }
+    }
+
+    /// Counts the write (of `file`'s index, `what` of it when not all: "part from byte N, ";
+    /// `bytes` long, `packets` in the segment so far, covering `covered` bytes) and says so at
+    /// debug level.
+    fn done(
+        self,
+        stats: &RecorderStats,
+        file: &str,
+        what: &str,
+        packets: u64,
+        bytes: usize,
+        covered: u64,
+    ) {
+        let took = self.started.elapsed();
+        let cpu = thread_cpu_ns()
+            .zip(self.cpu_before)
+            .map_or(0, |(b, a)| b.saturating_sub(a));
+        add(&stats.index_writes, 1);
+        add(&stats.index_write_ns, took.as_nanos() as u64);
+        add(&stats.index_write_cpu_ns, cpu);
+        tracing::debug!(
+            "{file}: index written: {what}{packets} packets, {bytes} bytes, covering {covered} \
+             bytes of the segment, in {:.1} ms ({:.1} ms CPU)",
+            took.as_secs_f64() * 1e3,
+            cpu as f64 / 1e6
+        );
+    }
 }
 
 /// The CPU time the calling thread has run so far, in ns (`/proc/thread-self/schedstat`'s
