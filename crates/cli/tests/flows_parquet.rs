@@ -199,5 +199,10 @@ fn bad_parquet_options_are_refused() {
     let (code, err) = try_(&["--parquet", "/dev/null/x"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("cannot open the Parquet output"), "{err}");
+    // an existing file where the directory should be: named as not a directory (it said
+    // "File exists")
+    let (code, err) = try_(&["--parquet", "/dev/null"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("/dev/null: not a directory"), "{err}");
     std::fs::remove_dir_all(&d).unwrap();
 }

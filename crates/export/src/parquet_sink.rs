@@ -238,6 +238,16 @@ impl ParquetSink {
                 "a Parquet interval shorter than 1 s".into(),
             ));
         }
+        // An existing file (`/dev/null`, a capture) would otherwise say "File exists"
+        if out.dir.exists() && !out.dir.is_dir() {
+            return Err(ExportError::Create {
+                path: out.dir.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    "not a directory (--parquet takes the directory the files go into)",
+                ),
+            });
+        }
         std::fs::create_dir_all(&out.dir).map_err(|source| ExportError::Create {
             path: out.dir.clone(),
             source,

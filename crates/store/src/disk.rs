@@ -166,6 +166,16 @@ pub fn filesystem_size(path: &Path) -> io::Result<u64> {
     Ok((st.f_blocks as u64).saturating_mul(st.f_frsize as u64))
 }
 
+/// Writes `bytes` to `path` atomically (an index or an index part): a temporary file beside it,
+/// synced, renamed over it, so a reader or a kill -9 never meets half a file.
+pub(crate) fn write_renamed(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -333,7 +333,7 @@ pub fn build_index(
     }
     let bytes = b.serialize(covered.min(len), weir_index::head_hash(&head));
     let out = index_path(&seg.path);
-    std::fs::write(&out, &bytes).map_err(|source| InventoryError::Write {
+    crate::disk::write_renamed(&out, &bytes).map_err(|source| InventoryError::Write {
         path: out.clone(),
         source,
     })?;

@@ -49,7 +49,7 @@ mod pcapng;
 
 use self::pcap::PcapSegment;
 use self::pcapng::{End, PcapngSegment};
-use crate::disk::{align_down, align_up, AlignedBuf, SegmentFile, ALIGN};
+use crate::disk::{align_down, align_up, write_renamed, AlignedBuf, SegmentFile, ALIGN};
 use crate::manifest::{InterfaceInfo, SegmentInfo, SegmentState};
 use crate::store::{segment_name, Store};
 use crate::{Format, RecordError};
@@ -1013,15 +1013,6 @@ fn segment_head_hash(path: &std::path::Path) -> io::Result<u64> {
     let f = std::fs::File::open(path)?;
     let n = std::os::unix::fs::FileExt::read_at(&f, &mut head, 0)?;
     Ok(head_hash(&head[..n]))
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file, synced, renamed over it.
-fn write_renamed(path: &std::path::Path, bytes: &[u8]) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 /// The wall and CPU time of one index write, added to the recorder's counters when done.
