@@ -263,15 +263,29 @@ fn old_store_extracts(name: &str, magic: &[u8; 8]) {
     }
 }
 
-/// A classic pcap (ns) of `n` frames 1 µs apart: 1 400-byte TCP 10.0.0.1:40000 -> 10.0.0.2:443,
-/// and every `every`-th a 102-byte DNS query 10.0.0.3:33333 -> 10.0.0.4:53.
-fn scattered_dns_capture(path: &Path, n: u32, every: u32) {
-    let mut out = Vec::with_capacity(n as usize * 1_420);
+/// Writes a classic pcap (ns, Ethernet) of the `n` frames `frame(i)`, 1 µs apart.
+fn write_ns_pcap(path: &Path, n: u32, mut frame: impl FnMut(u32) -> Vec<u8>) {
+    let mut out = Vec::new();
     out.extend_from_slice(&[0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0]);
     out.extend_from_slice(&[0; 8]);
     out.extend_from_slice(&65_535u32.to_le_bytes());
     out.extend_from_slice(&1u32.to_le_bytes());
     for i in 0..n {
+        let f = frame(i);
+        let ts = 1_700_000_000_000_000_000u64 + u64::from(i) * 1_000;
+        out.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&f);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// A classic pcap (ns) of `n` frames 1 µs apart: 1 400-byte TCP 10.0.0.1:40000 -> 10.0.0.2:443,
+/// and every `every`-th a 102-byte DNS query 10.0.0.3:33333 -> 10.0.0.4:53.
+fn scattered_dns_capture(path: &Path, n: u32, every: u32) {
+    write_ns_pcap(path, n, |i| {
         let dns = i % every == every / 2;
         let (proto, src, dst, l4): (u8, [u8; 4], [u8; 4], Vec<u8>) = if dns {
             let mut udp = Vec::new();
@@ -298,14 +312,8 @@ fn scattered_dns_capture(path: &Path, n: u32, every: u32) {
         f.extend_from_slice(&src);
         f.extend_from_slice(&dst);
         f.extend_from_slice(&l4);
-        let ts = 1_700_000_000_000_000_000u64 + u64::from(i) * 1_000;
-        out.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&f);
-    }
-    std::fs::write(path, out).unwrap();
+        f
+    });
 }
 
 /// Peak RSS (KiB, GNU time's %M) of `weir extract DIR -w OUT EXPR`, and its stderr.
@@ -368,12 +376,7 @@ fn a_scattered_extract_equals_tcpdump_within_a_memory_bound() {
 
 /// A classic pcap (ns) of 64-byte UDP frames 1 µs apart, 10.0.0.1:`sport(i)` -> 10.0.0.2:53.
 fn udp_ports_capture(path: &Path, n: u32, sport: impl Fn(u32) -> u16) {
-    let mut out = Vec::with_capacity(n as usize * 80);
-    out.extend_from_slice(&[0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0]);
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&65_535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    for i in 0..n {
+    write_ns_pcap(path, n, |i| {
         let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x08, 0x00];
         f.extend_from_slice(&[0x45, 0, 0, 50, 0, 0, 0x40, 0, 64, 17, 0, 0]);
         f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
@@ -381,14 +384,8 @@ fn udp_ports_capture(path: &Path, n: u32, sport: impl Fn(u32) -> u16) {
         f.extend_from_slice(&53u16.to_be_bytes());
         f.extend_from_slice(&30u16.to_be_bytes());
         f.resize(64, 0);
-        let ts = 1_700_000_000_000_000_000u64 + u64::from(i) * 1_000;
-        out.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&f);
-    }
-    std::fs::write(path, out).unwrap();
+        f
+    });
 }
 
 /// Index format 5's adaptive port grain through the CLI: 128 KiB chunks of 64-byte frames
