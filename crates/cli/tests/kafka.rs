@@ -2,9 +2,10 @@
 //! Central's jars: `scripts/kafka/jars.sh` writes their classpath to target/kafka/classpath.txt),
 //! started and stopped by each test on free loopback ports.
 //!
-//! * JSON: the records consumed back with kcat equal, record by record, what `weir flows --json`
-//!   prints for the same files; every record of one flow key is on one partition, in the order
-//!   weir exported them; the message key is the documented one.
+//! * JSON one record per message (`--kafka-records-per-message 1`): the records consumed back
+//!   with kcat equal, record by record, what `weir flows --json` prints for the same files;
+//!   every record of one flow key is on one partition, in the order weir exported them; the
+//!   message key is the documented one.
 //! * protobuf: `protoc --decode` with goflow2's flow.proto (proto/flow.proto) reads every
 //!   length-delimited FlowMessage of every Kafka message (100, 7 or 1 records per message), and
 //!   its fields equal the JSON record's, in `--json`'s order when packed.
@@ -15,8 +16,9 @@
 //! * the analyzers' logs (`weir http|voip --kafka`, files and live, and `weir run`'s
 //!   `[voip.kafka]`): the topics weir.http, weir.tls, weir.calls and weir.rtp hold the `--json`
 //!   lines (or the job's log files) message for message, under the documented keys.
-//! * `--kafka-records-per-message N`: the messages split on newlines are `--json` record by
-//!   record, in order, on one partition under the sensor's key.
+//! * JSON by default (100 records per message) and `--kafka-records-per-message 3`: the
+//!   messages split on newlines are `--json` record by record, in order, on one partition under
+//!   the sensor's key.
 //! * `weir record --http-kafka/--voip-kafka`: the topics hold the logs' lines.
 //! * hostile input: bad numbers and names, a missing broker: clear errors, no panic, no hang.
 //!
@@ -303,7 +305,12 @@ fn json_records_equal_weir_flows_json_in_order_per_key() {
         let compression = ["zstd", "lz4", "none"][i % 3];
         // the largest batch (above librdkafka's most message.max.bytes), the least, the default
         let batch = ["1073741824", "1024", ""][i % 3];
-        let mut extra = vec!["--kafka-compression", compression];
+        let mut extra = vec![
+            "--kafka-compression",
+            compression,
+            "--kafka-records-per-message",
+            "1",
+        ];
         if !batch.is_empty() {
             extra.extend(["--kafka-batch-bytes", batch]);
         }
@@ -353,19 +360,34 @@ fn json_records_equal_weir_flows_json_in_order_per_key() {
     }
 }
 
-/// `--kafka-records-per-message 3`: every message holds 1 to 3 of the `--json` lines joined by
-/// newlines (none after the last), under the sensor's key; split on newlines and taken in
-/// partition order, the messages are `weir flows --json` record by record, in its order (one
-/// key: one partition); the summary counts the records and the messages, all delivered.
+/// JSON's default (100 records per message) and `--kafka-records-per-message 3`: every message
+/// holds 1 to N of the `--json` lines joined by newlines (none after the last), under the
+/// sensor's key; split on newlines and taken in partition order, the messages are `weir flows
+/// --json` record by record, in its order (one key: one partition); the summary counts the
+/// records and the messages, all delivered.
 #[test]
 fn packed_json_records_split_on_newlines_equal_weir_flows_json() {
     let Some(b) = Broker::start() else { return };
+    for most in [3, 100] {
+        packed_json_files(&b, most);
+    }
+}
+
+/// [`packed_json_records_split_on_newlines_equal_weir_flows_json`] with `most` records per
+/// message (100: the default, no option given).
+fn packed_json_files(b: &Broker, most: usize) {
     let files = files();
     assert!(files.len() >= 4, "corpus files missing: {files:?}");
     let mut packed = 0;
     for (i, f) in files.iter().enumerate() {
-        let topic = format!("packed{i}");
-        let err = to_kafka(&b, f, &topic, &["--kafka-records-per-message", "3"]);
+        let topic = format!("packed{most}-{i}");
+        let n = most.to_string();
+        let extra: &[&str] = if most == 100 {
+            &[]
+        } else {
+            &["--kafka-records-per-message", &n]
+        };
+        let err = to_kafka(b, f, &topic, extra);
         let want = json_lines(f, &[]);
         let (records, messages, delivered, failed, overflow) = kafka_counts(&err);
         let got = b.consume(&topic);
@@ -376,8 +398,8 @@ fn packed_json_records_split_on_newlines_equal_weir_flows_json() {
             f.display()
         );
         assert!(
-            got.len() >= want.len().div_ceil(3),
-            "{}: at most 3 records a message",
+            got.len() >= want.len().div_ceil(most),
+            "{}: at most {most} records a message",
             f.display()
         );
         if got.len() < want.len() {
@@ -395,14 +417,14 @@ fn packed_json_records_split_on_newlines_equal_weir_flows_json() {
             let text = std::str::from_utf8(payload).unwrap();
             assert!(!text.ends_with('\n') && !text.is_empty(), "{text}");
             let n = text.split('\n').count();
-            assert!((1..=3).contains(&n), "{n} records in one message");
+            assert!((1..=most).contains(&n), "{n} records in one message");
             lines.extend(text.split('\n').map(str::to_owned));
         }
         assert_eq!(lines, want, "{}: record by record, in order", f.display());
     }
     assert!(
         packed >= 3,
-        "{packed} files had messages of several records"
+        "{packed} files had messages of several records ({most} at most)"
     );
 }
 
@@ -742,17 +764,26 @@ fn broker_killed_mid_run_and_restarted_loses_nothing_uncounted() {
     assert_eq!(records, want.len() as u64, "{err}");
     assert_eq!(messages, delivered + failed + overflow, "{err}");
     assert_eq!(out.status.success(), failed + overflow == 0, "{err}");
-    // what was delivered is consumed exactly once, and is weir's
-    let got: Vec<String> = b
-        .consume("restart")
-        .into_iter()
-        .map(|m| String::from_utf8(m.3).unwrap())
-        .collect();
+    // what was delivered is consumed exactly once, and is weir's: messages of records packed
+    // by default (JSON lines under the sensor's key)
+    let msgs = b.consume("restart");
     assert_eq!(
-        got.len() as u64,
+        msgs.len() as u64,
         delivered,
         "no duplicate, no uncounted loss"
     );
+    let got: Vec<String> = msgs
+        .iter()
+        .inspect(|m| assert_eq!(m.2, "s1", "the sensor's key"))
+        .flat_map(|m| {
+            std::str::from_utf8(&m.3)
+                .unwrap()
+                .split('\n')
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(got.len() as u64 >= delivered, "at least a record a message");
     let mut pool: BTreeMap<&str, usize> = BTreeMap::new();
     for l in &want {
         *pool.entry(l).or_default() += 1;
@@ -794,6 +825,8 @@ fn a_full_queue_while_the_broker_is_paused_is_counted() {
             "2",
             "--kafka-linger-ms",
             "0",
+            "--kafka-records-per-message",
+            "1",
         ],
     );
     let t = Instant::now();
@@ -956,8 +989,9 @@ fn clear_errors(prefix: &[&str], cases: &[(&[&str], i32, &str)]) {
 
 /// `weir run` with a record job whose flows go to Kafka (`[record.flows.kafka]`): three UDP
 /// flows sent over a veth pair; after SIGTERM the topic holds, record by record, what
-/// `weir flows -r` prints for the job's store (the same packets, the same timeouts), each under
-/// its documented key, and the job's summary counts them all delivered.
+/// `weir flows -r` prints for the job's store (the same packets, the same timeouts), packed by
+/// default as JSON lines under the sensor's key, and the job's summary counts them all
+/// delivered.
 #[test]
 fn weir_run_sends_a_record_jobs_flows_to_kafka() {
     let Some((b, bench, dir)) = live_set_up("kafka-run") else {
@@ -1016,10 +1050,11 @@ fn weir_run_sends_a_record_jobs_flows_to_kafka() {
     assert!(st.success(), "{st}: {log}");
     let (records, messages, delivered, failed, overflow) = kafka_counts(&log);
     assert_eq!(
-        (records, messages, delivered, failed, overflow),
-        (3, 3, 3, 0, 0),
+        (records, delivered, failed, overflow),
+        (3, messages, 0, 0),
         "{log}"
     );
+    assert!((1..=3).contains(&messages), "{log}");
     // the oracle: weir flows -r over the store's segments, the job's timeouts
     let mut cmd = weir();
     cmd.args([
@@ -1042,13 +1077,16 @@ fn weir_run_sends_a_record_jobs_flows_to_kafka() {
         .map(str::to_owned)
         .collect();
     assert_eq!(want.len(), 3, "three flows in the store");
+    // by default the records are packed, JSON lines under the sensor's key
     let msgs = b.consume("run");
+    assert_eq!(msgs.len() as u64, messages, "{log}");
     let mut got = Vec::new();
     for (_, _, key, payload) in &msgs {
-        let line = String::from_utf8(payload.clone()).unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(key, &expected_key(&v), "{line}");
-        got.push(line);
+        assert_eq!(key, "s1");
+        for line in std::str::from_utf8(payload).unwrap().split('\n') {
+            let _: Value = serde_json::from_str(line).unwrap();
+            got.push(line.to_owned());
+        }
     }
     got.sort();
     want.sort();
@@ -1088,7 +1126,8 @@ fn kill_9_loses_at_most_the_reported_unacknowledged_records() {
              [[record]]\nname = \"k\"\ninterface = \"{}\"\nstore = \"s\"\nsegment_mib = 4\n\
              write_mib = 1\nbuffer_mib = 16\nfilter = \"udp and (dst port 9000 or dst port 9100)\"\n\
              [record.flows]\nidle_timeout_s = 1\n\
-             [record.flows.kafka]\nbrokers = \"{}\"\ntopic = \"kill9\"\nsensor = \"s1\"\n",
+             [record.flows.kafka]\nbrokers = \"{}\"\ntopic = \"kill9\"\nsensor = \"s1\"\n\
+             records_per_message = 1\n",
             bench.host_if,
             b.brokers()
         ),

@@ -214,7 +214,7 @@ pub struct KafkaArgs {
     /// FlowMessages length-delimited one after the other (its Protobuf format). Above 1 the
     /// key is the sensor name (one sensor's records on one partition, in order); 1: one record
     /// (protobuf: one FlowMessage, goflow2's way) per message under its flow's key. Default:
-    /// 1 for json, 100 for protobuf.
+    /// 100 (json and protobuf).
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::MAX_RECORDS_PER_MESSAGE)),
           allow_negative_numbers = true)]

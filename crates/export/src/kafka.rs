@@ -1,6 +1,6 @@
 //! The Kafka sink: flow records to a Kafka topic through librdkafka (the `rdkafka` crate, linked
 //! to the system's librdkafka), up to [`KafkaOutput::records_per_message`] records per message
-//! (JSON: 1 by default; protobuf: [`DEFAULT_PROTOBUF_RECORDS_PER_MESSAGE`]), as JSON or as
+//! ([`DEFAULT_RECORDS_PER_MESSAGE`] by default, JSON and protobuf alike), as JSON or as
 //! goflow2's protobuf.
 //!
 //! * **Producer**: idempotent (`enable.idempotence`: acks from every in-sync replica, retries
@@ -12,9 +12,11 @@
 //!   (both directions of a one-way export, every active-timeout part) lands on one partition, in
 //!   the order weir exported them. The sensor is the host name unless given.
 //! * **Several records per message** ([`KafkaOutput::records_per_message`] > 1; the default
-//!   for JSON is 1, for protobuf [`DEFAULT_PROTOBUF_RECORDS_PER_MESSAGE`]): JSON records are
+//!   is [`DEFAULT_RECORDS_PER_MESSAGE`] for both encodings): JSON records are
 //!   joined by newlines (no newline after the last), what ClickHouse's Kafka engine reads with
-//!   `JSONEachRow` and what Vector or Logstash split into lines; protobuf records are
+//!   `JSONEachRow` (a row-based format: every row of a message is read; ClickHouse itself
+//!   writes several rows per message with `kafka_max_rows_per_message`) and what Vector or
+//!   Logstash split into lines; protobuf records are
 //!   length-delimited `FlowMessage`s one after the other (each preceded by its varint length),
 //!   what ClickHouse's Kafka engine reads with its `Protobuf` format (its length-delimited
 //!   one) and protobuf's own `parseDelimitedFrom` / Go's `protodelim` read in a loop. A message
@@ -40,9 +42,12 @@
 //!   broker thread an event and this one a poll), so delivered is what is left: while
 //!   the run goes, the messages neither failed, overflowed nor still queued. Any loss makes
 //!   the run's result an error ([`RunError::Dropped`](crate::RunError::Dropped)). Each message
-//!   carries its number of records (the delivery opaque), so the records in failed or
-//!   overflowed messages are counted too ([`KafkaStats::records_lost`]).
+//!   carries the records it holds (the delivery opaque: the first one's number and how many;
+//!   a protobuf record sent one `FlowMessage` a message is in each of its messages), so the
+//!   records in failed or overflowed messages are counted too, each record once
+//!   ([`KafkaStats::records_lost`]).
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -69,10 +74,11 @@ pub const MAX_PACKED_BYTES: usize = 900_000;
 /// The most records per message ([`KafkaOutput::records_per_message`]).
 pub const MAX_RECORDS_PER_MESSAGE: u32 = 100_000;
 
-/// Protobuf's default records per message: 100 flow records (100 to 200 `FlowMessage`s, about
-/// 10 to 20 kB), enough to take the per-message cost (≈ 2.5 µs in weir and librdkafka) off
-/// the record path, small enough for a consumer to read a message at a time.
-pub const DEFAULT_PROTOBUF_RECORDS_PER_MESSAGE: u32 = 100;
+/// The default records per message, JSON and protobuf: 100 flow records (protobuf: 100 to
+/// 200 `FlowMessage`s, about 10 to 20 kB; JSON about 60 kB), enough to take the per-message
+/// cost (≈ 2.5 µs in weir and librdkafka, and the broker's) off the record path, small
+/// enough for a consumer to read a message at a time.
+pub const DEFAULT_RECORDS_PER_MESSAGE: u32 = 100;
 
 /// How records are encoded (`weir flows --kafka-format`, feature `clap`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,12 +91,11 @@ pub enum KafkaFormat {
 }
 
 impl KafkaFormat {
-    /// Records per message when none is given: 1 for JSON (one record under its flow's key),
-    /// [`DEFAULT_PROTOBUF_RECORDS_PER_MESSAGE`] for protobuf.
+    /// Records per message when none is given: [`DEFAULT_RECORDS_PER_MESSAGE`] for both
+    /// encodings (under the sensor's key; 1 must be asked for).
     pub fn default_records_per_message(self) -> u32 {
         match self {
-            KafkaFormat::Json => 1,
-            KafkaFormat::Protobuf => DEFAULT_PROTOBUF_RECORDS_PER_MESSAGE,
+            KafkaFormat::Json | KafkaFormat::Protobuf => DEFAULT_RECORDS_PER_MESSAGE,
         }
     }
 }
@@ -152,8 +157,8 @@ pub struct KafkaOutput {
 impl KafkaOutput {
     /// An output to `topic` on `brokers` with the defaults: JSON, lz4, the host name as
     /// sensor, a queue of 100 000 messages, linger 50 ms, batches of [`KafkaOutput::batch`],
-    /// 60 s delivery timeout,
-    /// 10 s to connect.
+    /// 60 s delivery timeout, 10 s to connect, [`DEFAULT_RECORDS_PER_MESSAGE`] records per
+    /// message.
     pub fn new(brokers: &str, topic: &str) -> KafkaOutput {
         KafkaOutput {
             brokers: brokers.to_owned(),
@@ -166,7 +171,7 @@ impl KafkaOutput {
             batch_bytes: None,
             delivery_timeout_ms: 60_000,
             connect_timeout_ms: 10_000,
-            records_per_message: 1,
+            records_per_message: DEFAULT_RECORDS_PER_MESSAGE,
         }
     }
 
@@ -284,15 +289,17 @@ pub struct KafkaStats {
     pub overflow: u64,
     /// The queue's bound, messages.
     pub queue: u32,
-    /// Records in the failed and overflowed messages (equal to `failed + overflow` with one
-    /// record per message).
+    /// Records in the failed and overflowed messages, each counted once (equal to `failed +
+    /// overflow` with one record per message, except protobuf's records of two directions:
+    /// two messages, one record).
     pub records_lost: u64,
     /// Messages handed to librdkafka and neither acknowledged nor failed yet (its queue and
     /// the requests in flight), as of these counts; 0 once the run has finished.
     pub unacknowledged: u64,
     /// The most records a `kill -9` at the time of these counts would lose: the records of the
-    /// unacknowledged messages (each counted with the most records a message holds) and those
-    /// packed into a message not yet handed to librdkafka. 0 once the run has finished.
+    /// unacknowledged messages (each counted with the most records a message holds, and never
+    /// more than the records handed to librdkafka and not failed) and those packed into a
+    /// message not yet handed to librdkafka. 0 once the run has finished.
     pub records_unacknowledged: u64,
     /// The last delivery error, if any.
     last_error: Option<RDKafkaErrorCode>,
@@ -305,14 +312,66 @@ impl KafkaStats {
     }
 }
 
+/// The records a message holds: `count` from the output's `first`th (records numbered from 0
+/// in the order they were given). A protobuf record sent one `FlowMessage` a message
+/// (`--kafka-records-per-message 1`) is in each of its messages: its second message holds it
+/// again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    first: u64,
+    count: u32,
+}
+
+/// Bits of a delivery opaque that hold [`Held::count`] (at least
+/// [`MAX_RECORDS_PER_MESSAGE`]); the others hold the low bits of [`Held::first`].
+const COUNT_BITS: u32 = 20;
+
+impl Held {
+    /// As a delivery opaque: `first` (its low bits: only compared with a neighbour's) above
+    /// `count`.
+    fn opaque(self) -> usize {
+        ((self.first as usize) << COUNT_BITS) | self.count as usize
+    }
+
+    /// From a delivery opaque (`first` to the bits the opaque kept).
+    fn from_opaque(o: usize) -> Held {
+        Held {
+            first: (o >> COUNT_BITS) as u64,
+            count: (o & ((1 << COUNT_BITS) - 1)) as u32,
+        }
+    }
+
+    /// Its records not yet counted when `last` (the same opaque bits) was the last record
+    /// counted before it: all of them, or one fewer when its first is that one again.
+    fn new_since(self, last: Option<u64>) -> u64 {
+        let mask = u64::MAX >> (u64::BITS - (usize::BITS - COUNT_BITS));
+        let again = last.is_some_and(|l| l & mask == self.first & mask);
+        u64::from(self.count) - u64::from(again && self.count > 0)
+    }
+
+    /// The number of its last record (`first` when it holds none).
+    fn last(self) -> u64 {
+        self.first + u64::from(self.count.max(1)) - 1
+    }
+}
+
 /// Delivery reports of failed messages, counted (librdkafka calls it from `poll`, on the sink's
 /// thread; the producer asks for reports of failures only, see `delivery.report.only.error`).
 #[derive(Default)]
 struct Reports {
     failed: AtomicU64,
-    /// Records in the failed messages (each message's opaque is its number of records).
+    /// Records in the failed messages, each once (see [`Held`]).
     records_failed: AtomicU64,
-    last_error: Mutex<Option<RDKafkaErrorCode>>,
+    last: Mutex<LastFailure>,
+}
+
+/// The last delivery error and, per partition, the last record counted failed: a record's two
+/// messages (protobuf, one `FlowMessage` a message) go to one partition one after the other,
+/// and their failures are reported in that order, so the second one is not counted again.
+#[derive(Default)]
+struct LastFailure {
+    error: Option<RDKafkaErrorCode>,
+    record: HashMap<i32, u64>,
 }
 
 impl ClientContext for Reports {
@@ -326,19 +385,18 @@ impl ClientContext for Reports {
 impl ProducerContext for Reports {
     type DeliveryOpaque = usize;
 
-    fn delivery(&self, r: &DeliveryResult<'_>, records: usize) {
-        match r {
-            Ok(_) => {}
-            Err((e, _)) => {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-                self.records_failed
-                    .fetch_add(records as u64, Ordering::Relaxed);
-                if let Some(code) = e.rdkafka_error_code() {
-                    if let Ok(mut l) = self.last_error.lock() {
-                        *l = Some(code);
-                    }
-                }
-            }
+    fn delivery(&self, r: &DeliveryResult<'_>, opaque: usize) {
+        use rdkafka::message::Message as _;
+        let Err((e, msg)) = r else { return };
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        let held = Held::from_opaque(opaque);
+        // a poisoned lock (a panic mid-count) still holds counts that are right
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let new = held.new_since(last.record.get(&msg.partition()).copied());
+        last.record.insert(msg.partition(), held.last());
+        self.records_failed.fetch_add(new, Ordering::Relaxed);
+        if let Some(code) = e.rdkafka_error_code() {
+            last.error = Some(code);
         }
     }
 }
@@ -356,6 +414,13 @@ pub(crate) struct Producer {
     /// The queue was full and stayed full for the whole wait: drop without waiting until it
     /// takes a message again.
     overflowing: bool,
+    /// Records given so far (the next one's number, see [`Held`]).
+    next_record: u64,
+    /// Records handed to librdkafka (in a message it took), each once, and the last of them.
+    records_handed: u64,
+    last_handed: Option<u64>,
+    /// The last record counted lost before librdkafka took it (overflow, refused).
+    last_lost: Option<u64>,
 }
 
 /// How long a full queue is waited for before messages overflow.
@@ -365,6 +430,24 @@ impl Producer {
     /// Creates the producer and checks that a broker answers (within
     /// [`KafkaOutput::connect_timeout_ms`]).
     pub(crate) fn open(out: &KafkaOutput) -> Result<Producer, ExportError> {
+        let p = Producer::create(out)?;
+        if let Some(producer) = &p.producer {
+            producer
+                .client()
+                .fetch_metadata(None, Duration::from_millis(out.connect_timeout_ms.into()))
+                .map_err(|e| {
+                    ExportError::Kafka(format!(
+                        "no Kafka broker answered at {} within {} s: {e}",
+                        out.brokers,
+                        out.connect_timeout_ms / 1000
+                    ))
+                })?;
+        }
+        Ok(p)
+    }
+
+    /// Creates the producer with weir's settings, without waiting for a broker.
+    fn create(out: &KafkaOutput) -> Result<Producer, ExportError> {
         out.check()?;
         let mut cfg = ClientConfig::new();
         cfg.set("bootstrap.servers", &out.brokers)
@@ -404,16 +487,6 @@ impl Producer {
         let producer: BaseProducer<Reports> = cfg
             .create_with_context(Reports::default())
             .map_err(|e| ExportError::Kafka(format!("cannot create the producer: {e}")))?;
-        producer
-            .client()
-            .fetch_metadata(None, Duration::from_millis(out.connect_timeout_ms.into()))
-            .map_err(|e| {
-                ExportError::Kafka(format!(
-                    "no Kafka broker answered at {} within {} s: {e}",
-                    out.brokers,
-                    out.connect_timeout_ms / 1000
-                ))
-            })?;
         let reports = producer.context().clone();
         Ok(Producer {
             producer: Some(producer),
@@ -425,6 +498,10 @@ impl Producer {
             },
             bytes: 0,
             overflowing: false,
+            next_record: 0,
+            records_handed: 0,
+            last_handed: None,
+            last_lost: None,
         })
     }
 
@@ -433,27 +510,49 @@ impl Producer {
         &self.out
     }
 
-    /// Sends `payload` (holding `records` records) under `key` to `topic`, waiting for room as
-    /// the module says; serves delivery reports every 256 messages.
-    pub(crate) fn send(&mut self, topic: &str, key: &[u8], payload: &[u8], records: usize) {
+    /// Sends `payload` (holding the next `records` records) under `key` to `topic`, waiting
+    /// for room as the module says; serves delivery reports every 256 messages.
+    pub(crate) fn send(&mut self, topic: &str, key: &[u8], payload: &[u8], records: u32) {
+        let held = Held {
+            first: self.next_record,
+            count: records,
+        };
+        self.next_record += u64::from(records);
+        self.send_held(topic, key, payload, held);
+    }
+
+    /// Sends `payload` holding the last record sent again (a protobuf record's second
+    /// `FlowMessage`, one a message), as [`Producer::send`] does.
+    pub(crate) fn send_again(&mut self, topic: &str, key: &[u8], payload: &[u8]) {
+        let held = Held {
+            first: self.next_record.saturating_sub(1),
+            count: 1,
+        };
+        self.send_held(topic, key, payload, held);
+    }
+
+    fn send_held(&mut self, topic: &str, key: &[u8], payload: &[u8], held: Held) {
         let Some(p) = &self.producer else { return };
         self.kafka.messages += 1;
         let started = Instant::now();
         loop {
-            let rec = BaseRecord::with_opaque_to(topic, records)
+            let rec = BaseRecord::with_opaque_to(topic, held.opaque())
                 .key(key)
                 .payload(payload);
             match p.send(rec) {
                 Ok(()) => {
                     self.overflowing = false;
                     self.bytes += payload.len() as u64;
+                    self.records_handed += held.new_since(self.last_handed);
+                    self.last_handed = Some(held.last());
                     break;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     if self.overflowing || started.elapsed() >= QUEUE_WAIT {
                         self.overflowing = true;
                         self.kafka.overflow += 1;
-                        self.kafka.records_lost += records as u64;
+                        self.kafka.records_lost += held.new_since(self.last_lost);
+                        self.last_lost = Some(held.last());
                         break;
                     }
                     p.poll(Duration::from_millis(10));
@@ -461,7 +560,8 @@ impl Producer {
                 Err((e, _)) => {
                     // refused before queueing (a message too large, say): failed
                     self.kafka.failed += 1;
-                    self.kafka.records_lost += records as u64;
+                    self.kafka.records_lost += held.new_since(self.last_lost);
+                    self.last_lost = Some(held.last());
                     self.kafka.last_error = e.rdkafka_error_code().or(self.kafka.last_error);
                     break;
                 }
@@ -485,7 +585,8 @@ impl Producer {
     pub(crate) fn stats(&self) -> KafkaStats {
         let mut k = self.kafka;
         k.failed += self.reports.failed.load(Ordering::Relaxed);
-        k.records_lost += self.reports.records_failed.load(Ordering::Relaxed);
+        let records_failed = self.reports.records_failed.load(Ordering::Relaxed);
+        k.records_lost += records_failed;
         let queued = self
             .producer
             .as_ref()
@@ -493,8 +594,16 @@ impl Producer {
         let handed = k.messages.saturating_sub(k.failed + k.overflow);
         k.delivered = handed.saturating_sub(queued);
         k.unacknowledged = handed - k.delivered;
-        k.records_unacknowledged = k.unacknowledged * u64::from(self.out.records_per_message);
+        k.records_unacknowledged = self.records_in(k.unacknowledged, records_failed);
         k
+    }
+
+    /// The most records `messages` messages in librdkafka hold: each holds at most
+    /// [`KafkaOutput::records_per_message`], and none a record not handed to it or already
+    /// counted failed (`records_failed`).
+    fn records_in(&self, messages: u64, records_failed: u64) -> u64 {
+        (messages * u64::from(self.out.records_per_message))
+            .min(self.records_handed.saturating_sub(records_failed))
     }
 
     /// Waits up to the delivery timeout for pending messages, then purges what is left (each
@@ -518,15 +627,15 @@ impl Producer {
             let before = r.failed.load(Ordering::Relaxed);
             drop(p); // purges the queue and serves the purge's delivery reports
             let purged = r.failed.load(Ordering::Relaxed) - before;
-            // messages queued but never reported: counted with the most records a message holds
+            // messages queued but never reported: counted with the most records they may hold
             let unreported = left.saturating_sub(purged);
+            let records_failed = r.records_failed.load(Ordering::Relaxed);
             self.kafka.failed += unreported;
-            self.kafka.records_lost += unreported * u64::from(self.out.records_per_message);
+            self.kafka.records_lost += self.records_in(unreported, records_failed);
             self.kafka.failed += r.failed.load(Ordering::Relaxed);
-            self.kafka.records_lost += r.records_failed.load(Ordering::Relaxed);
-            if let Ok(l) = r.last_error.lock() {
-                self.kafka.last_error = l.or(self.kafka.last_error);
-            }
+            self.kafka.records_lost += records_failed;
+            let last = r.last.lock().unwrap_or_else(|p| p.into_inner());
+            self.kafka.last_error = last.error.or(self.kafka.last_error);
         }
         self.kafka.delivered = self
             .kafka
@@ -580,8 +689,13 @@ impl KafkaSink {
     /// Creates the producer and checks that a broker answers (within
     /// [`KafkaOutput::connect_timeout_ms`]).
     pub(crate) fn open(out: &KafkaOutput) -> Result<KafkaSink, ExportError> {
-        Ok(KafkaSink {
-            core: Producer::open(out)?,
+        Ok(KafkaSink::with_producer(Producer::open(out)?, out))
+    }
+
+    /// The sink sending through `core` (made for `out`).
+    fn with_producer(core: Producer, out: &KafkaOutput) -> KafkaSink {
+        KafkaSink {
+            core,
             topic: out.topic.clone(),
             seq: 0,
             records: 0,
@@ -592,7 +706,7 @@ impl KafkaSink {
             pack_pb: Vec::new(),
             packed: 0,
             pack_started: Instant::now(),
-        })
+        }
     }
 
     /// Sends the records packed so far as one message under the sensor's key.
@@ -604,7 +718,7 @@ impl KafkaSink {
                 KafkaFormat::Protobuf => &self.pack_pb,
             };
             self.core
-                .send(&self.topic, key.as_bytes(), payload, self.packed);
+                .send(&self.topic, key.as_bytes(), payload, self.packed as u32);
             self.pack.clear();
             self.pack_pb.clear();
             self.packed = 0;
@@ -796,12 +910,18 @@ impl FlowSink for KafkaSink {
                     .send(topic, self.key.as_bytes(), self.line.as_bytes(), 1);
             }
             KafkaFormat::Protobuf => {
-                for m in crate::flowpb::messages(rec, &mut self.seq) {
+                // one message a direction: the second holds the same record again
+                for (i, m) in crate::flowpb::messages(rec, &mut self.seq).enumerate() {
                     self.payload.clear();
                     if let Err(e) = m.encode_length_delimited(&mut self.payload) {
                         return Err(ExportError::Kafka(format!("protobuf encoding: {e}")));
                     }
-                    self.core.send(topic, self.key.as_bytes(), &self.payload, 1);
+                    if i == 0 {
+                        self.core.send(topic, self.key.as_bytes(), &self.payload, 1);
+                    } else {
+                        self.core
+                            .send_again(topic, self.key.as_bytes(), &self.payload);
+                    }
                 }
             }
         }
@@ -1067,13 +1187,15 @@ mod tests {
         assert_eq!(alone, one(&recs[2], 6));
     }
 
-    /// Records per message when none is given: 1 for JSON, 100 for protobuf.
+    /// Records per message when none is given: 100 for JSON and protobuf alike.
     #[test]
-    fn the_default_records_per_message_follows_the_format() {
-        assert_eq!(KafkaFormat::Json.default_records_per_message(), 1);
+    fn the_default_records_per_message_is_100_for_both_formats() {
+        for f in [KafkaFormat::Json, KafkaFormat::Protobuf] {
+            assert_eq!(f.default_records_per_message(), 100, "{f:?}");
+        }
         assert_eq!(
-            KafkaFormat::Protobuf.default_records_per_message(),
-            DEFAULT_PROTOBUF_RECORDS_PER_MESSAGE
+            KafkaOutput::new("127.0.0.1:9092", DEFAULT_FLOWS_TOPIC).records_per_message,
+            100
         );
         let pb = KafkaOutput {
             format: KafkaFormat::Protobuf,
@@ -1151,6 +1273,83 @@ mod tests {
             Some(RDKafkaErrorCode::OperationTimedOut)
         );
         assert_eq!(p.in_flight_count(), 1);
+    }
+
+    /// Session 19's finding, reproduced: protobuf one `FlowMessage` a message, records of two
+    /// directions (two messages each) and no broker (nothing listens on the port). Every
+    /// message stays unacknowledged, then fails; the records counted are the records given
+    /// (4: three of two directions, one of one), not the messages (7): before the fix
+    /// `records_unacknowledged` and `records_lost` were both 7. Packed (100 a message), the
+    /// same 4 records are one message of 4 records.
+    #[test]
+    fn records_of_two_messages_are_counted_once_unacknowledged_and_lost() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut recs = [
+            rec("10.0.0.1", 1000, "10.0.0.2", 80),
+            rec("10.0.0.3", 1001, "10.0.0.2", 80),
+            rec("2001:db8::1", 1002, "2001:db8::2", 443),
+            rec("10.0.0.4", 53, "10.0.0.5", 53),
+        ];
+        for (i, r) in recs.iter_mut().enumerate() {
+            r.forward.packets = 1;
+            r.reverse.packets = u64::from(i < 3); // the last is one-way
+        }
+        for (per_message, messages) in [(1, 7), (100, 1)] {
+            let out = KafkaOutput {
+                format: KafkaFormat::Protobuf,
+                records_per_message: per_message,
+                delivery_timeout_ms: 1000,
+                ..KafkaOutput::new(&format!("127.0.0.1:{port}"), "t")
+            };
+            let mut sink = KafkaSink::with_producer(Producer::create(&out).unwrap(), &out);
+            for r in &recs {
+                sink.export(r).unwrap();
+            }
+            let k = sink.stats().kafka.unwrap();
+            if per_message == 1 {
+                assert_eq!(k.messages, 7);
+                assert_eq!(k.unacknowledged, 7, "no broker: nothing acknowledged");
+            }
+            assert_eq!(
+                k.records_unacknowledged, 4,
+                "{per_message} a message: {k:?}"
+            );
+            let st = sink.finish().unwrap();
+            let k = st.kafka.unwrap();
+            assert_eq!(
+                (k.messages, k.failed, k.delivered, k.overflow),
+                (messages, messages, 0, 0),
+                "{per_message} a message: {k:?}"
+            );
+            assert_eq!(k.records_lost, 4, "{per_message} a message: {k:?}");
+            assert_eq!((k.unacknowledged, k.records_unacknowledged), (0, 0));
+            assert_eq!(st.records, 4);
+        }
+    }
+
+    /// A delivery opaque keeps the records a message holds; a record held again (its second
+    /// message) is not new, the next one is.
+    #[test]
+    fn held_records_survive_the_opaque_and_count_once() {
+        for h in [
+            Held { first: 0, count: 1 },
+            Held {
+                first: 123_456_789,
+                count: MAX_RECORDS_PER_MESSAGE,
+            },
+        ] {
+            assert_eq!(Held::from_opaque(h.opaque()), h);
+        }
+        let h = Held { first: 7, count: 3 };
+        assert_eq!(h.last(), 9);
+        assert_eq!(h.new_since(None), 3);
+        assert_eq!(h.new_since(Some(6)), 3);
+        assert_eq!(h.new_since(Some(7)), 2, "record 7 was counted already");
+        assert_eq!(Held { first: 9, count: 1 }.new_since(Some(9)), 0);
     }
 
     /// Nothing listens on the port: opening says so (after the connect timeout), it does not

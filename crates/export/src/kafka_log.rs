@@ -83,13 +83,18 @@ impl std::fmt::Debug for KafkaLog {
 }
 
 impl KafkaLog {
-    /// Creates the producer for `out` (its `topic` and `format` are not used: the payload is
-    /// JSON, the topics are `topics`) and checks that a broker answers.
+    /// Creates the producer for `out` (its `topic`, `format` and `records_per_message` are not
+    /// used: the payload is JSON, one record a message, the topics are `topics`) and checks
+    /// that a broker answers.
     pub fn open(out: &KafkaOutput, topics: LogTopics) -> Result<KafkaLog, ExportError> {
         for t in [&topics.http, &topics.tls, &topics.calls, &topics.streams] {
             crate::kafka::check_topic(t)?;
         }
-        let core = Producer::open(out)?;
+        let one_per_message = KafkaOutput {
+            records_per_message: 1,
+            ..out.clone()
+        };
+        let core = Producer::open(&one_per_message)?;
         Ok(KafkaLog {
             name: format!("kafka json to {}", out.brokers),
             inner: Arc::new(Mutex::new(Inner {

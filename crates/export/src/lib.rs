@@ -70,8 +70,7 @@ pub use error::ExportError;
 pub use fanout::{Fanout, FanoutTotals, LiveExports, SinkError};
 pub use kafka::{
     check_topic, host_name, KafkaCompression, KafkaFormat, KafkaOutput, KafkaStats,
-    DEFAULT_FLOWS_TOPIC, DEFAULT_PROTOBUF_RECORDS_PER_MESSAGE, MAX_PACKED_BYTES,
-    MAX_RECORDS_PER_MESSAGE,
+    DEFAULT_FLOWS_TOPIC, DEFAULT_RECORDS_PER_MESSAGE, MAX_PACKED_BYTES, MAX_RECORDS_PER_MESSAGE,
 };
 pub use kafka_log::{KafkaLines, KafkaLog, LogKind, LogTopics, Teed};
 pub use netflow::{ExportOptions, NetflowFormat};
