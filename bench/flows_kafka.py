@@ -29,8 +29,14 @@ With --profile, each command runs once more under `perf sched record -a` (bench/
 per thread of weir its CPU, the time it waited for a core and when it last ran (the meter's end
 against the last delivery), and the broker's CPU and the idle cores' time over weir's life.
 
-usage: bench/flows_kafka.py [--runs N] [--packets N] [--weir BINARY] [--settings] [--profile]
-                            [--only LABEL,...] [--pin]
+--ab BINARY runs every command of a second binary too (labels ending in " [B]"), interleaved
+with the first's in one sitting, each judged against its own binary's `--json /dev/null`. Since
+session 20 JSON packs 100 records per message by default: "json lz4" is what the binary does
+by default (one per message before session 20, 100 after), "json lz4 1/msg" and "json lz4
+100/msg" ask for one or the other.
+
+usage: bench/flows_kafka.py [--runs N] [--packets N] [--weir BINARY] [--ab BINARY] [--settings]
+                            [--profile] [--only LABEL,...] [--pin]
 """
 
 import argparse
@@ -54,6 +60,7 @@ ap.add_argument("--settings", action="store_true", help="also the producer setti
 ap.add_argument("--profile", action="store_true", help="one more run of each under perf sched (who waits on whom)")
 ap.add_argument("--only", help="comma-separated labels of the Kafka modes to run (default: all)")
 ap.add_argument("--pin", action="store_true", help="broker on CPU 1, every weir run on CPU 0 (taskset)")
+ap.add_argument("--ab", help="a second weir binary whose commands run interleaved with the first's")
 args = ap.parse_args()
 
 root = runner.repo_root()
@@ -115,6 +122,8 @@ try:
     # (label, format, compression, more options)
     kafkas = [("json zstd", "json", "zstd", []), ("json lz4", "json", "lz4", []),
               ("json lz4 100/msg", "json", "lz4", ["--kafka-records-per-message", "100"]),
+              ("json lz4 1/msg", "json", "lz4", ["--kafka-records-per-message", "1"]),
+              ("json none 100/msg", "json", "none", ["--kafka-records-per-message", "100"]),
               ("protobuf zstd", "protobuf", "zstd", []),
               ("protobuf zstd 1/msg", "protobuf", "zstd", ["--kafka-records-per-message", "1"])]
     if args.settings:
@@ -130,13 +139,17 @@ try:
         keep = set(args.only.split(","))
         kafkas = [k for k in kafkas if k[0] in keep]
 
-    def kafka(label, fmt, compression, more):
+    def kafka(label, fmt, compression, more, binary=weir):
         topic = "bench-" + "".join(c if c.isalnum() else "-" for c in label)
-        return pin_weir + [weir, "flows", "-r", trace, "--kafka", brokers, "--kafka-format", fmt,
+        return pin_weir + [binary, "flows", "-r", trace, "--kafka", brokers, "--kafka-format", fmt,
                 "--kafka-compression", compression, "--kafka-topic", topic] + more
 
-    cmds = [("json to /dev/null", pin_weir + [weir, "flows", "-r", trace, "--json", "/dev/null"])]
-    cmds += [(f"--kafka {k[0]}", kafka(*k)) for k in kafkas]
+    binaries = [("", weir)] + ([(" [B]", args.ab)] if args.ab else [])
+    cmds = []
+    for tag, binary in binaries:
+        cmds += [("json to /dev/null" + tag,
+                  pin_weir + [binary, "flows", "-r", trace, "--json", "/dev/null"])]
+        cmds += [(f"--kafka {k[0]}{tag}", kafka(*k, binary=binary)) for k in kafkas]
 
     def broker_cpu():
         return runner.cpu_s(broker.pid)
@@ -190,10 +203,11 @@ for label, s in counts.items():
     print(f"--kafka {label}: {s['records']} records, {k['messages']} messages, {k['delivered']} delivered, {k['failed']} failed, "
           f"{k['overflow']} overflow, {s['exports'][0]['bytes']} bytes; one run: weir CPU "
           f"{cpus[label][0]:.2f} s, broker CPU {cpus[label][1]:.2f} s")
-ref_wall, ref_cpu, _, ref_b, ref_net = med["json to /dev/null"]
-print("against json to /dev/null: wall; (a) weir's CPU; (b) wall - broker CPU / 2 (broker CPU per run)"
-      + ("; --pin: the wall itself has no broker in it" if args.pin else ""))
+print("against json to /dev/null (of the same binary): wall; (a) weir's CPU; (b) wall - broker CPU / 2"
+      " (broker CPU per run)" + ("; --pin: the wall itself has no broker in it" if args.pin else ""))
 for name, (wall, cpu, rss, b, net) in med.items():
+    tag = " [B]" if name.endswith(" [B]") else ""
+    ref_wall, ref_cpu, _, ref_b, ref_net = med["json to /dev/null" + tag]
     print(f"{name}: {records / wall / 1e3:.0f} k records/s, wall {100 * (wall / ref_wall - 1):+.1f} %, "
           f"(a) cpu {100 * (cpu / ref_cpu - 1):+.1f} %, (b) {net:.3f} s {100 * (net / ref_net - 1):+.1f} % "
           f"(broker {b:.2f} s), peak {rss / 1024:.0f} MiB")
