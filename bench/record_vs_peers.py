@@ -147,6 +147,7 @@ def one(name, tmp, send, perf=None):
     la0, lb0 = runner.link_stats(A), runner.link_stats(B, NS)
     c0 = runner.cpu_s(p.pid)
     t0 = thread_ticks(p.pid)
+    r0 = sched_ns(p.pid)
     w0 = time.time()
     m0 = runner.machine_busy_s()
     s0 = machine_split()
@@ -160,6 +161,7 @@ def one(name, tmp, send, perf=None):
     # CPU until the traffic is handled; the final flush is outside the measurement for all.
     c1 = runner.cpu_s(p.pid)
     t1 = thread_ticks(p.pid)
+    r1 = sched_ns(p.pid)
     s1 = machine_split()
     w1 = time.time()
     if prof:
@@ -201,7 +203,7 @@ def one(name, tmp, send, perf=None):
         n, ms = index_writes(text, w0, w1)
         WINDOW_INDEX.setdefault(name, []).append((n, ms))
     if not perf:
-        SPLIT.setdefault(name, []).append((thread_split(t0, t1), [b - a for a, b in zip(s0, s1)], got))
+        SPLIT.setdefault(name, []).append((thread_split(t0, t1), [b - a for a, b in zip(s0, s1)], got, r1 - r0))
     return c1 - c0, got, drops, m1 - m0
 
 
@@ -223,6 +225,20 @@ def thread_ticks(pid):
         except (OSError, IndexError):
             pass
     return out
+
+
+def sched_ns(pid):
+    """The run time of every thread of `pid` so far, in ns, summed (/proc/PID/task/*/schedstat,
+    first field: the scheduler's exact on-CPU time, not sampled by 10 ms ticks like /proc/PID/stat;
+    threads that ended are missing, so read it while the process runs)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
 
 
 def thread_split(t0, t1):
@@ -353,17 +369,18 @@ try:
             runs = SPLIT.get(t, [])
             if not runs:
                 continue
-            names = sorted({n for th, _, _ in runs for n in th})
+            names = sorted({n for th, _, _, _ in runs for n in th})
             per_pkt = lambda x, got: x / hz / max(got, 1) * 1e9
             threads = []
             for n in names:
-                u = statistics.median(per_pkt(th.get(n, (0, 0))[0], got) for th, _, got in runs)
-                sy = statistics.median(per_pkt(th.get(n, (0, 0))[1], got) for th, _, got in runs)
+                u = statistics.median(per_pkt(th.get(n, (0, 0))[0], got) for th, _, got, _ in runs)
+                sy = statistics.median(per_pkt(th.get(n, (0, 0))[1], got) for th, _, got, _ in runs)
                 if u + sy > 0:
                     threads.append(f"{n} {u:.0f} user + {sy:.0f} sys")
-            m = [statistics.median(per_pkt(ms[i], got) for _, ms, got in runs) for i in range(len(runs[0][1]))]
-            busy = statistics.median(per_pkt(sum(ms[4:]), got) for _, ms, got in runs)
-            print(f"  {t}: " + "; ".join(threads))
+            m = [statistics.median(per_pkt(ms[i], got) for _, ms, got, _ in runs) for i in range(len(runs[0][1]))]
+            busy = statistics.median(per_pkt(sum(ms[4:]), got) for _, ms, got, _ in runs)
+            run_ns = statistics.median(r / max(got, 1) for _, _, got, r in runs)
+            print(f"  {t}: run time (schedstat) {run_ns:.0f}; " + "; ".join(threads))
             print(f"  {'':<{len(t)}}  machine {busy:.0f} busy = user {m[0]:.0f}, sys {m[1]:.0f}, "
                   f"irq+softirq {m[2]:.0f}, steal {m[3]:.0f}; by CPU " + ", ".join(f"{x:.0f}" for x in m[4:]))
         SPLIT.clear()
