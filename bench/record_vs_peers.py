@@ -22,6 +22,13 @@ the tool's exit plus a `sync` is printed too. Drops are each tool's own count (k
 netsniff-ng; kernel + buffer + writer drops for weir). Everything it creates is removed at the
 end (namespace, veth, files).
 
+Then, for each tool, where the CPU went inside the same window: each thread's user and system
+time (/proc/PID/task/*/stat), the process's exact run time (/proc/PID/task/*/schedstat: on a
+kernel without IRQ_TIME_ACCOUNTING both include the softirq work the tick or the scheduler
+finds on the tool's threads), and the whole machine's busy time split into user, system,
+irq+softirq and steal and per CPU — the fair measure when softirq may be charged to either
+side, readable only on a quiet machine.
+
 usage: sudo bench/record_vs_peers.py [--runs N] [--packets N] [--traffic diverse,trace,one-flow]
 """
 
