@@ -22,6 +22,13 @@ the tool's exit plus a `sync` is printed too. Drops are each tool's own count (k
 netsniff-ng; kernel + buffer + writer drops for weir). Everything it creates is removed at the
 end (namespace, veth, files).
 
+Then, for each tool, where the CPU went inside the same window: each thread's user and system
+time (/proc/PID/task/*/stat), the process's exact run time (/proc/PID/task/*/schedstat: on a
+kernel without IRQ_TIME_ACCOUNTING both include the softirq work the tick or the scheduler
+finds on the tool's threads), and the whole machine's busy time split into user, system,
+irq+softirq and steal and per CPU — the fair measure when softirq may be charged to either
+side, readable only on a quiet machine.
+
 usage: sudo bench/record_vs_peers.py [--runs N] [--packets N] [--traffic diverse,trace,one-flow]
 """
 
@@ -49,7 +56,7 @@ ap.add_argument("--tools", default="weir record,weir record --no-index,tcpdump -
                 help="comma-separated tools to measure (tcpdump -w always runs: the ratios need it)")
 ap.add_argument("--weir", default=None, help="weir binary to run (default: target/release/weir, built here)")
 ap.add_argument("--perf", default=None, metavar="FILE",
-                help="perf record -g the first weir record run of each traffic into FILE.N (not measured)")
+                help="perf record -g one extra run of the first weir tool of --tools per traffic into FILE.N (not measured)")
 ap.add_argument("--tag", default="", help="suffix of the namespace and veth names (at most 8 characters), so "
                 "that two runs on one machine do not tear down each other's pair")
 args = ap.parse_args()
@@ -146,8 +153,11 @@ def one(name, tmp, send, perf=None):
         wait_populated(p.pid)
     la0, lb0 = runner.link_stats(A), runner.link_stats(B, NS)
     c0 = runner.cpu_s(p.pid)
+    t0 = thread_ticks(p.pid)
+    r0 = sched_ns(p.pid)
     w0 = time.time()
     m0 = runner.machine_busy_s()
+    s0 = machine_split()
     prof = None
     if perf:
         prof = subprocess.Popen(["perf", "record", "-g", "-q", "-o", perf, "-p", str(p.pid)],
@@ -157,6 +167,9 @@ def one(name, tmp, send, perf=None):
     time.sleep(0.5)
     # CPU until the traffic is handled; the final flush is outside the measurement for all.
     c1 = runner.cpu_s(p.pid)
+    t1 = thread_ticks(p.pid)
+    r1 = sched_ns(p.pid)
+    s1 = machine_split()
     w1 = time.time()
     if prof:
         prof.send_signal(signal.SIGINT)
@@ -196,10 +209,70 @@ def one(name, tmp, send, perf=None):
     if name.startswith("weir record") and not perf:
         n, ms = index_writes(text, w0, w1)
         WINDOW_INDEX.setdefault(name, []).append((n, ms))
+    if not perf:
+        SPLIT.setdefault(name, []).append((thread_split(t0, t1), [b - a for a, b in zip(s0, s1)], got, r1 - r0))
     return c1 - c0, got, drops, m1 - m0
 
 
 WINDOW_INDEX = {}
+# Per tool: (per-thread user/system ticks, machine-wide split, packets) of every measured run.
+SPLIT = {}
+
+
+def thread_ticks(pid):
+    """{(tid, name): (utime, stime)} of every thread of `pid` now (/proc/PID/task/*/stat,
+    clock ticks)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+            v = rest.split()
+            out[(tid, head.split("(", 1)[1])] = (int(v[11]), int(v[12]))
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def sched_ns(pid):
+    """The run time of every thread of `pid` so far, in ns, summed (/proc/PID/task/*/schedstat,
+    first field: the scheduler's exact on-CPU time, not sampled by 10 ms ticks like /proc/PID/stat;
+    threads that ended are missing, so read it while the process runs)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def thread_split(t0, t1):
+    """{thread name: (user ticks, system ticks)} between two `thread_ticks` readings, threads
+    of one name summed (a thread born in between counts from zero)."""
+    out = {}
+    for k, (u, s) in t1.items():
+        u0, s0 = t0.get(k, (0, 0))
+        name = re.sub(r"\d+$", "", k[1]) or k[1]
+        pu, ps = out.get(name, (0, 0))
+        out[name] = (pu + u - u0, ps + s - s0)
+    return out
+
+
+def machine_split():
+    """The whole machine's CPU ticks so far (/proc/stat, all CPUs): user+nice, system,
+    irq+softirq, steal, and the busy ticks of each CPU (every state but idle and iowait)."""
+    with open("/proc/stat") as f:
+        lines = f.read().splitlines()
+    v = [int(x) for x in lines[0].split()[1:]]
+    per_cpu = []
+    for line in lines[1:]:
+        if not re.match(r"cpu\d", line):
+            break
+        c = [int(x) for x in line.split()[1:]]
+        per_cpu.append(sum(c[:8]) - c[3] - c[4])
+    return [v[0] + v[1], v[2], v[5] + v[6], v[7]] + per_cpu
 
 
 def wait_populated(pid, limit=30.0):
@@ -272,7 +345,7 @@ try:
         RECONCILE.clear()
         if args.perf:
             n = len([f for f in os.listdir(os.path.dirname(os.path.abspath(args.perf))) if f.startswith(os.path.basename(args.perf))])
-            one("weir record", tmp, send, perf=f"{os.path.abspath(args.perf)}.{n}")
+            one(next((t for t in tools if t.startswith("weir record")), "weir record"), tmp, send, perf=f"{os.path.abspath(args.perf)}.{n}")
         for _ in range(args.runs):
             for t in tools:
                 samples[t].append(one(t, tmp, send))
@@ -292,6 +365,32 @@ try:
             for t, v in WINDOW_INDEX.items():
                 print(f"index writes inside the measured window, {t}: " + ", ".join(f"{n} ({ms:.0f} ms CPU)" for n, ms in v))
         WINDOW_INDEX.clear()
+        # Where the CPU went inside the measured window (the same window as "cpu s"): each
+        # thread's user and system time, and the whole machine's busy time split by kind and by
+        # CPU (trafgen runs on CPU 1; weir's capture thread is pinned to CPU 0). The machine's
+        # busy time per packet is the fair figure on a kernel without IRQ_TIME_ACCOUNTING:
+        # softirq work (veth delivery into the ring) is charged to whichever task the tick hits.
+        hz = os.sysconf("SC_CLK_TCK")
+        print(f"\nwhere the CPU went inside the window (medians; ns per packet; {hz} ticks/s):")
+        for t in tools:
+            runs = SPLIT.get(t, [])
+            if not runs:
+                continue
+            names = sorted({n for th, _, _, _ in runs for n in th})
+            per_pkt = lambda x, got: x / hz / max(got, 1) * 1e9
+            threads = []
+            for n in names:
+                u = statistics.median(per_pkt(th.get(n, (0, 0))[0], got) for th, _, got, _ in runs)
+                sy = statistics.median(per_pkt(th.get(n, (0, 0))[1], got) for th, _, got, _ in runs)
+                if u + sy > 0:
+                    threads.append(f"{n} {u:.0f} user + {sy:.0f} sys")
+            m = [statistics.median(per_pkt(ms[i], got) for _, ms, got, _ in runs) for i in range(len(runs[0][1]))]
+            busy = statistics.median(per_pkt(sum(ms[4:]), got) for _, ms, got, _ in runs)
+            run_ns = statistics.median(r / max(got, 1) for _, _, got, r in runs)
+            print(f"  {t}: run time (schedstat) {run_ns:.0f}; " + "; ".join(threads))
+            print(f"  {'':<{len(t)}}  machine {busy:.0f} busy = user {m[0]:.0f}, sys {m[1]:.0f}, "
+                  f"irq+softirq {m[2]:.0f}, steal {m[3]:.0f}; by CPU " + ", ".join(f"{x:.0f}" for x in m[4:]))
+        SPLIT.clear()
         for t, text in RECONCILE.items():
             print(f"counters of the first '{t}' run (sent on the generator's side, received on the capture side):\n{text}")
         print("(machine s: busy CPU of the whole machine from the generator's start to the tool's exit "

@@ -98,6 +98,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod doorbell;
 mod mem;
 pub mod pcapng;
 mod reader;
@@ -261,6 +262,7 @@ impl Config {
                     best_effort: i >= self.readers,
                     skipped_bytes: AtomicU64::new(0),
                     skips: AtomicU64::new(0),
+                    bell: doorbell::Doorbell::default(),
                 })
             })
             .collect();
@@ -339,6 +341,8 @@ pub(crate) struct ReaderSlot {
     /// Bytes and times a best-effort reader was skipped forward (written by the reader only).
     pub(crate) skipped_bytes: AtomicU64,
     pub(crate) skips: AtomicU64,
+    /// Where the reader waits for data ([`Reader::wait`]); writers ring it.
+    pub(crate) bell: doorbell::Doorbell,
 }
 
 pub(crate) struct Inner {

@@ -104,10 +104,49 @@ pub fn write_epb(dst: &mut [u8], iface: u32, ts_ns: u64, orig_len: u32, data: &[
     put_u32(dst, 16, ts_ns as u32);
     put_u32(dst, 20, caplen as u32);
     put_u32(dst, 24, orig_len);
-    dst[EPB_HEADER_LEN..EPB_HEADER_LEN + caplen].copy_from_slice(data);
-    // Data padding to 4 and, when needed, the opt_endofopt that brings the block to 8: zeros.
-    dst[EPB_HEADER_LEN + caplen..len - 4].fill(0);
+    if caplen <= SMALL_COPY {
+        copy_small(&mut dst[EPB_HEADER_LEN..len - 4], data);
+    } else {
+        dst[EPB_HEADER_LEN..EPB_HEADER_LEN + caplen].copy_from_slice(data);
+        // Data padding to 4 and, when needed, the opt_endofopt that brings the block to 8:
+        // zeros.
+        dst[EPB_HEADER_LEN + caplen..len - 4].fill(0);
+    }
     put_u32(dst, len - 4, len as u32);
+}
+
+/// Longest packet [`write_epb`] copies word by word instead of calling `memmove` and `memset`
+/// (issue 20: for 64-byte frames those two calls were ≈ 7 % of `weir record --no-index`'s
+/// samples on the EPYC VM, beside 10 % for the rest of `write_epb`).
+const SMALL_COPY: usize = 128;
+
+/// Copies `data` to the start of `dst` and zeroes the rest; `dst.len()` is `data.len()`
+/// rounded up to 8 (an EPB's data and padding: from byte 28 to the trailing length). Eight
+/// bytes at a time; the last partial word is read as the 8 bytes ending at the data's end,
+/// shifted so that the bytes past the data are zero.
+#[inline(always)]
+fn copy_small(dst: &mut [u8], data: &[u8]) {
+    let caplen = data.len();
+    debug_assert_eq!(dst.len(), (caplen + 7) & !7);
+    let whole = caplen / 8;
+    for (d, s) in dst.chunks_exact_mut(8).zip(data.chunks_exact(8)) {
+        d.copy_from_slice(s);
+    }
+    let rest = caplen % 8;
+    if rest == 0 {
+        return;
+    }
+    let word = if caplen >= 8 {
+        // The 8 bytes ending at the data's end, little-endian: its first `8 - rest` bytes are
+        // already copied; shifting them out leaves the last `rest` bytes first, zeros after.
+        let last = u64::from_le_bytes(data[caplen - 8..].try_into().expect("8 bytes"));
+        last >> (8 * (8 - rest))
+    } else {
+        data.iter()
+            .rev()
+            .fold(0u64, |w, &b| (w << 8) | u64::from(b))
+    };
+    dst[whole * 8..whole * 8 + 8].copy_from_slice(&word.to_le_bytes());
 }
 
 /// Writes one EPB carrying `comment` as its `opt_comment` into `dst`, whose length must be
@@ -286,6 +325,31 @@ impl std::fmt::Debug for Record<'_> {
 
 #[cfg(test)]
 mod tests {
+    /// `write_epb`'s word-by-word copy of small packets writes what the plain copy and fill
+    /// write (the oracle: `copy_from_slice` then zeros), for every length up to past the limit
+    /// and data with no zero byte, so a byte left unwritten or copied twice shows.
+    #[test]
+    fn small_packets_are_written_as_the_plain_copy_writes_them() {
+        for caplen in 0..=super::SMALL_COPY + 16 {
+            let data: Vec<u8> = (0..caplen).map(|i| (i % 251 + 1) as u8).collect();
+            let len = super::record_len(caplen);
+            let mut got = vec![0xAAu8; len];
+            super::write_epb(&mut got, 3, 0x1122_3344_5566_7788, 1500, &data);
+            let mut want = vec![0xAAu8; len];
+            want[..4].copy_from_slice(&super::EPB_TYPE.to_ne_bytes());
+            want[4..8].copy_from_slice(&(len as u32).to_ne_bytes());
+            want[8..12].copy_from_slice(&3u32.to_ne_bytes());
+            want[12..16].copy_from_slice(&0x1122_3344u32.to_ne_bytes());
+            want[16..20].copy_from_slice(&0x5566_7788u32.to_ne_bytes());
+            want[20..24].copy_from_slice(&(caplen as u32).to_ne_bytes());
+            want[24..28].copy_from_slice(&1500u32.to_ne_bytes());
+            want[28..28 + caplen].copy_from_slice(&data);
+            want[28 + caplen..len - 4].fill(0);
+            want[len - 4..].copy_from_slice(&(len as u32).to_ne_bytes());
+            assert_eq!(got, want, "caplen {caplen}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -77,6 +77,25 @@ impl Reader {
         })
     }
 
+    /// Waits until writers have reserved up to offset `until` (typically a few hundred KiB
+    /// past the end of the last batch seen), or `timeout` passed, whichever comes first; at
+    /// once when they already have. Writers ring after each batch they push (and every 64 KiB
+    /// of single pushes), so a consumer wakes about once per `until − end` bytes instead of
+    /// polling on a short sleep. A hint only: the reader must look with
+    /// [`next_batch`](Self::next_batch) either way, and a wake-up missed costs at most
+    /// `timeout`. Returns whether a writer rang (or the offset was already reached).
+    pub fn wait(&mut self, until: u64, timeout: std::time::Duration) -> bool {
+        let inner = &*self.buf.inner;
+        self.slot()
+            .bell
+            .wait(until, timeout, || inner.reserved.load(Ordering::Relaxed))
+    }
+
+    /// The size of the buffer in bytes.
+    pub fn buffer_size(&self) -> usize {
+        self.buf.size()
+    }
+
     /// Best-effort readers: set `HELD` on the cursor so writers stop skipping it while a batch is
     /// out, first taking note of any skip.
     fn hold(&mut self) {

@@ -39,7 +39,15 @@ pub struct Writer {
     /// A cursor value no higher than every attached reader's cursor (they only grow), so
     /// possibly stale but always safe; reloaded only when it says "no room".
     cached_min: u64,
+    /// The offset past which a single push next rings the readers' doorbells (every
+    /// [`RING_STEP`] bytes; a batch rings at its end).
+    ring_at: u64,
 }
+
+/// How many bytes of single pushes go between two looks at the readers' doorbells (a batch
+/// looks once, at its end): often enough that a reader waiting for a few hundred KiB is woken
+/// close to its mark, seldom enough that the fence costs nothing per packet.
+const RING_STEP: u64 = 64 << 10;
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,6 +65,7 @@ impl Writer {
             buf,
             slot,
             cached_min,
+            ring_at: 0,
         }
     }
 
@@ -114,6 +123,11 @@ impl Writer {
                 pcapng::write_epb_commented(dst, iface, ts_ns, orig_len, data, comment);
                 self.commit();
                 bump(&self.slot().pushed);
+                let end = a.wrapping_add(len);
+                if crate::dist(end, self.ring_at) >= 0 {
+                    self.ring_at = end.wrapping_add(RING_STEP);
+                    self.ring_readers(end);
+                }
                 return Ok(());
             }
             // The record would cross the end of the buffer: the whole reservation becomes
@@ -168,7 +182,18 @@ impl Writer {
             }
             i = j.max(i + 1);
         }
+        if pushed > 0 {
+            self.ring_readers(self.buf.inner.reserved.load(Ordering::Relaxed));
+        }
         pushed
+    }
+
+    /// Wakes the readers waiting ([`Reader::wait`](crate::Reader::wait)) for an offset below
+    /// `reserved` (this writer's end after its last commit, or later).
+    fn ring_readers(&self, reserved: u64) {
+        for r in self.buf.inner.readers.iter() {
+            r.bell.ring_if_reached(reserved);
+        }
     }
 
     /// Reserves `total` bytes once and writes the records of `group` into them.
