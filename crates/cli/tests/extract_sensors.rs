@@ -366,6 +366,104 @@ fn idle_connections_do_not_keep_requests_out() {
     s.wait_log("sent no whole request within 5 s: connection closed");
 }
 
+/// A listener on loopback that drips its answer to every connection: `head` at once, then
+/// one byte of `drip` (cycled) every 200 ms, until the client goes away. Its URL.
+fn dripping_sensor(head: &'static [u8], drip: &'static [u8]) -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { return };
+            std::thread::spawn(move || {
+                if c.write_all(head).is_err() {
+                    return;
+                }
+                for b in drip.iter().cycle() {
+                    if c.write_all(&[*b]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Two sensors that drip (5 bytes/s, never silent for a second): one its response head, one
+/// the body after a whole head. Below `--sensor-min-rate 100` (bytes/s over each
+/// `--sensor-timeout 1`), each is reported failed by name with the rate, and the real
+/// sensor's packets are written, equal to tcpdump's (exit 1). Without a minimum rate they
+/// would hold the extract for ever (the silence is never reached).
+#[test]
+fn a_dripping_sensor_fails_on_its_rate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    build_store(&a, &STORE_A[..1]);
+    let s = serve(&a, &[]);
+    let head_drip = dripping_sensor(b"", b"HTTP/1.1 200 OK\r\nX-Pad: ");
+    let body_drip = dripping_sensor(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        // one chunk: a nanosecond pcap file header (24 bytes)
+        b"18\r\nM<\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\
+          \x01\x00\x00\x00\r\n",
+    );
+    let out = tmp.path().join("out.pcap");
+    let sensors = format!("{head_drip},{},{body_drip}", s.1);
+    let o = run(weir()
+        .args(["extract", "--sensor", &sensors])
+        .args(["--sensor-timeout", "1", "--sensor-min-rate", "100", "-w"])
+        .arg(&out));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    for url in [&head_drip, &body_drip] {
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("{url}: failed: ")))
+            .unwrap_or_else(|| panic!("{url} not reported: {err}"));
+        assert!(
+            line.contains("the sensor sent ")
+                && line.ends_with("slower than 100 bytes/s (--sensor-min-rate)"),
+            "{line}"
+        );
+    }
+    assert!(err.contains("1 of 3 sensor(s) answered"), "{err}");
+    assert_eq!(packets(&out), oracle(&[&a], "", (0, u64::MAX), tmp.path()));
+}
+
+/// More idle connections than the server has waiting places (300 > 256): the oldest are
+/// closed to make room (said in the log), so a real request that comes after them is answered
+/// (200, then an extract equal to tcpdump's), not refused with 503. Every idle socket is then
+/// closed by the server, with nothing sent.
+#[test]
+fn a_flood_of_idle_connections_does_not_keep_a_request_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    build_store(&a, &STORE_A[..1]);
+    let s = serve(&a, &[]);
+    let hp = s.1.trim_start_matches("http://").to_owned();
+    let mut idle: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| std::net::TcpStream::connect(&hp).unwrap())
+        .collect();
+    let mut c = std::net::TcpStream::connect(&hp).unwrap();
+    write!(c, "GET /health HTTP/1.1\r\nHost: {hp}\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 200 "), "{r}");
+    let out = tmp.path().join("out.pcap");
+    let (code, err) = extract(&[&s.1], "", None, &out);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(packets(&out), oracle(&[&a], "", (0, u64::MAX), tmp.path()));
+    for c in &mut idle {
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut buf = Vec::new();
+        // closed by the server: end of stream, or reset when closed with unread bytes
+        let _ = c.read_to_end(&mut buf);
+        assert!(buf.is_empty(), "{}", String::from_utf8_lossy(&buf));
+    }
+    s.wait_log("the oldest of 256 connections waiting for theirs, to make room for a new one");
+}
+
 /// `openssl` with its output checked.
 fn openssl(dir: &Path, args: &[&str]) {
     let o = run(Command::new("openssl").current_dir(dir).args(args));

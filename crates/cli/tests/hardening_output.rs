@@ -54,6 +54,10 @@ fn printing_commands(tmp: &Path) -> Vec<Vec<String>> {
         ],
         vec!["gen", "--pps", "10", "--count", "5", "-w", "-"],
         vec!["lab", "status"],
+        vec!["flows", "-r", &f],
+        vec!["flows", "-r", &f, "--csv", "-"],
+        vec!["flows", "-r", &f, "--export", "-"],
+        vec!["http", "-r", &f],
     ];
     v.into_iter()
         .map(|a| a.into_iter().map(String::from).collect())
@@ -97,7 +101,7 @@ fn full_stdout_is_exit_1_naming_stdout() {
         let err = String::from_utf8_lossy(&out.stderr);
         if out.status.code() != Some(1)
             || err.contains("panicked")
-            || !err.contains("cannot write to stdout: No space left on device")
+            || !err.contains("weir: error: cannot write to stdout: No space left on device")
         {
             failures.push(format!("weir {}: {:?}: {err}", args.join(" "), out.status));
         }
@@ -491,6 +495,58 @@ fn unwritable_chart_directory_is_a_clear_error() {
     if mounted {
         let _ = Command::new("umount").arg(&ro).status();
     }
+}
+
+/// `weir record -o` naming an existing file (the input itself, a link to it, /dev/null) is
+/// `not a directory` (was "File exists"), exit 1, the file untouched.
+#[test]
+fn a_store_directory_that_is_a_file_is_not_a_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("f.pcap");
+    std::fs::copy(sample(), &f).unwrap();
+    let original = std::fs::read(&f).unwrap();
+    let link = tmp.path().join("link.pcap");
+    std::os::unix::fs::symlink(&f, &link).unwrap();
+    for out in [f.as_path(), link.as_path(), Path::new("/dev/null")] {
+        let r = run(weir().args(["record", "-r"]).arg(&f).arg("-o").arg(out));
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{}: not a directory", out.display())),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&f).unwrap(), original);
+    }
+}
+
+/// A chart directory that is an existing file (`--plot FILE`): said as `not a directory`
+/// (was "File exists"), exit 1, the file untouched, for latency and voip.
+#[test]
+fn a_chart_directory_that_is_a_file_is_not_a_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = sample();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"keep").unwrap();
+    let latency = run(weir()
+        .arg("latency")
+        .arg(&f)
+        .arg(&f)
+        .arg("--plot")
+        .arg(&file));
+    let voip = run(weir()
+        .args(["voip", "-w", "/dev/null", "-r"])
+        .arg(&f)
+        .arg("--plot")
+        .arg(&file));
+    for r in [latency, voip] {
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{}: not a directory", file.display())),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep");
 }
 
 /// Classic µs pcap files of the corpus with a record whose µs field is 10^6 or more.
