@@ -151,7 +151,8 @@ pub struct StreamSpec {
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 64))]
     pub ttl: u8,
     /// 802.1Q tag: VID or VID:PRIORITY.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "VID[:PCP]", value_parser = vlan_arg))]
+    #[cfg_attr(feature = "clap", arg(long, value_name = "VID[:PCP]", value_parser = vlan_arg,
+          allow_negative_numbers = true))]
     pub vlan: Option<String>,
     /// TCP-shaped segments instead of UDP datagrams.
     #[cfg_attr(feature = "clap", arg(long))]
