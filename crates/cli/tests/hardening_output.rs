@@ -505,7 +505,8 @@ fn unwritable_chart_directory_is_a_clear_error() {
 }
 
 /// `weir record -o` naming an existing file (the input itself, a link to it, /dev/null) is
-/// `not a directory` (was "File exists"), exit 1, the file untouched.
+/// `not a directory` (was "File exists"), exit 1, the file untouched; `weir record -r
+/// STORE/SEGMENT -o STORE` is refused (was exit 0, the packets twice in the store).
 #[test]
 fn a_store_directory_that_is_a_file_is_not_a_directory() {
     let tmp = tempfile::tempdir().unwrap();
@@ -520,6 +521,23 @@ fn a_store_directory_that_is_a_file_is_not_a_directory() {
         );
         assert_eq!(std::fs::read(&f).unwrap(), original);
     }
+    // a store's own segment imported into it (its packets would be there twice): refused,
+    // the store's listing unchanged
+    let store = tmp.path().join("st");
+    let r = run(weir().args(["record", "-r"]).arg(&f).arg("-o").arg(&store));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let listing = || run(weir().args(["ls", "--json"]).arg(&store)).stdout;
+    let before = listing();
+    let segment = common::segments(&store).remove(0);
+    let r = run(weir()
+        .args(["record", "-r"])
+        .arg(&segment)
+        .arg("-o")
+        .arg(&store));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("into the store"), "{err}");
+    assert_eq!(listing(), before);
 }
 
 /// A chart directory that is an existing file (`--plot FILE`): said as `not a directory`
