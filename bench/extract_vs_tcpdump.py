@@ -11,7 +11,10 @@ time, CPU time, peak RSS and the ratio. Also prints the index size against the d
 indexing cost: CPU of importing one trace copy with and without the index, per GB and as a
 share of one core at 2 GB/s (the disk's rate here).
 
-usage: bench/extract_vs_tcpdump.py [--gb 10] [--runs 3] [--rebuild]
+usage: bench/extract_vs_tcpdump.py [--gb 10] [--runs 3] [--rebuild] [--no-build] [--weir BINARY]
+
+`--no-build` skips `cargo build` (target/release/weir as it is); `--weir BINARY` measures that
+binary instead (no build either), for A/B runs of two builds in one sitting.
 """
 
 import argparse
@@ -35,12 +38,17 @@ ap.add_argument("--runs", type=int, default=3)
 ap.add_argument("--rebuild", action="store_true")
 ap.add_argument("--host", default="10.92.67.138")  # 15 packets in the trace: a rare host
 ap.add_argument("--port", default="5060")
+ap.add_argument("--no-build", action="store_true", help="do not run cargo build first")
+ap.add_argument("--weir", help="a weir binary to measure instead of target/release/weir (no build)")
 args = ap.parse_args()
 
 root = runner.repo_root()
 out = os.path.join(root, "bench", "out")
-subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
-weir = os.path.join(root, "target", "release", "weir")
+if not (args.no_build or args.weir):
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "weir", "-p", "weir-bench"], cwd=root, check=True)
+weir = os.path.abspath(args.weir) if args.weir else os.path.join(root, "target", "release", "weir")
+if not os.access(weir, os.X_OK):
+    sys.exit(f"{weir}: not an executable weir binary")
 trace = os.path.join(out, "trace-3000000.pcap")
 if not os.path.exists(trace):
     subprocess.run([os.path.join(root, "target", "release", "mktrace"), "-w", trace], check=True)

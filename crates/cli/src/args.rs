@@ -3,9 +3,9 @@
 //! ([`weir_packet::value`]: durations, rates, sizes, counts, finite and in range, or a usage
 //! error naming the limit) before anything is opened, created or allocated.
 
-pub(crate) use weir_packet::value::{count, multiplier, seconds, time};
+pub(crate) use weir_packet::value::{count, seconds, time};
 pub(crate) use weir_sensor::args::{
-    first_given, no_stdin, Expr, Format, Inputs, LiveArgs, Output, RulesArgs, Source,
+    no_stdin, Expr, Format, Inputs, LiveArgs, Output, RulesArgs, Source,
 };
 
 /// A bearer token (`weir serve --token`, `weir extract --token`): 1 to 4096 visible ASCII

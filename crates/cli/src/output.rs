@@ -10,7 +10,9 @@ use std::io;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result};
-pub(crate) use weir_packet::output::{check_inputs, create, create_in_place, stdout, Output};
+pub(crate) use weir_packet::output::{
+    check_inputs, create, create_dir, create_in_place, stdout, Output,
+};
 
 /// The outcome of a command that ran to its end: `Clean`, or `Damaged` when some input could not
 /// be read entirely (the command still processed every readable packet).
@@ -43,9 +45,14 @@ pub(crate) fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 /// The error's message with its causes, `: `-separated, without repeating a cause whose text
 /// the message already ends with (error types that print their source and also return it from
-/// `source()` would otherwise show an OS error twice).
+/// `source()` would otherwise show an OS error twice). A failed write to an output is said the
+/// same way by every command, whatever wrapped it: `cannot write to stdout: CAUSE`, `cannot
+/// write PATH: CAUSE` ([`weir_packet::output::write_failure`]).
 pub(crate) fn error_message(err: &anyhow::Error) -> String {
-    weir_packet::output::error_chain(err.as_ref())
+    match weir_packet::output::write_failure(err.as_ref()) {
+        Some(failure) => weir_packet::output::error_chain(failure),
+        None => weir_packet::output::error_chain(err.as_ref()),
+    }
 }
 
 /// Prints a warning about a damaged input; the command goes on with its next input.

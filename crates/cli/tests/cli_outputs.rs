@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,19 +42,14 @@ fn flows_files_killed_mid_run_are_left_as_they_were() {
     let (json, csv) = (d.path().join("f.json"), d.path().join("f.csv"));
     std::fs::write(&json, "old json\n").unwrap();
     // stdin stays open: the run is mid-way, its outputs open, when it is killed
-    let mut child = common::weir()
-        .args(["flows", "-r", "-", "--workers", "1", "--json"])
-        .arg(&json)
-        .arg("--csv")
-        .arg(&csv)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&bytes).unwrap();
-    stdin.flush().unwrap();
+    let (mut child, _stdin) = common::fed_and_held(
+        common::weir()
+            .args(["flows", "-r", "-", "--workers", "1", "--json"])
+            .arg(&json)
+            .arg("--csv")
+            .arg(&csv),
+        &bytes,
+    );
     let (tmp_json, tmp_csv) = (
         temp_output(&json, child.id()),
         temp_output(&csv, child.id()),
@@ -120,15 +114,7 @@ fn signals_mid_run_remove_the_temporary_outputs() {
             if outs.len() > 1 {
                 cmd.arg("--csv").arg(&outs[1]);
             }
-            let mut child = cmd
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut stdin = child.stdin.take().unwrap();
-            stdin.write_all(&bytes).unwrap();
-            stdin.flush().unwrap();
+            let (mut child, stdin) = common::fed_and_held(&mut cmd, &bytes);
             let tmps: Vec<_> = outs.iter().map(|p| temp_output(p, child.id())).collect();
             until("the outputs are open", || tmps.iter().all(|t| t.exists()));
             run(Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]));

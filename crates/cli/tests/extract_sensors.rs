@@ -328,20 +328,20 @@ fn a_silent_sensor_fails_after_its_timeout() {
     assert_eq!(packets(&out), oracle(&[&a], "", (0, u64::MAX), tmp.path()));
 }
 
-/// Slowloris: 40 connections that send nothing and 10 that send half a request head do not
-/// keep a real request out (idle connections wait apart from the 32 requests answered); they
-/// are closed after the head timeout, with a line in the server's log.
-#[test]
-fn idle_connections_do_not_keep_requests_out() {
+/// `silent` connections that send nothing and `half` that send half a request head, then a
+/// real request: `/health` answers 200 and an extract equals tcpdump's (the idle ones never
+/// keep it out); every idle socket is then closed by the server with nothing sent, and the
+/// server's log says `said`.
+fn idle_connections_then_a_request(silent: usize, half: usize, said: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("a");
     build_store(&a, &STORE_A[..1]);
     let s = serve(&a, &[]);
     let hp = s.1.trim_start_matches("http://").to_owned();
-    let mut idle: Vec<std::net::TcpStream> = (0..40)
+    let mut idle: Vec<std::net::TcpStream> = (0..silent)
         .map(|_| std::net::TcpStream::connect(&hp).unwrap())
         .collect();
-    for _ in 0..10 {
+    for _ in 0..half {
         let mut c = std::net::TcpStream::connect(&hp).unwrap();
         c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").unwrap();
         idle.push(c);
@@ -363,7 +363,96 @@ fn idle_connections_do_not_keep_requests_out() {
         c.read_to_end(&mut buf).unwrap();
         assert!(buf.is_empty(), "{}", String::from_utf8_lossy(&buf));
     }
-    s.wait_log("sent no whole request within 5 s: connection closed");
+    s.wait_log(said);
+}
+
+/// Slowloris: 40 connections that send nothing and 10 that send half a request head do not
+/// keep a real request out (idle connections wait apart from the 32 requests answered); they
+/// are closed after the head timeout, with a line in the server's log.
+#[test]
+fn idle_connections_do_not_keep_requests_out() {
+    idle_connections_then_a_request(
+        40,
+        10,
+        "sent no whole request within 5 s: connection closed",
+    );
+}
+
+/// A listener on loopback that drips its answer to every connection: `head` at once, then
+/// one byte of `drip` (cycled) every 200 ms, until the client goes away. Its URL.
+fn dripping_sensor(head: &'static [u8], drip: &'static [u8]) -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { return };
+            std::thread::spawn(move || {
+                if c.write_all(head).is_err() {
+                    return;
+                }
+                for b in drip.iter().cycle() {
+                    if c.write_all(&[*b]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Two sensors that drip (5 bytes/s, never silent for a second): one its response head, one
+/// the body after a whole head. Below `--sensor-min-rate 100` (bytes/s over each
+/// `--sensor-timeout 1`), each is reported failed by name with the rate, and the real
+/// sensor's packets are written, equal to tcpdump's (exit 1). Without a minimum rate they
+/// would hold the extract for ever (the silence is never reached).
+#[test]
+fn a_dripping_sensor_fails_on_its_rate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    build_store(&a, &STORE_A[..1]);
+    let s = serve(&a, &[]);
+    let head_drip = dripping_sensor(b"", b"HTTP/1.1 200 OK\r\nX-Pad: ");
+    let body_drip = dripping_sensor(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        // one chunk: a nanosecond pcap file header (24 bytes)
+        b"18\r\nM<\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\
+          \x01\x00\x00\x00\r\n",
+    );
+    let out = tmp.path().join("out.pcap");
+    let sensors = format!("{head_drip},{},{body_drip}", s.1);
+    let o = run(weir()
+        .args(["extract", "--sensor", &sensors])
+        .args(["--sensor-timeout", "1", "--sensor-min-rate", "100", "-w"])
+        .arg(&out));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    for url in [&head_drip, &body_drip] {
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("{url}: failed: ")))
+            .unwrap_or_else(|| panic!("{url} not reported: {err}"));
+        assert!(
+            line.contains("the sensor sent ")
+                && line.ends_with("slower than 100 bytes/s (--sensor-min-rate)"),
+            "{line}"
+        );
+    }
+    assert!(err.contains("1 of 3 sensor(s) answered"), "{err}");
+    assert_eq!(packets(&out), oracle(&[&a], "", (0, u64::MAX), tmp.path()));
+}
+
+/// More idle connections than the server has waiting places (300 > 256): the oldest are
+/// closed to make room (said in the log), so a real request that comes after them is answered
+/// (200, then an extract equal to tcpdump's), not refused with 503 as before.
+#[test]
+fn a_flood_of_idle_connections_does_not_keep_a_request_out() {
+    idle_connections_then_a_request(
+        300,
+        0,
+        "the oldest of 256 connections waiting for theirs, to make room for a new one",
+    );
 }
 
 /// `openssl` with its output checked.

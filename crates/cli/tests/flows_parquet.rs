@@ -7,9 +7,8 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{corpus, run, weir};
@@ -118,26 +117,19 @@ fn a_run_killed_mid_interval_leaves_no_file_under_a_final_name() {
     let d = tmpdir("kill");
     let top = d.join("flows");
     // stdin stays open: the run waits for more packets with its file half written
-    let mut child = weir()
-        .args(["flows", "-r", "-", "--workers", "1", "--idle-timeout", "1"])
-        .args([
-            "--parquet-interval",
-            "3600",
-            "--parquet-sensor",
-            "k",
-            "--parquet",
-        ])
-        .arg(&top)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(&std::fs::read(input("sip-method__sip.pcap")).unwrap())
-        .unwrap();
-    stdin.flush().unwrap();
+    let (mut child, stdin) = common::fed_and_held(
+        weir()
+            .args(["flows", "-r", "-", "--workers", "1", "--idle-timeout", "1"])
+            .args([
+                "--parquet-interval",
+                "3600",
+                "--parquet-sensor",
+                "k",
+                "--parquet",
+            ])
+            .arg(&top),
+        &std::fs::read(input("sip-method__sip.pcap")).unwrap(),
+    );
     let tmp = "date=2005-07-04/hour=09/.k-20050704T090000Z.parquet.tmp";
     let t = Instant::now();
     while !top.join(tmp).exists() {

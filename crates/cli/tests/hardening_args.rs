@@ -400,6 +400,26 @@ fn numeric_options_are_finite_and_in_range() {
             &["--sensor-timeout", "--sensor"],
         ),
         (
+            &["extract", f, "-w", "/dev/null", "--sensor-min-rate", "5"],
+            &["--sensor-min-rate", "--sensor"],
+        ),
+        (
+            &["gen", "-w", "/dev/null", "--pps", "10", "--vlan", "4096"],
+            &["--vlan", "VID (0-4095)"],
+        ),
+        (
+            &["gen", "-w", "/dev/null", "--pps", "10", "--vlan", "100:8"],
+            &["--vlan", "priority 0-7"],
+        ),
+        (
+            &["gen", "-w", "/dev/null", "--pps", "10", "--vlan", "nan"],
+            &["--vlan", "VID (0-4095)"],
+        ),
+        (
+            &["gen", "-w", "/dev/null", "--pps", "10", "--vlan", "-1"],
+            &["--vlan", "VID (0-4095)"],
+        ),
+        (
             &["extract", "--sensor", "", "-w", "/dev/null"],
             &["--sensor", "http://HOST:PORT"],
         ),
@@ -448,6 +468,28 @@ fn numeric_options_are_finite_and_in_range() {
     ];
     for (args, words) in cases {
         assert_usage(args, words);
+    }
+    // A sensor's minimum rate, bytes per second: 0 (no minimum) to 10^9.
+    for bad in [
+        "-1",
+        "nan",
+        "inf",
+        "1e30",
+        "1000000001",
+        "18446744073709551616",
+    ] {
+        assert_usage(
+            &[
+                "extract",
+                "--sensor",
+                "http://127.0.0.1:1",
+                "-w",
+                "/dev/null",
+                "--sensor-min-rate",
+                bad,
+            ],
+            &["--sensor-min-rate"],
+        );
     }
     // Nothing was created by a refused command.
     assert!(

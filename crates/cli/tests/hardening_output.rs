@@ -54,6 +54,10 @@ fn printing_commands(tmp: &Path) -> Vec<Vec<String>> {
         ],
         vec!["gen", "--pps", "10", "--count", "5", "-w", "-"],
         vec!["lab", "status"],
+        vec!["flows", "-r", &f],
+        vec!["flows", "-r", &f, "--csv", "-"],
+        vec!["flows", "-r", &f, "--export", "-"],
+        vec!["http", "-r", &f],
     ];
     v.into_iter()
         .map(|a| a.into_iter().map(String::from).collect())
@@ -72,7 +76,8 @@ fn closed_stdout_is_a_quiet_exit_0_for_every_command() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        if out.status.code() != Some(0) || err.contains("panicked") || err.contains("error") {
+        // flows' summary counts "0 decode errors": look for an error message's prefix
+        if out.status.code() != Some(0) || err.contains("panicked") || err.contains("error:") {
             failures.push(format!("weir {}: {:?}: {err}", args.join(" "), out.status));
         }
     }
@@ -97,7 +102,7 @@ fn full_stdout_is_exit_1_naming_stdout() {
         let err = String::from_utf8_lossy(&out.stderr);
         if out.status.code() != Some(1)
             || err.contains("panicked")
-            || !err.contains("cannot write to stdout: No space left on device")
+            || !err.contains("weir: error: cannot write to stdout: No space left on device")
         {
             failures.push(format!("weir {}: {:?}: {err}", args.join(" "), out.status));
         }
@@ -213,14 +218,20 @@ fn leftovers(dir: &Path) -> Vec<String> {
     common::names_in(dir, |n| n.contains("weir-tmp"))
 }
 
+/// A copy of the sample in `dir` (`f.pcap`), its bytes, and a symbolic link to it.
+fn input_and_link(dir: &Path) -> (PathBuf, Vec<u8>, PathBuf) {
+    let f = dir.join("f.pcap");
+    std::fs::copy(sample(), &f).unwrap();
+    let original = std::fs::read(&f).unwrap();
+    let link = dir.join("link.pcap");
+    std::os::unix::fs::symlink(&f, &link).unwrap();
+    (f, original, link)
+}
+
 #[test]
 fn an_output_that_is_an_input_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = tmp.path().join("f.pcap");
-    std::fs::copy(sample(), &f).unwrap();
-    let original = std::fs::read(&f).unwrap();
-    let link = tmp.path().join("link.pcap");
-    std::os::unix::fs::symlink(&f, &link).unwrap();
+    let (f, original, link) = input_and_link(tmp.path());
     let hard = tmp.path().join("hard.pcap");
     std::fs::hard_link(&f, &hard).unwrap();
     let check = |args: &[&std::ffi::OsStr]| {
@@ -491,6 +502,72 @@ fn unwritable_chart_directory_is_a_clear_error() {
     if mounted {
         let _ = Command::new("umount").arg(&ro).status();
     }
+}
+
+/// `weir record -o` naming an existing file (the input itself, a link to it, /dev/null) is
+/// `not a directory` (was "File exists"), exit 1, the file untouched; `weir record -r
+/// STORE/SEGMENT -o STORE` is refused (was exit 0, the packets twice in the store).
+#[test]
+fn a_store_directory_that_is_a_file_is_not_a_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (f, original, link) = input_and_link(tmp.path());
+    for out in [f.as_path(), link.as_path(), Path::new("/dev/null")] {
+        let r = run(weir().args(["record", "-r"]).arg(&f).arg("-o").arg(out));
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{}: not a directory", out.display())),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&f).unwrap(), original);
+    }
+    // a store's own segment imported into it (its packets would be there twice): refused,
+    // the store's listing unchanged
+    let store = tmp.path().join("st");
+    let r = run(weir().args(["record", "-r"]).arg(&f).arg("-o").arg(&store));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let listing = || run(weir().args(["ls", "--json"]).arg(&store)).stdout;
+    let before = listing();
+    let segment = common::segments(&store).remove(0);
+    let r = run(weir()
+        .args(["record", "-r"])
+        .arg(&segment)
+        .arg("-o")
+        .arg(&store));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("into the store"), "{err}");
+    assert_eq!(listing(), before);
+}
+
+/// A chart directory that is an existing file (`--plot FILE`): said as `not a directory`
+/// (was "File exists"), exit 1, the file untouched, for latency and voip.
+#[test]
+fn a_chart_directory_that_is_a_file_is_not_a_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = sample();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"keep").unwrap();
+    let latency = run(weir()
+        .arg("latency")
+        .arg(&f)
+        .arg(&f)
+        .arg("--plot")
+        .arg(&file));
+    let voip = run(weir()
+        .args(["voip", "-w", "/dev/null", "-r"])
+        .arg(&f)
+        .arg("--plot")
+        .arg(&file));
+    for r in [latency, voip] {
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{}: not a directory", file.display())),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep");
 }
 
 /// Classic µs pcap files of the corpus with a record whose µs field is 10^6 or more.

@@ -33,7 +33,6 @@ pub(crate) trait Commit: Write + Send {
 }
 
 impl Commit for Vec<u8> {}
-impl Commit for BufWriter<std::io::Stdout> {}
 impl Commit for BufWriter<Output> {
     fn commit(&mut self) -> std::io::Result<()> {
         self.flush()?;
@@ -51,7 +50,8 @@ pub(crate) fn open_writer(target: &Target, what: &str) -> Result<Box<dyn Commit>
             })?;
             Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
         }
-        Target::Stdout => Ok(Box::new(BufWriter::new(std::io::stdout()))),
+        // errors say "cannot write to stdout", as every command's output does
+        Target::Stdout => Ok(Box::new(BufWriter::new(weir_packet::output::stdout()))),
         Target::Udp(_) => Err(ExportError::Unsupported(format!(
             "{what} goes to a file or stdout, not UDP"
         ))),

@@ -23,7 +23,7 @@ pub enum GenError {
     #[error("no such interface: {0}")]
     NoInterface(String),
     /// The interface is down (as tcpdump words it).
-    #[error("{0}: That device is not up")]
+    #[error("{0}: That device is not up (bring it up with `ip link set {0} up`)")]
     NotUp(String),
     /// Reading the file to replay failed.
     #[error(transparent)]

@@ -35,6 +35,8 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(feature = "clap")]
+pub mod args;
 pub mod drive;
 mod error;
 pub mod frame;

@@ -60,6 +60,17 @@ pub fn parse_vlan(s: &str) -> Result<(u16, u8), GenError> {
     Ok((vid, pcp))
 }
 
+/// `--vlan VID[:PCP]` checked as the command line reads it: a VLAN id of 0 to 4095 and a
+/// priority of 0 to 7, else a usage error naming the limits.
+pub fn vlan_arg(s: &str) -> Result<String, String> {
+    match parse_vlan(s) {
+        Ok((vid, pcp)) if vid <= 4095 && pcp <= 7 => Ok(s.to_owned()),
+        _ => Err(format!(
+            "'{s}' is not a VLAN tag: give VID (0-4095) or VID:PRIORITY (priority 0-7)"
+        )),
+    }
+}
+
 /// Settings of synthetic streams, as a user gives them: with the `clap` feature, the options
 /// of `weir gen` that describe its streams (doc comments are their help; every number goes
 /// through a value parser that refuses what is out of range by name).
@@ -140,7 +151,8 @@ pub struct StreamSpec {
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 64))]
     pub ttl: u8,
     /// 802.1Q tag: VID or VID:PRIORITY.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "VID[:PCP]"))]
+    #[cfg_attr(feature = "clap", arg(long, value_name = "VID[:PCP]", value_parser = vlan_arg,
+          allow_negative_numbers = true))]
     pub vlan: Option<String>,
     /// TCP-shaped segments instead of UDP datagrams.
     #[cfg_attr(feature = "clap", arg(long))]

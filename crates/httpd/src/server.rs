@@ -2,9 +2,11 @@
 //! each in turn itself ([`Options::concurrent`] = 1: metrics, the web page) or hands each to a
 //! thread of its own (`weir serve`'s long extracts). There a connection first waits for its
 //! request head (and TLS handshake), at most [`Options::waiting`] connections at once, then
-//! takes one of the [`Options::concurrent`] places of the requests being answered: 503 when
-//! either is full. Idle connections (slowloris) thus never hold the answering places, and hold
-//! a waiting place for at most [`Options::read_timeout`].
+//! takes one of the [`Options::concurrent`] places of the requests being answered (503 when
+//! full). When every waiting place is taken, the connection that has waited longest is closed
+//! to make room for the new one. Idle connections (slowloris) thus never hold the answering
+//! places, hold a waiting place for at most [`Options::read_timeout`], and cannot keep a real
+//! client (which sends its request at once) from being served.
 //!
 //! Per connection: one request, one answer, `Connection: close`. The request head is read
 //! within [`Options::read_timeout`] and at most [`Options::max_head`] bytes (431 beyond), parsed
@@ -19,10 +21,11 @@
 //! panic or grow its memory beyond `max_head`. Dropping the [`Server`] stops the accept thread
 //! (woken by a connection to itself) and closes the socket.
 
+use std::collections::VecDeque;
 use std::io::{self, BufWriter, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -57,10 +60,11 @@ pub struct Options {
     /// gives each connection its own thread, and a request beyond gets 503.
     pub concurrent: usize,
     /// With `concurrent` > 1: connections still sending their request head at once (counted
-    /// apart from the requests being answered); a connection beyond gets 503.
+    /// apart from the requests being answered); a connection beyond closes the one that has
+    /// waited longest.
     pub waiting: usize,
     /// Say (a warning in the log) each connection closed because its request head did not
-    /// come within `read_timeout`, and each refused with 503.
+    /// come within `read_timeout` or to make room for a new one, and each refused with 503.
     pub warn_idle: bool,
     /// How long a client may take to send its request head.
     pub read_timeout: Duration,
@@ -464,35 +468,78 @@ impl Drop for Server {
     }
 }
 
-/// How many connections wait for their request head, and how many requests are answered.
+/// How many connections wait for their request head, and how many requests are answered; and
+/// the waiting connections themselves, oldest first, so that the oldest can be closed to make
+/// room for a new one ([`Place::wait`]).
 #[derive(Default)]
 struct Places {
     waiting: AtomicUsize,
     answering: AtomicUsize,
+    /// The connections holding a waiting place (their id and a handle on their socket), in
+    /// the order they came.
+    waiters: Mutex<VecDeque<(u64, TcpStream)>>,
+    /// The next connection's id.
+    next_id: AtomicU64,
+}
+
+impl Places {
+    fn waiters(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, TcpStream)>> {
+        self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// A connection's place in [`Places`]: waiting, then answering; given back when dropped.
 struct Place {
     places: Arc<Places>,
     answering: bool,
+    /// Its entry among the waiters.
+    id: u64,
 }
 
 impl Place {
-    /// Takes a waiting place, if one of `max` is free.
-    fn wait(places: &Arc<Places>, max: usize) -> Option<Place> {
-        if places.waiting.fetch_add(1, Ordering::SeqCst) >= max {
-            places.waiting.fetch_sub(1, Ordering::SeqCst);
-            return None;
+    /// Takes a waiting place for `s`. When all `max` are taken, the connection that has waited
+    /// longest is closed to make room (as nginx reuses its oldest idle connections when out of
+    /// them): a flood of idle connections then only ever holds the most recent places, and a
+    /// real client, which sends its request at once, is served. `None` (503) only when every
+    /// waiting place is held by a connection already being closed. Returns the closed
+    /// connection's socket, for the log.
+    fn wait(places: &Arc<Places>, max: usize, s: &TcpStream) -> (Option<Place>, Option<TcpStream>) {
+        let Ok(handle) = s.try_clone() else {
+            return (None, None);
+        };
+        let mut waiters = places.waiters();
+        let mut evicted = None;
+        if places.waiting.load(Ordering::SeqCst) >= max {
+            // its thread sees the connection end and gives its place back
+            let Some((_, oldest)) = waiters.pop_front() else {
+                return (None, None);
+            };
+            let _ = oldest.shutdown(Shutdown::Both);
+            evicted = Some(oldest);
         }
-        Some(Place {
+        places.waiting.fetch_add(1, Ordering::SeqCst);
+        let id = places.next_id.fetch_add(1, Ordering::SeqCst);
+        waiters.push_back((id, handle));
+        let place = Place {
             places: places.clone(),
             answering: false,
-        })
+            id,
+        };
+        (Some(place), evicted)
+    }
+
+    /// Leaves the waiters (if still among them).
+    fn unlist(&self) {
+        let mut waiters = self.places.waiters();
+        if let Some(i) = waiters.iter().position(|(id, _)| *id == self.id) {
+            waiters.remove(i);
+        }
     }
 
     /// Trades the waiting place for an answering one, if one of `max` is free (else the place
     /// is given back: false).
     fn answer(mut self, max: usize) -> Option<Place> {
+        self.unlist();
         if self.places.answering.fetch_add(1, Ordering::SeqCst) >= max {
             self.places.answering.fetch_sub(1, Ordering::SeqCst);
             return None;
@@ -508,6 +555,7 @@ impl Drop for Place {
         let n = if self.answering {
             &self.places.answering
         } else {
+            self.unlist();
             &self.places.waiting
         };
         n.fetch_sub(1, Ordering::SeqCst);
@@ -560,11 +608,17 @@ fn accept(listener: &TcpListener, stop: &AtomicBool, opts: &Arc<Options>, handle
             connection(s, opts, handler, None);
             continue;
         }
-        let Some(place) = Place::wait(&places, opts.waiting.max(1)) else {
+        let max = opts.waiting.max(1);
+        let (place, evicted) = Place::wait(&places, max, &s);
+        if let Some(old) = evicted {
             let why = format!(
-                "too many connections waiting for their request (at most {})",
-                opts.waiting.max(1)
+                "closed without its request: the oldest of {max} connections waiting for \
+                 theirs, to make room for a new one"
             );
+            warn(&old, opts, &why);
+        }
+        let Some(place) = place else {
+            let why = format!("too many connections waiting for their request (at most {max})");
             busy(&s, opts, &why);
             continue;
         };

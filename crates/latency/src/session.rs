@@ -85,7 +85,7 @@ pub fn check_plot_dir(dir: &Path) -> Result<(), LatencyError> {
             dir.display()
         ))
     };
-    std::fs::create_dir_all(dir).map_err(fail)?;
+    weir_packet::output::create_dir(dir).map_err(fail)?;
     let probe = dir.join(format!(".weir-probe-{}", std::process::id()));
     std::fs::File::create(&probe).map_err(fail)?;
     std::fs::remove_file(&probe).map_err(fail)

@@ -106,6 +106,53 @@ enum Target {
     },
 }
 
+/// A write to an [`Output`] that failed: `cannot write OUTPUT: CAUSE`, where OUTPUT is `to
+/// stdout` or the path. It travels inside the [`io::Error`] the write returns (same kind), so
+/// that however a caller wraps that error, [`write_failure`] finds it and every command says a
+/// failed write the same way.
+#[derive(Debug)]
+pub struct WriteFailure {
+    output: String,
+    cause: io::Error,
+}
+
+impl WriteFailure {
+    /// `cause`, of the output named `output`, as an [`io::Error`] of the same kind.
+    fn wrap(output: String, cause: io::Error) -> io::Error {
+        io::Error::new(cause.kind(), WriteFailure { output, cause })
+    }
+}
+
+impl std::fmt::Display for WriteFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot write {}: {}", self.output, self.cause)
+    }
+}
+
+impl std::error::Error for WriteFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.cause)
+    }
+}
+
+/// The failed output write in `err`'s chain, if any: what a command reports for it, whatever
+/// context it came through ("export to json -", a writer's "write failed"), since it names the
+/// output and the cause (`cannot write to stdout: No space left on device (os error 28)`).
+pub fn write_failure<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a WriteFailure> {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        let found = e
+            .downcast_ref::<io::Error>()
+            .and_then(io::Error::get_ref)
+            .and_then(|inner| inner.downcast_ref::<WriteFailure>());
+        if found.is_some() {
+            return found;
+        }
+        next = e.source();
+    }
+    None
+}
+
 /// An output that could not be opened, or an input that could not (`cannot create PATH`,
 /// `cannot open PATH`, `refusing to write OUT over the input IN`), with the OS error as source.
 #[derive(Debug)]
@@ -219,7 +266,7 @@ pub fn create_in_place(path: &Path) -> Result<Output, OpenError> {
 
 impl Output {
     fn named(&self, e: io::Error) -> io::Error {
-        io::Error::new(e.kind(), format!("cannot write {}: {e}", self.name))
+        WriteFailure::wrap(self.name.clone(), e)
     }
 
     /// Whether this is the process's stdout.
@@ -247,8 +294,7 @@ impl Output {
             unregister(&tmp);
             if let Err(e) = renamed {
                 let _ = std::fs::remove_file(&tmp);
-                let what = format!("cannot write {}: {e}", dest.display());
-                return Err(io::Error::new(e.kind(), what));
+                return Err(WriteFailure::wrap(dest.display().to_string(), e));
             }
         }
         Ok(())
@@ -293,6 +339,18 @@ impl Drop for Output {
             unregister(tmp);
         }
     }
+}
+
+/// Creates the output directory `dir` and its parents. An existing file (or device) there is
+/// refused as `not a directory`, where `create_dir_all` would say "File exists".
+pub fn create_dir(dir: &Path) -> io::Result<()> {
+    if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "not a directory",
+        ));
+    }
+    std::fs::create_dir_all(dir)
 }
 
 /// Checks the inputs of a command before its output is created: each one (but `-`, stdin) must
@@ -381,6 +439,43 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    /// A context wrapping an error, as the exporters and the pcap writer do.
+    #[derive(Debug)]
+    struct Context(&'static str, io::Error);
+
+    impl std::fmt::Display for Context {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Context {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.1)
+        }
+    }
+
+    /// A write to /dev/full fails with ENOSPC naming the output and keeping the kind; under
+    /// a context, [`write_failure`] still finds it, and its chain says it once.
+    #[test]
+    fn a_failed_write_names_its_output_under_any_context() {
+        let mut o = create(Path::new("/dev/full")).unwrap();
+        let e = o
+            .write_all(&[0u8; 10])
+            .and_then(|()| o.flush())
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), None);
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull);
+        let wrapped = Context("export to json /dev/full: write failed", e);
+        let failure = write_failure(&wrapped).expect("found under the context");
+        assert_eq!(
+            error_chain(failure),
+            "cannot write /dev/full: No space left on device (os error 28)"
+        );
+        let plain = Context("other", io::Error::other("x"));
+        assert!(write_failure(&plain).is_none());
     }
 
     /// What a signal handler does: the open output's temporary file goes, the old file stays.

@@ -684,6 +684,27 @@ pub fn check_outputs(
     Ok(())
 }
 
+/// Refuses to import a file that lies in the store `dir` itself (one of its segments, through
+/// any link): it would be recorded into the store it is read from, its packets twice there.
+fn not_in_store(inputs: &[PathBuf], dir: &Path) -> Result<(), String> {
+    let Ok(store) = std::fs::canonicalize(dir) else {
+        return Ok(()); // a new store holds nothing yet
+    };
+    for input in inputs {
+        let home = std::fs::canonicalize(input)
+            .ok()
+            .and_then(|real| real.parent().map(Path::to_path_buf));
+        if home.as_deref() == Some(store.as_path()) {
+            return Err(format!(
+                "refusing to import {} into the store {} it is part of",
+                input.display(),
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The options of `weir record`: live capture (or files to import), the store, the flow meter
 /// and analyzers beside it, rules and metrics; [`RecordArgs::config`] is the job they describe.
 #[derive(clap::Args, Debug)]
@@ -811,6 +832,7 @@ impl RecordArgs {
     /// The job these options describe (after [`RecordArgs::check`]).
     pub fn config(&self) -> Result<RecordConfig, RecordArgsError> {
         check_outputs(&self.http, &self.voip, &self.source.inputs.files).map_err(UsageError)?;
+        not_in_store(&self.source.inputs.files, &self.dir).map_err(UsageError)?;
         let source = if self.source.inputs.files.is_empty() {
             crate::live::SourceConfig::Live(weir_capture::PipelineConfig {
                 kernel_rules: !self.rules.no_kernel_rules,

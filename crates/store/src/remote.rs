@@ -29,6 +29,10 @@ pub struct RemoteQuery {
     /// How long a sensor may send nothing (connecting, answering, streaming) before it is
     /// taken as failed ([`DEFAULT_SILENCE`] unless told).
     pub silence: Duration,
+    /// The fewest bytes per second a sensor must send over each `silence` of its answer
+    /// ([`DEFAULT_MIN_RATE`] unless told; 0: no minimum), so that a sensor dripping its answer
+    /// cannot hold the extract for ever ([`weir_httpd::client::Pace`]).
+    pub min_rate: u64,
     /// TLS for `https://` sensors: the CA that signed their certificates, and this client's
     /// certificate ([`weir_httpd::tls::client_config`]).
     pub tls: Option<Arc<weir_httpd::rustls::ClientConfig>>,
@@ -38,39 +42,20 @@ pub struct RemoteQuery {
 /// accepts the connection and never answers costs the whole extract that long.
 pub const DEFAULT_SILENCE: Duration = Duration::from_secs(30);
 
-/// A sensor's connection whose read timeouts say what they mean: the sensor sent nothing for
-/// the given time (rather than "Resource temporarily unavailable").
-struct Silence<R> {
-    inner: R,
-    limit: Duration,
-}
+/// The fewest bytes per second a sensor must send, on average over each [`DEFAULT_SILENCE`]
+/// of its answer, by default. A sensor sends its answer in bursts of up to 1 MiB (its
+/// buffer), so a working one is far above it; one dripping a byte at a time is far below.
+pub const DEFAULT_MIN_RATE: u64 = 1024;
 
-impl<R: Read> Read for Silence<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.inner.read(buf).map_err(|e| {
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) {
-                let secs = self.limit.as_secs_f64();
-                std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("the sensor sent nothing for {secs} s (--sensor-timeout)"),
-                )
-            } else {
-                e
-            }
-        })
-    }
-}
-
-impl<W: Write> Write for Silence<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.inner.write(buf)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
+impl RemoteQuery {
+    /// How slow a sensor may be ([`weir_httpd::client::Pace`]), with the options that set it.
+    fn pace(&self) -> weir_httpd::client::Pace {
+        weir_httpd::client::Pace {
+            silence: self.silence,
+            min_rate: self.min_rate,
+            who: "the sensor",
+            options: ("--sensor-timeout", "--sensor-min-rate"),
+        }
     }
 }
 
@@ -181,19 +166,15 @@ fn open(
         .next()
         .ok_or_else(|| format!("{hp}: no address"))?;
     let host = hp.rsplit_once(':').map_or(hp.as_str(), |(h, _)| h);
-    // a sensor that sends nothing for `silence` is taken as failed
-    let conn = weir_httpd::client::connect(
+    // a sensor that sends nothing for `silence`, or too little, is taken as failed
+    let mut conn = weir_httpd::client::connect(
         addr,
         host,
         tls,
         q.silence.min(Duration::from_secs(10)),
-        q.silence,
+        q.pace(),
     )
     .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-    let mut conn = Silence {
-        inner: conn,
-        limit: q.silence,
-    };
     let tls_err = |what: &str, e: std::io::Error| {
         if secure {
             format!("TLS with {addr} failed: {what}: {e}")
@@ -471,6 +452,7 @@ mod tests {
             filter: String::new(),
             token: None,
             silence: DEFAULT_SILENCE,
+            min_rate: DEFAULT_MIN_RATE,
             tls: None,
         };
         let urls = [format!("http://127.0.0.1:{port}"), "ftp://x".into()];
@@ -499,6 +481,7 @@ mod tests {
             filter: String::new(),
             token: None,
             silence: Duration::from_millis(300),
+            min_rate: DEFAULT_MIN_RATE,
             tls: None,
         };
         let urls = [format!("http://127.0.0.1:{port}"), "ftp://x".into()];

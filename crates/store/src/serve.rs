@@ -16,9 +16,10 @@
 //! ([`TlsFiles`]) every connection is TLS, and with a client CA the client must present a
 //! certificate it signed (the handshake fails otherwise). The server is `weir_httpd`'s: one
 //! thread per connection; at most [`MAX_WAITING`] connections sending their request head, each
-//! for at most [`HEAD_TIMEOUT`] (then closed, with a warning in the log), and at most
-//! [`MAX_CONNECTIONS`] requests answered at once, counted apart (503 beyond either), so that
-//! idle connections cannot keep real requests out.
+//! for at most [`HEAD_TIMEOUT`] (then closed, with a warning in the log; when all are taken,
+//! the one that has waited longest is closed to make room for a new one), and at most
+//! [`MAX_CONNECTIONS`] requests answered at once, counted apart (503 beyond), so that idle
+//! connections cannot keep real requests out.
 //!
 //! A client that stops reading does not hold its thread for ever: a write to it that blocks
 //! longer than [`ServeConfig::write_timeout`] (default [`DEFAULT_WRITE_TIMEOUT`]) ends its

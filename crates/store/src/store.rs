@@ -53,7 +53,8 @@ impl StoreLock {
     pub fn take(dir: &Path) -> Result<StoreLock, RecordError> {
         let io = |what: &str, e: std::io::Error| RecordError::Io(format!("{what}: {e}"));
         let created = !dir.exists();
-        std::fs::create_dir_all(dir).map_err(|e| io(&format!("create {}", dir.display()), e))?;
+        weir_packet::output::create_dir(dir)
+            .map_err(|e| io(&format!("create {}", dir.display()), e))?;
         let file = File::create(dir.join(".lock"))
             .map_err(|e| io(&format!("lock {}", dir.display()), e))?;
         let mut tries = 0;

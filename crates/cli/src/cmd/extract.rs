@@ -51,6 +51,14 @@ pub(crate) struct Args {
           value_parser = clap::value_parser!(u64).range(1..=86_400),
           allow_negative_numbers = true)]
     sensor_timeout: u64,
+    /// Bytes per second a sensor must send, on average over each --sensor-timeout of its
+    /// answer, else it is reported as failed (a sensor dripping its answer cannot hold the
+    /// extract); 0 for no minimum, at most 1000000000.
+    #[arg(long, value_name = "BYTES", requires = "sensor",
+          default_value_t = weir_store::remote::DEFAULT_MIN_RATE,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000_000),
+          allow_negative_numbers = true)]
+    sensor_min_rate: u64,
     /// Bearer token sent to the sensors (`weir serve --token`).
     #[arg(long, value_name = "TOKEN", requires = "sensor", value_parser = args::token)]
     token: Option<String>,
@@ -196,6 +204,7 @@ fn remote(args: &Args, from: u64, to: u64) -> Result<Status> {
         filter,
         token: args.token.clone(),
         silence: std::time::Duration::from_secs(args.sensor_timeout),
+        min_rate: args.sensor_min_rate,
         tls: match &args.tls_ca {
             Some(ca) => Some(weir_httpd::tls::client_config(
                 ca,

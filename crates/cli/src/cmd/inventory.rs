@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use weir_index::DEFAULT_CHUNK;
 use weir_store::inventory::{index_input, Listing};
 
@@ -47,12 +47,13 @@ impl IndexArgs {
     }
 }
 
-/// Runs `weir ls`. Writes with `?`: a closed stdout ends it quietly (exit 0, see `main`), any
-/// other write error is an error naming stdout.
+/// Runs `weir ls`. Writes through [`output::stdout`]: a closed stdout ends it quietly (exit 0,
+/// see `main`), any other write error is an error naming stdout.
 pub(crate) fn ls(args: LsArgs) -> Result<Status> {
     let listing = Listing::load(&args.dir)?;
-    let result = listing.write(&mut std::io::stdout().lock(), args.json);
-    result.context("cannot write to stdout")?;
+    let mut out = std::io::BufWriter::new(output::stdout());
+    listing.write(&mut out, args.json)?;
+    out.into_inner().map_err(|e| e.into_error())?.commit()?;
     Ok(Status::Clean)
 }
 

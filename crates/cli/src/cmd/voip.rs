@@ -79,7 +79,7 @@ pub(crate) fn run(args: Args) -> Result<Status> {
     output::check_file_run(&args.source.inputs.files, &args.expr.joined(), outs)?;
     let plot = match &args.plot {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
+            output::create_dir(dir)
                 .with_context(|| format!("--plot: cannot create {}", dir.display()))?;
             Some(weir_voip::plot::Plotter::new(dir))
         }

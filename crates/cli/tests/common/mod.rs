@@ -346,6 +346,23 @@ pub(crate) fn weir_bounded<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[
     child.wait_with_output().unwrap()
 }
 
+/// Starts `cmd` with `bytes` on its stdin, which is kept open (returned with the child): the
+/// run has read them and waits for more, mid-way, its outputs open; stdout and stderr are
+/// thrown away. For tests that stop a run mid-way (a signal, `kill -9`).
+pub(crate) fn fed_and_held(cmd: &mut Command, bytes: &[u8]) -> (Child, std::process::ChildStdin) {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(bytes).unwrap();
+    stdin.flush().unwrap();
+    (child, stdin)
+}
+
 /// The names in `dir` that `keep` keeps, sorted.
 pub(crate) fn names_in(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)

@@ -1,7 +1,7 @@
 //! Classic pcap writer: a 24-byte header, then a 16-byte record header before each packet, in this
 //! machine's byte order.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 
 use weir_packet::{split_ns, LinkType, PacketMeta};
 
@@ -108,6 +108,6 @@ impl<W: Write> PcapWriter<W> {
     pub fn finish(self) -> Result<W, WriteError> {
         self.out
             .into_inner()
-            .map_err(|e| WriteError::Io(io::Error::new(e.error().kind(), e.error().to_string())))
+            .map_err(|e| WriteError::Io(e.into_error()))
     }
 }

@@ -1,7 +1,7 @@
 //! pcapng writer: one section header, one interface description block per interface (nanosecond
 //! `if_tsresol`), then an enhanced packet block per packet, in this machine's byte order.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 
 use weir_packet::PacketMeta;
 
@@ -158,7 +158,7 @@ impl<W: Write> PcapngWriter<W> {
     pub fn finish(self) -> Result<W, WriteError> {
         self.out
             .into_inner()
-            .map_err(|e| WriteError::Io(io::Error::new(e.error().kind(), e.error().to_string())))
+            .map_err(|e| WriteError::Io(e.into_error()))
     }
 }
 
