@@ -134,7 +134,7 @@ struct Grouped {
 impl Grouped {
     /// Writes the list of key id `d` (nothing when it has no entry) as key `k`, its chunks
     /// counted from chunk `c0`.
-    fn write(&mut self, out: &mut format::Writer, per: u32, c0: u32, d: usize, k: Listed) {
+    fn write(&mut self, out: &mut format::Writer, ch: Choice, c0: u32, d: usize, k: Listed) {
         let s = if d == 0 { 0 } else { self.end[d - 1] as usize };
         let e = self.end[d] as usize;
         if s == e {
@@ -153,7 +153,7 @@ impl Grouped {
                 self.run_m.push(m);
             }
         }
-        write_list(out, k, per, &self.run_c, &self.run_m);
+        write_list(out, k, ch, &self.run_c, &self.run_m);
     }
 }
 
@@ -218,10 +218,23 @@ impl V4Ids {
     }
 }
 
+/// How a key's list is chosen between its blocks and its chunks (see the module doc).
+#[derive(Clone, Copy)]
+pub(crate) struct Choice {
+    /// Blocks per chunk (a power of two; with one, the list is of blocks, which are chunks).
+    pub per: u32,
+    /// For a part: blocks more often (up to [`FINE_PER_CHUNK`] × 2 blocks per chunk, a block
+    /// list up to 3 times the chunk list's bytes, not 1.5), so that a key listed by blocks in
+    /// the whole segment is listed by blocks in each part, and the final index joined from the
+    /// parts copies its blocks (`merge.rs`: it decides again on the joined sums; a key listed
+    /// by chunks in one part can only be listed by chunks in the final index).
+    pub part: bool,
+}
+
 /// Writes key `k` with its entries (chunks increasing, each with its blocks' mask), as blocks or
-/// as chunks (see the module doc). `per` (blocks per chunk) is a power of two; with one block
-/// per chunk the list is of blocks, which are the chunks.
-fn write_list(out: &mut format::Writer, k: Listed, per: u32, chunks: &[u32], masks: &[u32]) {
+/// as chunks (see the module doc and [`Choice`]).
+fn write_list(out: &mut format::Writer, k: Listed, ch: Choice, chunks: &[u32], masks: &[u32]) {
+    let per = ch.per;
     debug_assert!(per.is_power_of_two());
     let sh = per.trailing_zeros();
     let nchunks = chunks.len();
@@ -232,9 +245,14 @@ fn write_list(out: &mut format::Writer, k: Listed, per: u32, chunks: &[u32], mas
             Bits(u64::from(m)).map(move |b| base | b)
         })
     };
+    let (per_chunk, num, den) = if ch.part {
+        (2 * FINE_PER_CHUNK, 3, 1)
+    } else {
+        (FINE_PER_CHUNK, 3, 2)
+    };
     let fine = per == 1
         || n <= FINE_ALWAYS
-        || (n <= FINE_PER_CHUNK * nchunks && {
+        || (n <= per_chunk * nchunks && {
             // Both lists' varint bytes in one pass over the entries: a chunk's delta from the
             // last; its first block's delta from the last block, then one byte per other
             // block of its mask (gaps below 32 blocks).
@@ -248,7 +266,7 @@ fn write_list(out: &mut format::Writer, k: Listed, per: u32, chunks: &[u32], mas
                     varint_len(first - prev_b) + (m.count_ones() as usize).saturating_sub(1);
                 prev_b = c << sh | (31 - m.leading_zeros());
             }
-            2 * fine_bytes <= 3 * coarse_bytes
+            den * fine_bytes <= num * coarse_bytes
         });
     if fine {
         out.key(k, false, n, blocks());
@@ -722,7 +740,7 @@ impl IndexBuilder {
         );
         let w = match self.merged_parts() {
             Some(w) => w,
-            None => self.write_lists(0),
+            None => self.write_lists(0, false),
         };
         w.finish(&h, &self.chunks, &self.wildcard)
     }
@@ -742,9 +760,13 @@ impl IndexBuilder {
     }
 
     /// The key tables and lists of the entries of chunks `c0` and later, their chunks counted
-    /// from `c0` (0: the whole index). The current chunk's keys must have been flushed.
-    fn write_lists(&mut self, c0: u32) -> format::Writer {
-        let per = 1u32 << self.sh;
+    /// from `c0` (0: the whole index), for a part when `part` ([`Choice`]). The current
+    /// chunk's keys must have been flushed.
+    pub(crate) fn write_lists(&mut self, c0: u32, part: bool) -> format::Writer {
+        let per = Choice {
+            per: 1 << self.sh,
+            part,
+        };
         let mut out = format::Writer::default();
         // In the file's key order: protocols, ports, IPv4, IPv6 (`Key`'s `Ord`).
         let g = &mut self.grouped;

@@ -355,3 +355,85 @@ mod tests {
         assert!(decode(&[0, 2, 0x80], 0, 9, sh).is_none());
     }
 }
+#[cfg(test)]
+mod diverse {
+    use crate::{Index, IndexBuilder, Key};
+    use weir_packet::LinkType;
+
+    /// On diverse traffic (64-byte frames, 4 096 clients, 256 servers, random source ports,
+    /// bench_index's mix), with a part every 8 MiB as the recorder writes them, the final index
+    /// joined from the parts lists every key and bucket exactly as the whole index of a builder
+    /// serialized whole at the same packets does (same kind of list, same items; a part, like a
+    /// whole serialization, ends its chunk's entries so far, and lists that chunk's few ports
+    /// so far exactly), and as the whole index of a builder that wrote no part does, but for
+    /// those ports.
+    #[test]
+    fn the_joined_index_lists_every_key_as_the_whole_one() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let n = 600_000u64;
+        let [mut whole, mut parted, mut oracle] = [(); 3].map(|()| IndexBuilder::new(128 << 10));
+        let (mut next, mut part_at, mut parts) = (0, 8u64 << 20, 0);
+        for i in 0..n {
+            let r = rnd();
+            let mut f = vec![0u8; 64];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[16..18].copy_from_slice(&50u16.to_be_bytes());
+            f[22] = 64;
+            f[23] = 17;
+            f[26..30].copy_from_slice(&(0x0a00_0000 | (r % 4096) as u32).to_be_bytes());
+            f[30..34].copy_from_slice(&(0xc0a8_0000 | ((r >> 12) % 256) as u32).to_be_bytes());
+            f[34..36].copy_from_slice(&((r >> 24) as u16).to_be_bytes());
+            let dport = [53u16, 80, 443, 8080, 123, 5060, 22, 25][((r >> 40) % 8) as usize];
+            f[36..38].copy_from_slice(&dport.to_be_bytes());
+            // pcapng records: a 32-byte header, the frame.
+            let off = 200 + i * 96;
+            whole.add(off, i * 1000, LinkType::ETHERNET, &f);
+            parted.add(off, i * 1000, LinkType::ETHERNET, &f);
+            oracle.add(off, i * 1000, LinkType::ETHERNET, &f);
+            if off >= part_at {
+                oracle.serialize(off, 0);
+                next = parted.serialize_part(next, off, 0).next_chunk;
+                (part_at, parts) = (part_at + (8 << 20), parts + 1);
+            }
+        }
+        assert!(parts >= 6);
+        let end = 200 + n * 96;
+        let w = Index::parse(&whole.serialize(end, 0)).unwrap();
+        let joined = parted.serialize(end, 0);
+        let o = Index::parse(&oracle.serialize(end, 0)).unwrap();
+        let j = Index::parse(&joined).unwrap();
+        assert!(j.keys == o.keys, "keys not listed as the whole index's");
+        assert!(
+            j.buckets == o.buckets,
+            "buckets not listed as the whole index's"
+        );
+        // Against the builder that wrote no part: the same keys but for exact ports.
+        let mut extra = 0;
+        let mut at = 0;
+        for k in &j.keys {
+            if w.keys.get(at).map(|x| x.0) == Some(k.0) {
+                at += 1;
+            } else {
+                assert!(
+                    matches!(k.0, Key::Port(p) if p >= 1024),
+                    "{:?} only joined",
+                    k.0
+                );
+                extra += 1;
+            }
+        }
+        assert_eq!(
+            at,
+            w.keys.len(),
+            "keys of the whole index not in the joined one"
+        );
+        assert!(extra <= 256 * parts, "{extra} exact ports in addition");
+    }
+}

@@ -153,7 +153,7 @@ impl IndexBuilder {
         } else {
             self.chunk.max(first_chunk)
         };
-        let w = self.write_lists(first_chunk);
+        let w = self.write_lists(first_chunk, true);
         // The part's blocks, their first records counted from its start, and its wildcards.
         let b0 = (u64::from(first_chunk) << self.sh).min(self.chunks.len() as u64) as usize;
         let base = b0 as u64 * u64::from(self.block_size);
@@ -197,7 +197,7 @@ impl IndexBuilder {
             return None;
         }
         let tail_c0 = self.pieces.list.last().expect("a part").1;
-        let tail = self.write_lists(tail_c0);
+        let tail = self.write_lists(tail_c0, true);
         let mut pieces: Vec<Piece<'_>> = self
             .pieces
             .list
@@ -696,7 +696,8 @@ mod tests {
         b.serialize(covered, head_hash(head))
     }
 
-    /// Session 19's part (the oracle of the part written in place): the builder's entries of
+    /// Session 19's part (the oracle of the part written in place, its lists chosen as a part's
+    /// are now): the builder's entries of
     /// chunks `c0` and later copied into a scratch builder, chunks renumbered from `c0`,
     /// serialized whole. `b` must have been flushed (by the part written just before).
     fn copied_part(b: &IndexBuilder, c0: u32, covered: u64, hh: u64) -> Vec<u8> {
