@@ -132,6 +132,11 @@ fn thread_cpu_s() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
+thread_local! {
+    /// CPU seconds spent writing parts (of the serializing), over all rounds.
+    static PARTS_S: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
+}
+
 /// CPU seconds to index all of `t`, of which serializing, and the index's bytes, with the indexer or, when `decoder`,
 /// with key extraction by the full decoder only (no postings).
 fn run(t: &Traffic, decoder: bool, b: &mut IndexBuilder, part_bytes: u64) -> (f64, f64, usize) {
@@ -156,6 +161,7 @@ fn run(t: &Traffic, decoder: bool, b: &mut IndexBuilder, part_bytes: u64) -> (f6
             next_chunk = p.next_chunk;
             part_at += part_bytes;
             ser += thread_cpu_s() - t;
+            PARTS_S.with(|c| c.set(c.get() + thread_cpu_s() - t));
         }
         if off % (1 << 30) + 2048 > (1 << 30) {
             let t = thread_cpu_s();
@@ -195,14 +201,20 @@ fn report(
         size = n;
     }
     let (s, ser) = (median(secs), median(sers));
+    let parts = PARTS_S.with(|c| c.replace(0.0)) / rounds as f64;
     let (n, gb) = (t.packets.len() as f64, t.bytes as f64 / 1e9);
     writeln!(
         std::io::stdout(),
-        "{name:<9} {:>9} packets {:>6.2} GB: {:>6.1} ns/packet (serializing {:.1}), {:.3} s CPU per GB = {:>5.1} % of one core at 2 GB/s; index {:.3} % of the data",
+        "{name:<9} {:>9} packets {:>6.2} GB: {:>6.1} ns/packet (serializing {:.1}{}), {:.3} s CPU per GB = {:>5.1} % of one core at 2 GB/s; index {:.3} % of the data",
         t.packets.len(),
         gb,
         s / n * 1e9,
         ser / n * 1e9,
+        if part_bytes > 0 {
+            format!(", of which parts {:.1} on average", parts / n * 1e9)
+        } else {
+            String::new()
+        },
         s / gb,
         s / gb * 2.0 * 100.0,
         size as f64 * 100.0 / t.bytes as f64

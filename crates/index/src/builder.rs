@@ -223,8 +223,8 @@ impl V4Ids {
 pub(crate) struct Choice {
     /// Blocks per chunk (a power of two; with one, the list is of blocks, which are chunks).
     pub per: u32,
-    /// For a part: blocks more often (up to [`FINE_PER_CHUNK`] × 2 blocks per chunk, a block
-    /// list up to 3 times the chunk list's bytes, not 1.5), so that a key listed by blocks in
+    /// For a part: blocks more often (a block list up to 3 times the chunk list's bytes, not
+    /// 1.5), so that a key listed by blocks in
     /// the whole segment is listed by blocks in each part, and the final index joined from the
     /// parts copies its blocks (`merge.rs`: it decides again on the joined sums; a key listed
     /// by chunks in one part can only be listed by chunks in the final index).
@@ -246,7 +246,7 @@ fn write_list(out: &mut format::Writer, k: Listed, ch: Choice, chunks: &[u32], m
         })
     };
     let (per_chunk, num, den) = if ch.part {
-        (2 * FINE_PER_CHUNK, 3, 1)
+        (FINE_PER_CHUNK, 3, 1)
     } else {
         (FINE_PER_CHUNK, 3, 2)
     };

@@ -152,19 +152,9 @@ fn decode(b: &[u8], c0: u32, end: u32, sh: u32) -> Option<Option<Decoded<'_>>> {
     }
 }
 
-/// The items of a deltas list: `first`, then `rest`'s deltas.
-fn items(first: u64, rest: &[u8]) -> Option<Vec<u64>> {
-    let (mut v, mut at, mut x) = (vec![first], 0, first);
-    while at < rest.len() {
-        x = x.checked_add(read_varint(rest, &mut at)?)?;
-        v.push(x);
-    }
-    Some(v)
-}
-
 /// The pieces' lists of one key joined into `out`'s lists (its table entry already written).
 /// `None`: malformed.
-fn join(out: &mut Writer, lists: &[Decoded<'_>], sh: u32) -> Option<()> {
+fn join(out: &mut Writer, lists: &[Decoded<'_>], sh: u32, chunks: &mut Vec<u32>) -> Option<()> {
     // One kind of deltas in every list: copied.
     let same = match lists.first()? {
         Decoded::Deltas { kind, .. } => lists
@@ -227,29 +217,36 @@ fn join(out: &mut Writer, lists: &[Decoded<'_>], sh: u32) -> Option<()> {
             return Some(());
         }
     }
-    // Chunks, from every list (blocks to their chunks).
-    let mut chunks: Vec<u32> = Vec::new();
+    // Chunks, from every list (blocks to their chunks), into the reused `chunks`.
+    chunks.clear();
+    let mut push = |c: u64| -> Option<()> {
+        let c = u32::try_from(c).ok()?;
+        if chunks.last() != Some(&c) {
+            chunks.push(c);
+        }
+        Some(())
+    };
     for l in lists {
-        let v: Vec<u32> = match l {
+        match l {
             Decoded::Deltas {
                 kind, first, rest, ..
             } => {
                 let shift = if *kind == 0 { sh } else { 0 };
-                items(*first, rest)?
-                    .into_iter()
-                    .map(|x| u32::try_from(x >> shift).ok())
-                    .collect::<Option<_>>()?
+                let (mut x, mut at) = (*first, 0);
+                push(x >> shift)?;
+                while at < rest.len() {
+                    x = x.checked_add(read_varint(rest, &mut at)?)?;
+                    push(x >> shift)?;
+                }
             }
-            Decoded::Chunks(v) => v.clone(),
-        };
-        for c in v {
-            if chunks.last() != Some(&c) {
-                chunks.push(c);
+            Decoded::Chunks(v) => {
+                for &c in v {
+                    push(u64::from(c))?;
+                }
             }
         }
     }
-    let n = chunks.len();
-    out.body(true, n, chunks.into_iter());
+    out.body(true, chunks.len(), chunks.iter().copied());
     Some(())
 }
 
@@ -276,7 +273,7 @@ pub(crate) fn merge(pieces: &[Piece<'_>], sh: u32) -> Option<Writer> {
         })
         .collect();
     let mut keys: Vec<(u128, u32, u32)> = Vec::new();
-    let mut decoded = Vec::new();
+    let (mut decoded, mut chunks) = (Vec::new(), Vec::new());
     let mut base = vec![0usize; pieces.len()];
     for kind in 0..KINDS {
         // (value, piece, place in the piece's lists), sorted: each key's lists in piece order.
@@ -305,7 +302,7 @@ pub(crate) fn merge(pieces: &[Piece<'_>], sh: u32) -> Option<Writer> {
             }
             if !decoded.is_empty() {
                 out.entry(kind, value);
-                join(&mut out, &decoded, sh)?;
+                join(&mut out, &decoded, sh, &mut chunks)?;
             }
         }
         for (j, p) in pieces.iter().enumerate() {
@@ -335,7 +332,7 @@ mod tests {
         let da = decode(&a, 0, 3, sh).unwrap().unwrap();
         let db = decode(&b, 3, u32::MAX, sh).unwrap().unwrap();
         let mut w = Writer::default();
-        join(&mut w, &[da, db], sh).unwrap();
+        join(&mut w, &[da, db], sh, &mut Vec::new()).unwrap();
         let mut want = vec![0];
         list(&mut want, &[1, 5, 9, 12, 14]);
         assert_eq!(w.lists, want);
@@ -345,7 +342,7 @@ mod tests {
         let da = decode(&a, 0, 3, sh).unwrap().unwrap();
         let dc = decode(&c, 3, u32::MAX, sh).unwrap().unwrap();
         let mut w = Writer::default();
-        join(&mut w, &[da, dc], sh).unwrap();
+        join(&mut w, &[da, dc], sh, &mut Vec::new()).unwrap();
         // (as a bitmap of chunks 0 to 3: smaller than 4 deltas)
         assert_eq!(w.lists, [2, 0, 0b1111]);
         // A list wholly past its piece's end keeps nothing.
