@@ -10,7 +10,10 @@
 //! offsets counted from that chunk's start (`from`, a multiple of the chunk size, kept in the
 //! file's name: `SEGMENT.idx.p<from>`, [`part_path`]). [`IndexBuilder::serialize_part`] builds
 //! it from the builder's entries of those chunks only (they are appended in chunk order, so a
-//! binary search finds where they start): no merge with what earlier parts hold. The next part
+//! binary search finds where they start), grouped and written where they are: no merge with
+//! what earlier parts hold. The builder keeps each part's key tables and lists, and the final
+//! index at the close joins them with the lists of the chunks since the last part
+//! (`format/merge.rs`) instead of grouping and encoding every entry again (session 20). The next part
 //! starts at the chunk the builder was in (its [`PartWritten::next_chunk`]), so consecutive
 //! parts share at most one chunk, and a part written again from the same chunk (no chunk ended
 //! since) holds everything the earlier one did and replaces it under the same name.
