@@ -48,6 +48,10 @@ struct Args {
     /// exactly (0: always per bucket, as index format 4).
     #[arg(long, default_value_t = PortGrain::DEFAULT.chunk_exact_ports)]
     port_chunk_exact: u32,
+    /// Write an index part every this many MiB of segment, as the recorder does at its
+    /// refreshes, before the final index (0: none; timed with the serializing).
+    #[arg(long, default_value_t = 0)]
+    part_mib: u64,
 }
 
 /// Packets back to back in one allocation, as in the packet buffer the recorder reads, with
@@ -128,12 +132,19 @@ fn thread_cpu_s() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
+thread_local! {
+    /// CPU seconds spent writing parts (of the serializing), over all rounds.
+    static PARTS_S: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
+}
+
 /// CPU seconds to index all of `t`, of which serializing, and the index's bytes, with the indexer or, when `decoder`,
 /// with key extraction by the full decoder only (no postings).
-fn run(t: &Traffic, decoder: bool, b: &mut IndexBuilder) -> (f64, f64, usize) {
+fn run(t: &Traffic, decoder: bool, b: &mut IndexBuilder, part_bytes: u64) -> (f64, f64, usize) {
     let start = thread_cpu_s();
     let (mut size, mut ser) = (0, 0.0);
     b.clear();
+    // The next part's first chunk and the offset it is due at.
+    let (mut next_chunk, mut part_at) = (0, part_bytes);
     let mut keys: Vec<Key> = Vec::new();
     for &(off, ts, link, at, len) in &t.packets {
         let data = &t.all[at..at + len];
@@ -143,11 +154,21 @@ fn run(t: &Traffic, decoder: bool, b: &mut IndexBuilder) -> (f64, f64, usize) {
         } else {
             b.add(off % (1 << 30), ts, link, data);
         }
+        if part_bytes > 0 && off % (1 << 30) >= part_at {
+            let t = thread_cpu_s();
+            let p = b.serialize_part(next_chunk, off % (1 << 30), 0);
+            std::hint::black_box(&p.bytes);
+            next_chunk = p.next_chunk;
+            part_at += part_bytes;
+            ser += thread_cpu_s() - t;
+            PARTS_S.with(|c| c.set(c.get() + thread_cpu_s() - t));
+        }
         if off % (1 << 30) + 2048 > (1 << 30) {
             let t = thread_cpu_s();
             size += b.serialize(1 << 30, 0).len();
             ser += thread_cpu_s() - t;
             b.clear();
+            (next_chunk, part_at) = (0, part_bytes);
         }
     }
     let t0 = thread_cpu_s();
@@ -167,32 +188,39 @@ fn report(
     rounds: usize,
     decoder: bool,
     grain: PortGrain,
+    part_bytes: u64,
 ) -> std::io::Result<()> {
     let (mut secs, mut sers) = (Vec::new(), Vec::new());
     let mut size = 0;
     // One builder, cleared for each segment, as the recorder keeps one.
     let mut b = IndexBuilder::with_port_grain(DEFAULT_CHUNK, grain);
     for _ in 0..rounds {
-        let (s, ser, n) = run(t, false, &mut b);
+        let (s, ser, n) = run(t, false, &mut b, part_bytes);
         secs.push(s);
         sers.push(ser);
         size = n;
     }
     let (s, ser) = (median(secs), median(sers));
+    let parts = PARTS_S.with(|c| c.replace(0.0)) / rounds as f64;
     let (n, gb) = (t.packets.len() as f64, t.bytes as f64 / 1e9);
     writeln!(
         std::io::stdout(),
-        "{name:<9} {:>9} packets {:>6.2} GB: {:>6.1} ns/packet (serializing {:.1}), {:.3} s CPU per GB = {:>5.1} % of one core at 2 GB/s; index {:.3} % of the data",
+        "{name:<9} {:>9} packets {:>6.2} GB: {:>6.1} ns/packet (serializing {:.1}{}), {:.3} s CPU per GB = {:>5.1} % of one core at 2 GB/s; index {:.3} % of the data",
         t.packets.len(),
         gb,
         s / n * 1e9,
         ser / n * 1e9,
+        if part_bytes > 0 {
+            format!(", of which parts {:.1} on average", parts / n * 1e9)
+        } else {
+            String::new()
+        },
         s / gb,
         s / gb * 2.0 * 100.0,
         size as f64 * 100.0 / t.bytes as f64
     )?;
     if decoder {
-        let s = median((0..rounds).map(|_| run(t, true, &mut b).0).collect());
+        let s = median((0..rounds).map(|_| run(t, true, &mut b, 0).0).collect());
         writeln!(
             std::io::stdout(),
             "{:<9} key extraction with the full decoder only (no postings): {:.1} ns/packet",
@@ -289,6 +317,16 @@ fn main() -> Result<()> {
         1u32 << grain.bucket_shift
     )
     .context("writing the results")?;
+    if args.part_mib > 0 {
+        writeln!(
+            std::io::stdout(),
+            "a part every {} MiB of segment, then the final index (both in \"serializing\")",
+            args.part_mib
+        )
+    } else {
+        Ok(())
+    }
+    .context("writing the results")?;
     for what in args.traffic.split(',') {
         match what {
             "diverse" => report(
@@ -297,11 +335,13 @@ fn main() -> Result<()> {
                 args.rounds,
                 false,
                 grain,
+                args.part_mib << 20,
             )
             .context("writing the results")?,
             "trace" => {
                 let tr = trace(&args.trace)?;
-                report("trace", &tr, args.rounds, true, grain).context("writing the results")?;
+                report("trace", &tr, args.rounds, true, grain, args.part_mib << 20)
+                    .context("writing the results")?;
                 wildcard_census(&tr).context("writing the results")?;
             }
             "one-flow" => report(
@@ -310,6 +350,7 @@ fn main() -> Result<()> {
                 args.rounds,
                 false,
                 grain,
+                args.part_mib << 20,
             )
             .context("writing the results")?,
             other => anyhow::bail!("--traffic: {other:?} is none of diverse, trace, one-flow"),

@@ -58,14 +58,15 @@ const V4_SLOTS: usize = 1 << 14;
 const V6_SLOTS: usize = 1 << 8;
 
 /// Postings of one key kind: entries `(key id, chunk, mask of the chunk's blocks holding the
-/// key)` in the order added (chunks never decrease), and per key id its entry count. The key
-/// id is the key's value for protocols and ports, a dense number ([`V4Ids`]) for addresses.
+/// key)` in the order added (chunks never decrease), and one more than the largest key id. The
+/// key id is the key's value for protocols and ports, a dense number ([`V4Ids`]) for addresses.
 #[derive(Default)]
 struct Postings {
     id: Vec<u32>,
     /// Chunk and mask, one word ([`entry`]): the grouping scatters one word per entry, not two.
     cm: Vec<u64>,
-    count: Vec<u32>,
+    /// Key ids are below this.
+    ids: u32,
 }
 
 /// An entry's chunk and mask as one word (chunk high, so the words of one key sort by chunk).
@@ -77,11 +78,7 @@ fn entry(chunk: u32, mask: u32) -> u64 {
 impl Postings {
     #[inline(always)]
     fn push(&mut self, id: u32, chunk: u32, mask: u32) {
-        let i = id as usize;
-        if i >= self.count.len() {
-            self.count.resize(i + 1, 0);
-        }
-        self.count[i] += 1;
+        self.ids = self.ids.max(id + 1);
         self.id.push(id);
         self.cm.push(entry(chunk, mask));
     }
@@ -89,22 +86,33 @@ impl Postings {
     fn clear(&mut self) {
         self.id.clear();
         self.cm.clear();
-        self.count.clear();
+        self.ids = 0;
     }
 
-    /// Groups the entries by key id into `g` (a counting sort: one stable pass, so each key's
-    /// chunks stay in order).
-    fn group(&self, g: &mut Grouped) {
+    /// Where the entries of chunks `c0` and later start (chunks never decrease: a binary
+    /// search).
+    fn since(&self, c0: u32) -> usize {
+        self.cm.partition_point(|&x| ((x >> 32) as u32) < c0)
+    }
+
+    /// Groups the entries from `i0` on by key id into `g` (a counting sort: a pass counting
+    /// each id's entries, then one stable pass, so each key's chunks stay in order).
+    fn group(&self, i0: usize, g: &mut Grouped) {
         g.end.clear();
+        g.end.resize(self.ids as usize, 0);
+        let ids = &self.id[i0..];
+        for &id in ids {
+            g.end[id as usize] += 1;
+        }
         let mut at = 0;
-        for &n in &self.count {
-            g.end.push(at);
+        for e in &mut g.end {
+            let n = *e;
+            *e = at;
             at += n;
         }
-        let n = self.id.len();
         g.cm.clear();
-        g.cm.resize(n, 0);
-        for (&id, &cm) in self.id.iter().zip(&self.cm) {
+        g.cm.resize(ids.len(), 0);
+        for (&id, &cm) in ids.iter().zip(&self.cm[i0..]) {
             let p = &mut g.end[id as usize];
             g.cm[*p as usize] = cm;
             *p += 1;
@@ -124,8 +132,9 @@ struct Grouped {
 }
 
 impl Grouped {
-    /// Writes the list of key id `d` (nothing when it has no entry) as key `k`.
-    fn write(&mut self, out: &mut format::Writer, per: u32, d: usize, k: Listed) {
+    /// Writes the list of key id `d` (nothing when it has no entry) as key `k`, its chunks
+    /// counted from chunk `c0`.
+    fn write(&mut self, out: &mut format::Writer, ch: Choice, c0: u32, d: usize, k: Listed) {
         let s = if d == 0 { 0 } else { self.end[d - 1] as usize };
         let e = self.end[d] as usize;
         if s == e {
@@ -134,7 +143,7 @@ impl Grouped {
         self.run_c.clear();
         self.run_m.clear();
         for &cm in &self.cm[s..e] {
-            let (c, m) = ((cm >> 32) as u32, cm as u32);
+            let (c, m) = ((cm >> 32) as u32 - c0, cm as u32);
             // Entries of one chunk (an address pushed out of its slot and back, the index
             // serialized mid-chunk) are next to each other: one entry, masks ORed.
             if self.run_c.last() == Some(&c) {
@@ -144,7 +153,7 @@ impl Grouped {
                 self.run_m.push(m);
             }
         }
-        write_list(out, k, per, &self.run_c, &self.run_m);
+        write_list(out, k, ch, &self.run_c, &self.run_m);
     }
 }
 
@@ -209,10 +218,23 @@ impl V4Ids {
     }
 }
 
+/// How a key's list is chosen between its blocks and its chunks (see the module doc).
+#[derive(Clone, Copy)]
+pub(crate) struct Choice {
+    /// Blocks per chunk (a power of two; with one, the list is of blocks, which are chunks).
+    pub per: u32,
+    /// For a part: blocks more often (a block list up to 3 times the chunk list's bytes, not
+    /// 1.5), so that a key listed by blocks in
+    /// the whole segment is listed by blocks in each part, and the final index joined from the
+    /// parts copies its blocks (`merge.rs`: it decides again on the joined sums; a key listed
+    /// by chunks in one part can only be listed by chunks in the final index).
+    pub part: bool,
+}
+
 /// Writes key `k` with its entries (chunks increasing, each with its blocks' mask), as blocks or
-/// as chunks (see the module doc). `per` (blocks per chunk) is a power of two; with one block
-/// per chunk the list is of blocks, which are the chunks.
-fn write_list(out: &mut format::Writer, k: Listed, per: u32, chunks: &[u32], masks: &[u32]) {
+/// as chunks (see the module doc and [`Choice`]).
+fn write_list(out: &mut format::Writer, k: Listed, ch: Choice, chunks: &[u32], masks: &[u32]) {
+    let per = ch.per;
     debug_assert!(per.is_power_of_two());
     let sh = per.trailing_zeros();
     let nchunks = chunks.len();
@@ -223,9 +245,19 @@ fn write_list(out: &mut format::Writer, k: Listed, per: u32, chunks: &[u32], mas
             Bits(u64::from(m)).map(move |b| base | b)
         })
     };
+    // Lenient for addresses only: a host's blocks are what a narrow extraction reads; a port or
+    // bucket listed by chunks in one part (so in the final index) costs little precision, and
+    // lenient ports and buckets made the parts 1.7 times as large and the final index as dear
+    // to join as to write whole (the record bench).
+    let lenient = ch.part && matches!(k, Listed::Key(Key::V4(_) | Key::V6(_)));
+    let (per_chunk, num, den) = if lenient {
+        (FINE_PER_CHUNK, 3, 1)
+    } else {
+        (FINE_PER_CHUNK, 3, 2)
+    };
     let fine = per == 1
         || n <= FINE_ALWAYS
-        || (n <= FINE_PER_CHUNK * nchunks && {
+        || (n <= per_chunk * nchunks && {
             // Both lists' varint bytes in one pass over the entries: a chunk's delta from the
             // last; its first block's delta from the last block, then one byte per other
             // block of its mask (gaps below 32 blocks).
@@ -239,7 +271,7 @@ fn write_list(out: &mut format::Writer, k: Listed, per: u32, chunks: &[u32], mas
                     varint_len(first - prev_b) + (m.count_ones() as usize).saturating_sub(1);
                 prev_b = c << sh | (31 - m.leading_zeros());
             }
-            2 * fine_bytes <= 3 * coarse_bytes
+            den * fine_bytes <= num * coarse_bytes
         });
     if fine {
         out.key(k, false, n, blocks());
@@ -329,10 +361,9 @@ pub struct IndexBuilder {
     buckets: Postings,
     v4: Postings,
     v4_ids: V4Ids,
-    /// IPv6 entries `(address, chunk, mask)` (fewer: sorted by comparison); `v6[..v6_sorted]`
-    /// sorted and free of duplicates.
+    /// IPv6 entries `(address, chunk, mask)` in the order added (fewer: sorted by comparison
+    /// when written).
     v6: Vec<(u128, u32, u32)>,
-    v6_sorted: usize,
     /// The block being filled (`u32::MAX`: none yet), its chunk and its bit in the chunk's masks.
     block: u32,
     chunk: u32,
@@ -373,6 +404,8 @@ pub struct IndexBuilder {
     /// Keys of a packet the fast parser refuses.
     keys: Vec<Key>,
     grouped: Grouped,
+    /// The lists of the parts written so far (`part.rs`).
+    pieces: part::Pieces,
     packets: u64,
     first_ns: Option<u64>,
     last_ns: u64,
@@ -428,7 +461,6 @@ impl IndexBuilder {
             v4: Postings::default(),
             v4_ids: V4Ids::default(),
             v6: Vec::new(),
-            v6_sorted: 0,
             block: u32::MAX,
             chunk: u32::MAX,
             bit: 0,
@@ -454,6 +486,7 @@ impl IndexBuilder {
             v6_touched: Vec::with_capacity(V6_SLOTS),
             keys: Vec::with_capacity(16),
             grouped: Grouped::default(),
+            pieces: part::Pieces::default(),
             packets: 0,
             first_ns: None,
             last_ns: 0,
@@ -477,10 +510,10 @@ impl IndexBuilder {
             p.clear();
         }
         self.v4_ids.clear();
+        self.pieces.clear();
         // The numbers start again: no slot holds a numbered address.
         self.v4_slot_id.fill(0);
         self.v6.clear();
-        self.v6_sorted = 0;
         self.block = u32::MAX;
         self.chunk = u32::MAX;
         self.bit = 0;
@@ -696,85 +729,108 @@ impl IndexBuilder {
 
     /// The index file's bytes, covering the segment's first `covered_len` bytes, whose first
     /// [`HEAD_LEN`](crate::HEAD_LEN) bytes hash to `head_hash`. The builder keeps going: it can
-    /// be serialized again later (the index of a segment still being written).
+    /// be serialized again later (the index of a segment still being written). After parts
+    /// ([`serialize_part`](Self::serialize_part)) from the segment's start on, it is their
+    /// lists joined with those of the chunks since the last part (`merge.rs`): the entries of
+    /// the parts' chunks are not grouped and encoded again.
     pub fn serialize(&mut self, covered_len: u64, head_hash: u64) -> Vec<u8> {
         // The current chunk's keys so far (packets added later in it give a second entry of
-        // the same key and chunk, merged by the next settle).
+        // the same key and chunk, merged when grouped).
         self.flush();
-        if self.v6_sorted < self.v6.len() {
-            // By address, then chunk; entries of one address and chunk merged.
-            self.v6.sort_unstable_by_key(|e| (e.0, e.1));
-            let mut end = 0;
-            for i in 0..self.v6.len() {
-                let e = self.v6[i];
-                if end > 0 && (self.v6[end - 1].0, self.v6[end - 1].1) == (e.0, e.1) {
-                    self.v6[end - 1].2 |= e.2;
-                } else {
-                    self.v6[end] = e;
-                    end += 1;
-                }
-            }
-            self.v6.truncate(end);
-            self.v6_sorted = self.v6.len();
+        let h = self.header(
+            covered_len,
+            head_hash,
+            self.first_ns.unwrap_or(0),
+            self.last_ns,
+        );
+        let w = match self.merged_parts() {
+            Some(w) => w,
+            None => self.write_lists(0, false),
+        };
+        w.finish(&h, &self.chunks, &self.wildcard)
+    }
+
+    /// The header of an index of this builder.
+    fn header(&self, covered_len: u64, head_hash: u64, first: u64, last: u64) -> format::Header {
+        format::Header {
+            covered_len,
+            head_hash,
+            packets: self.packets,
+            first_ns: first,
+            last_ns: last,
+            chunk_size: self.chunk_size,
+            per: 1 << self.sh,
+            ports: self.grain,
         }
-        let per = 1u32 << self.sh;
+    }
+
+    /// The key tables and lists of the entries of chunks `c0` and later, their chunks counted
+    /// from `c0` (0: the whole index), for a part when `part` ([`Choice`]). The current
+    /// chunk's keys must have been flushed.
+    pub(crate) fn write_lists(&mut self, c0: u32, part: bool) -> format::Writer {
+        let per = Choice {
+            per: 1 << self.sh,
+            part,
+        };
         let mut out = format::Writer::default();
         // In the file's key order: protocols, ports, IPv4, IPv6 (`Key`'s `Ord`).
         let g = &mut self.grouped;
-        self.protos.group(g);
-        for p in 0..self.protos.count.len() {
-            g.write(&mut out, per, p, Key::Proto(p as u8).into());
+        self.protos.group(self.protos.since(c0), g);
+        for p in 0..self.protos.ids as usize {
+            g.write(&mut out, per, c0, p, Key::Proto(p as u8).into());
         }
-        self.ports.group(g);
-        for p in 0..self.ports.count.len() {
-            g.write(&mut out, per, p, Key::Port(p as u16).into());
+        self.ports.group(self.ports.since(c0), g);
+        for p in 0..self.ports.ids as usize {
+            g.write(&mut out, per, c0, p, Key::Port(p as u16).into());
         }
-        self.v4.group(g);
-        // The addresses' ids in address order.
-        let mut order: Vec<u32> = (0..self.v4.count.len() as u32).collect();
+        self.v4.group(self.v4.since(c0), g);
+        // The ids of the addresses with entries, in address order.
+        let mut at = 0;
+        let mut order: Vec<u32> = (0..self.v4.ids)
+            .filter(|&d| {
+                let (s, e) = (at, g.end[d as usize]);
+                at = e;
+                s != e
+            })
+            .collect();
         order.sort_unstable_by_key(|&d| self.v4_ids.addr[d as usize]);
         for d in order {
-            g.write(
-                &mut out,
-                per,
-                d as usize,
-                Key::V4(self.v4_ids.addr[d as usize]).into(),
-            );
+            let a = self.v4_ids.addr[d as usize];
+            g.write(&mut out, per, c0, d as usize, Key::V4(a).into());
         }
-        let mut i = 0;
+        // IPv6 (fewer): the entries since `c0` sorted by address, then chunk; those of one
+        // address and chunk merged.
+        let v0 = self.v6.partition_point(|e| e.1 < c0);
+        let mut v6: Vec<(u128, u32, u32)> = self.v6[v0..]
+            .iter()
+            .map(|&(a, c, m)| (a, c - c0, m))
+            .collect();
+        v6.sort_unstable_by_key(|e| (e.0, e.1));
         let (mut w, mut m) = (Vec::new(), Vec::new());
-        while i < self.v6.len() {
-            let a = self.v6[i].0;
-            let n = self.v6[i..].iter().take_while(|e| e.0 == a).count();
+        let mut i = 0;
+        while i < v6.len() {
+            let a = v6[i].0;
             w.clear();
             m.clear();
-            for e in &self.v6[i..i + n] {
-                w.push(e.1);
-                m.push(e.2);
+            while i < v6.len() && v6[i].0 == a {
+                let (c, mask) = (v6[i].1, v6[i].2);
+                if w.last() == Some(&c) {
+                    *m.last_mut().expect("one per chunk") |= mask;
+                } else {
+                    w.push(c);
+                    m.push(mask);
+                }
+                i += 1;
             }
             write_list(&mut out, Key::V6(a).into(), per, &w, &m);
-            i += n;
         }
         // The port buckets, after every key (the fifth table).
-        self.buckets.group(g);
-        for b in 0..self.buckets.count.len() {
+        self.buckets.group(self.buckets.since(c0), g);
+        for b in 0..self.buckets.ids as usize {
             let first = (b << self.grain.bucket_shift) as u16;
-            g.write(&mut out, per, b, Listed::Bucket(first));
+            g.write(&mut out, per, c0, b, Listed::Bucket(first));
         }
-        out.finish(
-            &format::Header {
-                covered_len,
-                head_hash,
-                packets: self.packets,
-                first_ns: self.first_ns.unwrap_or(0),
-                last_ns: self.last_ns,
-                chunk_size: self.chunk_size,
-                per,
-                ports: self.grain,
-            },
-            &self.chunks,
-            &self.wildcard,
-        )
+        out
     }
 }
 
@@ -826,9 +882,9 @@ mod tests {
             }
             want.sort_by_key(|e| e.0);
             let mut g = Grouped::default();
-            p.group(&mut g);
+            p.group(0, &mut g);
             let mut got = Vec::new();
-            for d in 0..p.count.len() {
+            for d in 0..p.ids as usize {
                 let s = if d == 0 { 0 } else { g.end[d - 1] as usize };
                 for &cm in &g.cm[s..g.end[d] as usize] {
                     got.push((d as u32, (cm >> 32) as u32, cm as u32));

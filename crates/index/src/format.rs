@@ -56,6 +56,10 @@ use std::os::unix::fs::FileExt;
 use crate::keys::{Key, PortGrain};
 use crate::query::Query;
 
+// Joining parts' lists into one index: a child module, to read the writer's lists.
+#[path = "merge.rs"]
+pub(crate) mod merge;
+
 const MAGIC: &[u8; 8] = b"WEIRIDX5";
 /// Version 4: version 5 without the port bucket table (every chunk's ports per bucket).
 const MAGIC_V4: &[u8; 8] = b"WEIRIDX4";
@@ -174,6 +178,16 @@ fn kind(k: Key) -> usize {
     }
 }
 
+/// The value of a key as the tables hold it (the first [`WIDTH`] bytes, little-endian).
+fn value_of(k: Key) -> u128 {
+    match k {
+        Key::Proto(p) => u128::from(p),
+        Key::Port(p) => u128::from(p),
+        Key::V4(a) => u128::from(a),
+        Key::V6(a) => a,
+    }
+}
+
 /// The table of port buckets (format 5).
 const BUCKETS: usize = 4;
 /// Key tables (kinds).
@@ -201,21 +215,28 @@ impl Writer {
         n: usize,
         items: impl Iterator<Item = u32>,
     ) {
-        let kind = match k {
-            Listed::Key(k) => kind(k),
-            Listed::Bucket(_) => BUCKETS,
+        let (kind, value) = match k {
+            Listed::Key(k) => (kind(k), value_of(k)),
+            Listed::Bucket(p) => (BUCKETS, u128::from(p)),
         };
+        self.entry(kind, value);
+        self.body(coarse, n, items);
+    }
+
+    /// The key table entry of the key of kind `kind` and value `value` (a bucket's first
+    /// port): its list comes next ([`body`](Self::body), or bytes appended to the lists).
+    fn entry(&mut self, kind: usize, value: u128) {
         let t = &mut self.tables[kind];
-        match k {
-            Listed::Key(Key::Proto(p)) => t.push(p),
-            Listed::Key(Key::Port(p)) | Listed::Bucket(p) => t.extend_from_slice(&p.to_le_bytes()),
-            Listed::Key(Key::V4(a)) => t.extend_from_slice(&a.to_le_bytes()),
-            Listed::Key(Key::V6(a)) => t.extend_from_slice(&a.to_le_bytes()),
-        }
+        t.extend_from_slice(&value.to_le_bytes()[..WIDTH[kind]]);
         // Lists past 4 GiB would need a segment of some 300 GB of 64-byte frames; the recorder
         // cuts segments long before.
         t.extend_from_slice(&(self.lists.len().min(u32::MAX as usize) as u32).to_le_bytes());
         self.counts[kind] += 1;
+    }
+
+    /// The list of the key whose table entry was written last: its `n` blocks, or chunks when
+    /// `coarse` (strictly increasing).
+    fn body(&mut self, coarse: bool, n: usize, items: impl Iterator<Item = u32>) {
         let v = &mut self.scratch;
         v.clear();
         v.reserve(n);
@@ -258,7 +279,7 @@ impl Writer {
 
     /// The file: the head (header, `blocks` as chunk times and first records, the wildcard
     /// list, the key tables, the lists' checksums, the head's checksum), then the lists.
-    pub(crate) fn finish(self, h: &Header, blocks: &[ChunkInfo], wildcard: &[u32]) -> Vec<u8> {
+    pub(crate) fn finish(&self, h: &Header, blocks: &[ChunkInfo], wildcard: &[u32]) -> Vec<u8> {
         let per = h.per.max(1) as usize;
         let block_size = u64::from(h.chunk_size / h.per.max(1));
         let wide = block_size > 0xffff;

@@ -34,7 +34,8 @@
 //! The index of a segment being written is kept as **parts** (`SEGMENT.idx.p<N>`, see
 //! `part.rs`: [`IndexBuilder::serialize_part`], [`Parts`]), each an ordinary index of the
 //! chunks since the previous part, so a periodic refresh costs what is new; readers union the
-//! parts' candidates until the final index replaces them.
+//! parts' candidates until the final index replaces them, which is joined from the parts'
+//! lists (`merge.rs`) and so also costs about what is new since the last part.
 //!
 //! Size: 16 bytes per chunk and 2 per block, per key its value and a 4-byte offset, and per key
 //! one varint (usually one byte) per block or chunk it appears in, or a bit per chunk of its

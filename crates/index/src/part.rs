@@ -10,7 +10,10 @@
 //! offsets counted from that chunk's start (`from`, a multiple of the chunk size, kept in the
 //! file's name: `SEGMENT.idx.p<from>`, [`part_path`]). [`IndexBuilder::serialize_part`] builds
 //! it from the builder's entries of those chunks only (they are appended in chunk order, so a
-//! binary search finds where they start): no merge with what earlier parts hold. The next part
+//! binary search finds where they start), grouped and written where they are: no merge with
+//! what earlier parts hold. The builder keeps each part's key tables and lists, and the final
+//! index at the close joins them with the lists of the chunks since the last part
+//! (`format/merge.rs`) instead of grouping and encoding every entry again (session 20). The next part
 //! starts at the chunk the builder was in (its [`PartWritten::next_chunk`]), so consecutive
 //! parts share at most one chunk, and a part written again from the same chunk (no chunk ended
 //! since) holds everything the earlier one did and replaces it under the same name.
@@ -36,8 +39,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{IndexBuilder, Postings};
-use crate::format::{ChunkInfo, NONE};
+use super::IndexBuilder;
+use crate::format::merge::{merge, Piece};
+use crate::format::{ChunkInfo, Writer, NONE};
 use crate::{index_path, Index, IndexError, Query, ReadRange};
 
 /// The file of the part of `segment`'s index whose first chunk starts at byte `from` of the
@@ -100,13 +104,44 @@ pub struct PartWritten {
     pub bytes: Vec<u8>,
 }
 
+/// The lists of the parts written so far, kept for the final index (`merge.rs`).
+#[derive(Default)]
+pub(crate) struct Pieces {
+    /// `(first chunk, the chunk the next part starts at, the part's key tables and lists)`,
+    /// in chunk order.
+    list: Vec<(u32, u32, Writer)>,
+    /// A part did not start where the last one said the next would (or the first not at the
+    /// segment's start): the final index is written from the entries.
+    broken: bool,
+}
+
+impl Pieces {
+    /// Keeps part `w` of chunks `c0` and later, the next from `next` (it replaces the last one
+    /// when from the same chunk).
+    fn keep(&mut self, c0: u32, next: u32, w: Writer) {
+        match self.list.last_mut() {
+            Some(last) if last.0 == c0 => *last = (c0, next, w),
+            Some(last) if last.1 == c0 => self.list.push((c0, next, w)),
+            None if c0 == 0 => self.list.push((c0, next, w)),
+            _ => self.broken = true,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.list.clear();
+        self.broken = false;
+    }
+}
+
 impl IndexBuilder {
     /// The part of the index from chunk `first_chunk` on (see the [module doc](self)),
     /// covering the segment up to `covered_len` (absolute; what is on disk), whose first
     /// [`HEAD_LEN`](crate::HEAD_LEN) bytes hash to `head_hash`. Costs the entries of those
-    /// chunks, not the whole index; the builder keeps everything for the final
-    /// [`serialize`](Self::serialize). `first_chunk` past the last chunk added gives a part of
-    /// no chunk.
+    /// chunks, not the whole index (they are grouped and written where they are, session 20;
+    /// session 19 copied them into a scratch builder first). The builder keeps everything
+    /// for the final [`serialize`](Self::serialize), and the part's lists, which the final
+    /// index joins when the parts follow each other from the segment's start.
+    /// `first_chunk` past the last chunk added gives a part of no chunk.
     pub fn serialize_part(
         &mut self,
         first_chunk: u32,
@@ -121,21 +156,11 @@ impl IndexBuilder {
         } else {
             self.chunk.max(first_chunk)
         };
-        let mut part = self.copy_since(first_chunk);
-        let bytes = part.serialize(covered_len.saturating_sub(from), head_hash);
-        PartWritten {
-            from,
-            next_chunk,
-            bytes,
-        }
-    }
-
-    /// A builder holding this one's entries of chunks `c0` and later, renumbered from `c0`.
-    fn copy_since(&self, c0: u32) -> IndexBuilder {
-        let mut sub = IndexBuilder::with_port_grain(self.chunk_size, self.grain);
-        let b0 = (u64::from(c0) << self.sh).min(self.chunks.len() as u64) as usize;
+        let w = self.write_lists(first_chunk, true);
+        // The part's blocks, their first records counted from its start, and its wildcards.
+        let b0 = (u64::from(first_chunk) << self.sh).min(self.chunks.len() as u64) as usize;
         let base = b0 as u64 * u64::from(self.block_size);
-        sub.chunks = self.chunks[b0..]
+        let blocks: Vec<ChunkInfo> = self.chunks[b0..]
             .iter()
             .map(|c| ChunkInfo {
                 first: if c.first == NONE {
@@ -147,53 +172,51 @@ impl IndexBuilder {
             })
             .collect();
         let w0 = self.wildcard.partition_point(|&b| (b as usize) < b0);
-        sub.wildcard = self.wildcard[w0..].iter().map(|&b| b - b0 as u32).collect();
-        copy_entries(&self.protos, &mut sub.protos, c0, |id| id);
-        copy_entries(&self.ports, &mut sub.ports, c0, |id| id);
-        copy_entries(&self.buckets, &mut sub.buckets, c0, |id| id);
-        // The part's address ids, looked up once per address (not per entry).
-        let (ids, sub_ids) = (&self.v4_ids, &mut sub.v4_ids);
-        let mut map = vec![u32::MAX; ids.addr.len()];
-        copy_entries(&self.v4, &mut sub.v4, c0, |id| {
-            let m = &mut map[id as usize];
-            if *m == u32::MAX {
-                *m = sub_ids.id(ids.addr[id as usize]);
-            }
-            *m
-        });
-        // Entries in the order added (chunks increasing) unless a full `serialize` sorted them
-        // by address: then a filter.
-        let v6_0 = if self.v6_sorted == 0 {
-            self.v6.partition_point(|e| e.1 < c0)
-        } else {
-            0
-        };
-        sub.v6 = self.v6[v6_0..]
-            .iter()
-            .filter(|e| e.1 >= c0)
-            .map(|&(a, c, m)| (a, c - c0, m))
-            .collect();
+        let wildcard: Vec<u32> = self.wildcard[w0..].iter().map(|&b| b - b0 as u32).collect();
         // The segment's packets so far; the part's time span from its chunks.
-        sub.packets = self.packets;
-        let timed = sub.chunks.iter().filter(|c| c.first != NONE);
-        sub.first_ns = timed.clone().map(|c| c.min_ns).min();
-        sub.last_ns = timed.map(|c| c.max_ns).max().unwrap_or(0);
-        sub
+        let timed = blocks.iter().filter(|c| c.first != NONE);
+        let first_ns = timed.clone().map(|c| c.min_ns).min().unwrap_or(0);
+        let last_ns = timed.map(|c| c.max_ns).max().unwrap_or(0);
+        let h = self.header(
+            covered_len.saturating_sub(from),
+            head_hash,
+            first_ns,
+            last_ns,
+        );
+        let bytes = w.finish(&h, &blocks, &wildcard);
+        self.pieces.keep(first_chunk, next_chunk, w);
+        PartWritten {
+            from,
+            next_chunk,
+            bytes,
+        }
     }
-}
 
-/// Appends `from`'s entries of chunks `c0` and later to `to`, chunks renumbered from `c0` and
-/// ids mapped by `id` (`from`'s chunks never decrease: where they start is a binary search).
-fn copy_entries(from: &Postings, to: &mut Postings, c0: u32, mut id: impl FnMut(u32) -> u32) {
-    // `cm`: chunk in the high word, mask in the low one (`builder::entry`).
-    let i0 = from.cm.partition_point(|&x| ((x >> 32) as u32) < c0);
-    let n = from.id.len() - i0;
-    to.id.reserve(n);
-    to.cm.reserve(n);
-    to.count.reserve(from.count.len());
-    for i in i0..from.id.len() {
-        let x = from.cm[i];
-        to.push(id(from.id[i]), (x >> 32) as u32 - c0, x as u32);
+    /// The final index's key tables and lists joined from the parts' and those of the chunks
+    /// since the last part, when the parts follow each other from the segment's start (else
+    /// `None`: written from the entries).
+    pub(super) fn merged_parts(&mut self) -> Option<Writer> {
+        if self.pieces.broken || self.pieces.list.is_empty() {
+            return None;
+        }
+        let tail_c0 = self.pieces.list.last().expect("a part").1;
+        let tail = self.write_lists(tail_c0, true);
+        let mut pieces: Vec<Piece<'_>> = self
+            .pieces
+            .list
+            .iter()
+            .map(|(c0, end, w)| Piece {
+                c0: *c0,
+                end: *end,
+                w,
+            })
+            .collect();
+        pieces.push(Piece {
+            c0: tail_c0,
+            end: u32::MAX,
+            w: &tail,
+        });
+        merge(&pieces, self.sh)
     }
 }
 
@@ -579,7 +602,11 @@ mod tests {
             std::fs::create_dir_all(&dir).unwrap();
             let seg = dir.join("seg.pcapng");
             let (mut b, covered) = record_with_parts(&dir, &recs, chunk, every, lag, &mut rng);
-            let whole = Index::parse(&b.serialize(covered, head_hash(head))).unwrap();
+            // The whole index from a builder that wrote no part (the final index of the one
+            // that did is joined from its parts: tested below).
+            let whole = Index::parse(&whole_index(&recs, chunk, covered, head)).unwrap();
+            let joined = Index::parse(&b.serialize(covered, head_hash(head))).unwrap();
+            assert_eq!(joined.packets, whole.packets);
             let paths = part_paths(&seg);
             assert!(paths.len() > 5, "{} parts", paths.len());
             for damage in ["none", "damaged", "missing"] {
@@ -595,7 +622,7 @@ mod tests {
                     _ => {}
                 }
                 let mut buf = Vec::new();
-                let mut reads = (0, 0);
+                let mut reads = (0, 0, 0);
                 let all = Parts::load(&seg, head, end);
                 assert_eq!(all.damaged().count(), usize::from(damage != "none"));
                 if damage == "none" {
@@ -610,6 +637,7 @@ mod tests {
                     let parts = Parts::load_for(&seg, head, end, &q, &mut buf);
                     let got = read(&recs, &parts.plan(&q, from, to, end));
                     let want_ix = read(&recs, &whole.plan(&q, from, to, end));
+                    let got_joined = read(&recs, &joined.plan(&q, from, to, end));
                     let whole_reads = want_ix.len();
                     let scan: Vec<usize> = (0..recs.len())
                         .filter(|&i| {
@@ -623,6 +651,13 @@ mod tests {
                         want_ix.into_iter().filter(|i| scan.contains(i)).collect();
                     reads.0 += got.len();
                     reads.1 += whole_reads;
+                    reads.2 += got_joined.len();
+                    // The final index joined from the parts finds every matching record.
+                    let lost: Vec<&usize> = scan
+                        .iter()
+                        .filter(|i| got_joined.binary_search(i).is_err())
+                        .collect();
+                    assert!(lost.is_empty(), "{expr}: joined index misses {lost:?}");
                     for (what, want) in [("whole index", &want_ix), ("scan", &scan)] {
                         let missing: Vec<usize> = want
                             .iter()
@@ -647,9 +682,176 @@ mod tests {
                 if damage == "none" {
                     assert!(reads.0 <= reads.1, "chunk {chunk}: {reads:?}");
                 }
+                // The joined final index reads no more than the whole one (a key listed by
+                // blocks in every part keeps its blocks).
+                assert!(reads.2 <= reads.1, "chunk {chunk}: {reads:?}");
             }
             std::fs::remove_dir_all(&dir).unwrap();
         }
+    }
+
+    /// The whole index of `recs` covering `covered` bytes, from a builder that wrote no part.
+    fn whole_index(recs: &[Rec], chunk: u32, covered: u64, head: &[u8]) -> Vec<u8> {
+        let mut b = IndexBuilder::new(chunk);
+        for r in recs {
+            b.add(r.off, r.ts, LinkType::ETHERNET, &frame(r));
+        }
+        b.serialize(covered, head_hash(head))
+    }
+
+    /// Session 19's part (the oracle of the part written in place, its lists chosen as a part's
+    /// are now): the builder's entries of
+    /// chunks `c0` and later copied into a scratch builder, chunks renumbered from `c0`,
+    /// serialized whole. `b` must have been flushed (by the part written just before).
+    fn copied_part(b: &IndexBuilder, c0: u32, covered: u64, hh: u64) -> Vec<u8> {
+        use crate::builder::Postings;
+        fn copy(from: &Postings, to: &mut Postings, c0: u32, mut id: impl FnMut(u32) -> u32) {
+            for i in from.since(c0)..from.id.len() {
+                let x = from.cm[i];
+                to.push(id(from.id[i]), (x >> 32) as u32 - c0, x as u32);
+            }
+        }
+        let mut sub = IndexBuilder::with_port_grain(b.chunk_size, b.grain);
+        let b0 = (u64::from(c0) << b.sh).min(b.chunks.len() as u64) as usize;
+        let base = b0 as u64 * u64::from(b.block_size);
+        sub.chunks = b.chunks[b0..]
+            .iter()
+            .map(|c| ChunkInfo {
+                first: if c.first == NONE {
+                    NONE
+                } else {
+                    c.first - base
+                },
+                ..*c
+            })
+            .collect();
+        let w0 = b.wildcard.partition_point(|&x| (x as usize) < b0);
+        sub.wildcard = b.wildcard[w0..].iter().map(|&x| x - b0 as u32).collect();
+        copy(&b.protos, &mut sub.protos, c0, |id| id);
+        copy(&b.ports, &mut sub.ports, c0, |id| id);
+        copy(&b.buckets, &mut sub.buckets, c0, |id| id);
+        let mut map = vec![u32::MAX; b.v4_ids.addr.len()];
+        let sub_ids = &mut sub.v4_ids;
+        copy(&b.v4, &mut sub.v4, c0, |id| {
+            let m = &mut map[id as usize];
+            if *m == u32::MAX {
+                *m = sub_ids.id(b.v4_ids.addr[id as usize]);
+            }
+            *m
+        });
+        sub.v6 =
+            b.v6.iter()
+                .filter(|e| e.1 >= c0)
+                .map(|&(a, c, m)| (a, c - c0, m))
+                .collect();
+        sub.packets = b.packets;
+        let timed = sub.chunks.iter().filter(|c| c.first != NONE);
+        sub.first_ns = timed.clone().map(|c| c.min_ns).min();
+        sub.last_ns = timed.map(|c| c.max_ns).max().unwrap_or(0);
+        sub.serialize(
+            covered.saturating_sub(u64::from(c0) * u64::from(b.chunk_size)),
+            hh,
+        )
+    }
+
+    /// A part written in place from the builder's entries is byte for byte the part session
+    /// 19 wrote by copying them into a scratch builder (IPv4 and IPv6 traffic, damaged frames,
+    /// parts mid-chunk, a part written again from the same chunk).
+    #[test]
+    fn parts_written_in_place_are_the_copied_ones() {
+        let mut rng = Rng(0xfeed_0042);
+        let recs = traffic(&mut rng, 6_000);
+        let hh = head_hash(b"head");
+        for (chunk, every) in [(8192u32, 700usize), (4096, 150), (4096, 20)] {
+            let mut b = IndexBuilder::new(chunk);
+            let (mut next, mut parts) = (0, 0);
+            for (i, r) in recs.iter().enumerate() {
+                let mut f = frame(r);
+                if i % 5 == 0 {
+                    // Some IPv6/UDP frames: the v6 entries too.
+                    f = vec![0u8; 62];
+                    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+                    f[14] = 0x60;
+                    f[18..20].copy_from_slice(&8u16.to_be_bytes());
+                    f[20] = 17;
+                    f[21] = 64;
+                    f[22..38].copy_from_slice(&u128::from(r.src).to_be_bytes());
+                    f[38..54].copy_from_slice(&u128::from(r.dst).to_be_bytes());
+                    f[54..56].copy_from_slice(&r.sport.to_be_bytes());
+                    f[56..58].copy_from_slice(&r.dport.to_be_bytes());
+                }
+                b.add(r.off, r.ts, LinkType::ETHERNET, &f);
+                if i % every == every - 1 {
+                    let covered = r.off - rng.below(3000).min(r.off);
+                    let p = b.serialize_part(next, covered, hh);
+                    let old = copied_part(&b, next, covered, hh);
+                    assert!(
+                        p.bytes == old,
+                        "part {parts}, chunk {chunk}: not the copied one"
+                    );
+                    next = p.next_chunk;
+                    parts += 1;
+                }
+            }
+            assert!(parts > 5);
+        }
+    }
+
+    /// The final index joined from parts is the whole index byte for byte when one piece
+    /// covers everything (a part of no chunk at the start), and answers as the whole index
+    /// (a superset of the scan's records, never more read than the whole index's; checked
+    /// above) at about its size when the parts are many.
+    #[test]
+    fn the_final_index_joined_from_parts_is_the_whole_one() {
+        let mut rng = Rng(0x1dea_5eed);
+        let recs = traffic(&mut rng, 8_000);
+        let end = recs.last().map(|r| r.off + r.len).unwrap();
+        let hh = head_hash(b"head");
+        let chunk = 4096;
+        let whole = whole_index(&recs, chunk, end, b"head");
+        // A part before the first packet: the tail piece is everything.
+        let mut b = IndexBuilder::new(chunk);
+        let p = b.serialize_part(0, 0, hh);
+        assert_eq!(p.next_chunk, 0);
+        for r in &recs {
+            b.add(r.off, r.ts, LinkType::ETHERNET, &frame(r));
+        }
+        assert!(
+            b.serialize(end, hh) == whole,
+            "one piece: not the whole index"
+        );
+        // Parts every 100 packets: the joined index within 10 % of the whole one's size.
+        let mut b = IndexBuilder::new(chunk);
+        let mut next = 0;
+        for (i, r) in recs.iter().enumerate() {
+            b.add(r.off, r.ts, LinkType::ETHERNET, &frame(r));
+            if i % 100 == 99 {
+                next = b.serialize_part(next, r.off, hh).next_chunk;
+            }
+        }
+        let joined = b.serialize(end, hh);
+        let (j, w) = (joined.len() as f64, whole.len() as f64);
+        assert!((j - w).abs() <= w * 0.1, "joined {j} bytes, whole {w}");
+        let (j, w) = (
+            Index::parse(&joined).unwrap(),
+            Index::parse(&whole).unwrap(),
+        );
+        assert_eq!(
+            (j.packets, j.first_ns, j.last_ns),
+            (w.packets, w.first_ns, w.last_ns)
+        );
+        // A part not from the segment's start: written from the entries, as by a builder
+        // serialized whole at the same packet (which flushes the chunk's keys so far too).
+        let (mut b, mut oracle) = (IndexBuilder::new(chunk), IndexBuilder::new(chunk));
+        for (i, r) in recs.iter().enumerate() {
+            b.add(r.off, r.ts, LinkType::ETHERNET, &frame(r));
+            oracle.add(r.off, r.ts, LinkType::ETHERNET, &frame(r));
+            if i == 4000 {
+                b.serialize_part(3, r.off, hh);
+                oracle.serialize(r.off, hh);
+            }
+        }
+        assert!(b.serialize(end, hh) == oracle.serialize(end, hh));
     }
 
     /// The union of ranges: overlapping or touching ones merged from the earliest start,

@@ -338,8 +338,6 @@ pub struct Recorder {
     file_header: Vec<u8>,
     newest_ns: u64,
     last_manifest: Instant,
-    /// The open segment's index is not rewritten before this (see [`INDEX_DUTY`]).
-    index_not_before: Instant,
     /// Recording is paused (the [`RecorderStats::pause`] request, read between steps).
     paused: bool,
 }
@@ -356,12 +354,11 @@ const WAIT_LIMIT: Duration = Duration::from_millis(20);
 const RETRY_AFTER: Duration = Duration::from_secs(10);
 /// How often the manifest entry of the segment being written is refreshed.
 const MANIFEST_PERIOD: Duration = Duration::from_secs(5);
-/// The index of the segment being written gets a part at a refresh (the chunks since the last
-/// part: `weir_index::Parts`; session 18 rewrote the whole index so far, O(n²) per segment):
-/// it waits at least this many times as long as the last part took, so parts cost at most
-/// 1/(1 + INDEX_DUTY) of the recorder thread whatever the rate (a slow part means many new
-/// packets: the next one covers more of them at once).
-const INDEX_DUTY: u32 = 19;
+// The index of the segment being written gets a part at every refresh: the chunks since the
+// last part (`weir_index::Parts`), costing what is new, as its final index costs about what is
+// new since the last part (joined from the parts' lists). Session 19 spaced the parts by
+// `INDEX_DUTY` (19× the last part's time): a part's cost is per new packet, so spacing them
+// saved nothing, and delayed what a reader finds (issue 20, session 20).
 
 impl Recorder {
     /// A recorder writing into `store`.
@@ -411,7 +408,6 @@ impl Recorder {
             file_header,
             newest_ns: 0,
             last_manifest: Instant::now(),
-            index_not_before: Instant::now(),
             paused: false,
             opts,
         })
@@ -885,7 +881,7 @@ impl Recorder {
                         seg.info.file
                     );
                 }
-                self.last_manifest >= self.index_not_before && !skip
+                !skip
             });
             if let Some(covered) = due.filter(|&c| c > seg.parts.covered) {
                 match write_part(seg, covered, &self.stats) {
@@ -893,7 +889,6 @@ impl Recorder {
                     Ok(()) => self.stats.indexed(),
                 }
                 seg.indexed_at = Instant::now();
-                self.index_not_before = Instant::now() + self.last_manifest.elapsed() * INDEX_DUTY;
             }
             self.store.put(seg.info.clone());
             self.store.save()?;
@@ -951,9 +946,8 @@ impl Recorder {
 
 /// Whether the open segment, `covered` bytes of `size` written in the `age` since it was
 /// opened, is expected to fill up (and so get its final index) before the next manifest
-/// refresh, at the rate it has filled so far: its index is then not rewritten now. Each rewrite serializes the whole index so far
-/// (issue 20: the last one before the close is the dearest, ≈ 80–90 % of the segment's; the
-/// close writes it again a few seconds later). Never when the index was last written two
+/// refresh, at the rate it has filled so far: its index then gets no part now (the close, due
+/// first, writes the final index, which holds the chunks a part would). Never when the index was last written two
 /// refresh periods ago or more, so a rate that drops after the estimate delays the index by
 /// one period at most (`since_index`: the time since its index was last written, or since it
 /// was opened).
@@ -971,7 +965,9 @@ fn closes_before_next_refresh(
 }
 
 /// Writes the index of `seg` covering its first `covered` bytes next to it (atomically: a
-/// temporary file renamed over the old one).
+/// temporary file renamed over the old one). After parts, the builder joins their lists with
+/// those of the chunks since the last part (`IndexBuilder::serialize`): the segment's entries
+/// are not grouped and encoded a second time.
 fn write_index(seg: &mut Segment, covered: u64, stats: &RecorderStats) -> io::Result<()> {
     let Some(ix) = &mut seg.index else {
         return Ok(());
