@@ -265,8 +265,8 @@ fn outputs_that_cannot_work_are_clear_errors() {
             &["--export", "file:/dev/full", "--json", "/dev/null"][..],
             "/dev/full",
         ),
-        (&["--json", "/dev/full"][..], "json /dev/full"),
-        (&["--csv", "/dev/full"][..], "csv /dev/full"),
+        (&["--json", "/dev/full"][..], "cannot write /dev/full"),
+        (&["--csv", "/dev/full"][..], "cannot write /dev/full"),
         (&["--stats", "/nonexistent/dir/x"][..], "/nonexistent/dir/x"),
         // a send the kernel refuses (broadcast without SO_BROADCAST): nothing leaves the host
         (
