@@ -470,6 +470,23 @@ fn extract_and_read_keep_the_tags(dir: &Path, frames: &BTreeMap<Key, u64>) {
     );
 }
 
+/// Waits until the rules engine behind the control socket `sock` has judged `n` packets (its
+/// `packets_in`): packets sent are read from the ring only when their block is handed over.
+fn wait_engine_in(sock: &Path, n: u64) {
+    let t = Instant::now();
+    loop {
+        let stats = rules_control(sock, &["stats"]);
+        if stats["totals"]["packets_in"].as_u64().unwrap_or(0) >= n {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{n} packets: {stats}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Waits until the recorder's log holds `n` reload reports (done or refused).
 fn wait_reloads(n: usize, rec: &Rec) {
     let t = Instant::now();
@@ -662,10 +679,11 @@ fn a_bad_rule_file_is_refused_naming_the_line_and_column() {
 fn capture_applies_the_rules_and_reloads_on_sighup() {
     let b = VethBench::new();
     let tmp = tempfile::tempdir().unwrap();
-    let (out, rules, log) = (
+    let (out, rules, log, sock) = (
         tmp.path().join("cap.pcapng"),
         tmp.path().join("rules.txt"),
         tmp.path().join("log"),
+        tmp.path().join("ctl.sock"),
     );
     std::fs::write(
         &rules,
@@ -677,6 +695,8 @@ fn capture_applies_the_rules_and_reloads_on_sighup() {
         .arg(&out)
         .arg("--rules")
         .arg(&rules)
+        .arg("--control")
+        .arg(&sock)
         .arg("ip and udp")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -721,6 +741,9 @@ fn capture_applies_the_rules_and_reloads_on_sighup() {
             "2000",
         ],
     );
+    // The 40 packets are judged by the first rules only once the capture has read them: a
+    // ring block reaches weir when full or after its retire timeout (50 ms), so wait for them.
+    wait_engine_in(&sock, 40);
     // Now keep port 7000 whole.
     std::fs::write(&rules, "host 10.50.0.9 -> drop\n").unwrap();
     rec.kill("-HUP");
@@ -819,6 +842,8 @@ fn capture_serves_its_rules_on_the_control_socket() {
         ]
     };
     send(&b, &port("10"));
+    // The 10 packets reach the rules when their ring block does (full, or its 50 ms timeout).
+    wait_engine_in(&sock, 10);
     // From now on port 7000 is dropped too: a rule added through the socket.
     let added = rules_control(&sock, &["add", "id 5 dport 7000 -> drop"]);
     assert_eq!(
