@@ -134,6 +134,27 @@ impl Pieces {
 }
 
 impl IndexBuilder {
+    /// The blocks of the chunks from `first_chunk` on, their first records counted from the
+    /// first of them, and the wildcard blocks among them, numbered from it: a part's own.
+    fn blocks_from(&self, first_chunk: u32) -> (Vec<ChunkInfo>, Vec<u32>) {
+        let b0 = (u64::from(first_chunk) << self.sh).min(self.chunks.len() as u64) as usize;
+        let base = b0 as u64 * u64::from(self.block_size);
+        let blocks = self.chunks[b0..]
+            .iter()
+            .map(|c| ChunkInfo {
+                first: if c.first == NONE {
+                    NONE
+                } else {
+                    c.first - base
+                },
+                ..*c
+            })
+            .collect();
+        let w0 = self.wildcard.partition_point(|&b| (b as usize) < b0);
+        let wildcard = self.wildcard[w0..].iter().map(|&b| b - b0 as u32).collect();
+        (blocks, wildcard)
+    }
+
     /// The part of the index from chunk `first_chunk` on (see the [module doc](self)),
     /// covering the segment up to `covered_len` (absolute; what is on disk), whose first
     /// [`HEAD_LEN`](crate::HEAD_LEN) bytes hash to `head_hash`. Costs the entries of those
@@ -157,22 +178,7 @@ impl IndexBuilder {
             self.chunk.max(first_chunk)
         };
         let w = self.write_lists(first_chunk, true);
-        // The part's blocks, their first records counted from its start, and its wildcards.
-        let b0 = (u64::from(first_chunk) << self.sh).min(self.chunks.len() as u64) as usize;
-        let base = b0 as u64 * u64::from(self.block_size);
-        let blocks: Vec<ChunkInfo> = self.chunks[b0..]
-            .iter()
-            .map(|c| ChunkInfo {
-                first: if c.first == NONE {
-                    NONE
-                } else {
-                    c.first - base
-                },
-                ..*c
-            })
-            .collect();
-        let w0 = self.wildcard.partition_point(|&b| (b as usize) < b0);
-        let wildcard: Vec<u32> = self.wildcard[w0..].iter().map(|&b| b - b0 as u32).collect();
+        let (blocks, wildcard) = self.blocks_from(first_chunk);
         // The segment's packets so far; the part's time span from its chunks.
         let timed = blocks.iter().filter(|c| c.first != NONE);
         let first_ns = timed.clone().map(|c| c.min_ns).min().unwrap_or(0);
@@ -712,21 +718,7 @@ mod tests {
             }
         }
         let mut sub = IndexBuilder::with_port_grain(b.chunk_size, b.grain);
-        let b0 = (u64::from(c0) << b.sh).min(b.chunks.len() as u64) as usize;
-        let base = b0 as u64 * u64::from(b.block_size);
-        sub.chunks = b.chunks[b0..]
-            .iter()
-            .map(|c| ChunkInfo {
-                first: if c.first == NONE {
-                    NONE
-                } else {
-                    c.first - base
-                },
-                ..*c
-            })
-            .collect();
-        let w0 = b.wildcard.partition_point(|&x| (x as usize) < b0);
-        sub.wildcard = b.wildcard[w0..].iter().map(|&x| x - b0 as u32).collect();
+        (sub.chunks, sub.wildcard) = b.blocks_from(c0);
         copy(&b.protos, &mut sub.protos, c0, |id| id);
         copy(&b.ports, &mut sub.ports, c0, |id| id);
         copy(&b.buckets, &mut sub.buckets, c0, |id| id);
