@@ -133,8 +133,10 @@ fn thread_cpu_s() -> f64 {
 }
 
 thread_local! {
-    /// CPU seconds spent writing parts (of the serializing), over all rounds.
+    /// CPU seconds spent writing parts (of the serializing), in the round running.
     static PARTS_S: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
+    /// CPU seconds spent writing parts, per round.
+    static PART_ROUNDS: std::cell::Cell<Vec<f64>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// CPU seconds to index all of `t`, of which serializing, and the index's bytes, with the indexer or, when `decoder`,
@@ -174,6 +176,14 @@ fn run(t: &Traffic, decoder: bool, b: &mut IndexBuilder, part_bytes: u64) -> (f6
     let t0 = thread_cpu_s();
     size += b.serialize(t.bytes % (1 << 30), 0).len();
     ser += thread_cpu_s() - t0;
+    if !decoder {
+        let p = PARTS_S.with(|c| c.replace(0.0));
+        PART_ROUNDS.with(|c| {
+            let mut v = c.take();
+            v.push(p);
+            c.set(v);
+        });
+    }
     (thread_cpu_s() - start, ser, size)
 }
 
@@ -200,8 +210,12 @@ fn report(
         sers.push(ser);
         size = n;
     }
-    let (s, ser) = (median(secs), median(sers));
-    let parts = PARTS_S.with(|c| c.replace(0.0)) / rounds as f64;
+    let (s, ser) = (median(secs), median(sers.clone()));
+    // Each round's parts (the first round's included: the median is the same)
+    // and the rest of its serializing (the final index at the close).
+    let part_rounds = PART_ROUNDS.with(|c| c.take());
+    let parts = median(part_rounds.clone());
+    let finals = median(sers.iter().zip(&part_rounds).map(|(s, p)| s - p).collect());
     let (n, gb) = (t.packets.len() as f64, t.bytes as f64 / 1e9);
     writeln!(
         std::io::stdout(),
@@ -211,7 +225,11 @@ fn report(
         s / n * 1e9,
         ser / n * 1e9,
         if part_bytes > 0 {
-            format!(", of which parts {:.1} on average", parts / n * 1e9)
+            format!(
+                ", of which parts {:.1} and the final index {:.1}, medians",
+                parts / n * 1e9,
+                finals / n * 1e9
+            )
         } else {
             String::new()
         },

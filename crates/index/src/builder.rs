@@ -745,7 +745,7 @@ impl IndexBuilder {
         );
         let w = match self.merged_parts() {
             Some(w) => w,
-            None => self.write_lists(0, false),
+            None => self.write_lists(0, None),
         };
         w.finish(&h, &self.chunks, &self.wildcard)
     }
@@ -765,14 +765,19 @@ impl IndexBuilder {
     }
 
     /// The key tables and lists of the entries of chunks `c0` and later, their chunks counted
-    /// from `c0` (0: the whole index), for a part when `part` ([`Choice`]). The current
-    /// chunk's keys must have been flushed.
-    pub(crate) fn write_lists(&mut self, c0: u32, part: bool) -> format::Writer {
+    /// from `c0` (0: the whole index), for a part when `part` is `Some(end)` ([`Choice`]),
+    /// noting what the join at the close needs of its lists with their items from chunk `end`
+    /// on cut off (the next part's; `u32::MAX`: none). The current chunk's keys must have been
+    /// flushed.
+    pub(crate) fn write_lists(&mut self, c0: u32, part: Option<u32>) -> format::Writer {
         let per = Choice {
             per: 1 << self.sh,
-            part,
+            part: part.is_some(),
         };
-        let mut out = format::Writer::default();
+        let mut out = match part {
+            Some(end) => format::Writer::noting(c0, end, self.sh),
+            None => format::Writer::default(),
+        };
         // In the file's key order: protocols, ports, IPv4, IPv6 (`Key`'s `Ord`).
         let g = &mut self.grouped;
         self.protos.group(self.protos.since(c0), g);

@@ -203,9 +203,34 @@ pub(crate) struct Writer {
     counts: [u32; KINDS],
     lists: Vec<u8>,
     scratch: Vec<u32>,
+    /// When noted ([`noting`](Self::noting)): the chunk (counted from the writer's first) at
+    /// which the join cuts its lists, and log2 of the blocks per chunk.
+    cut: Option<(u32, u32)>,
+    /// The absolute chunk of that cut, as the join checks it (`u32::MAX`: none).
+    pub(crate) cut_end: u32,
+    /// What the join needs of each list, in the order written, when noted.
+    pub(crate) noted: Vec<merge::Noted>,
 }
 
 impl Writer {
+    /// A writer that notes what the join at the close needs of each list (`merge.rs`): the
+    /// lists of a part whose first chunk is `c0` and whose items from chunk `end` on (absolute;
+    /// `u32::MAX`: none) the next part holds, with `sh` = log2 of the blocks per chunk.
+    pub(crate) fn noting(c0: u32, end: u32, sh: u32) -> Writer {
+        Writer {
+            cut: Some((
+                if end == u32::MAX {
+                    u32::MAX
+                } else {
+                    end.saturating_sub(c0)
+                },
+                sh,
+            )),
+            cut_end: end,
+            ..Writer::default()
+        }
+    }
+
     /// One key (or bucket) and its `n` blocks, or chunks when `coarse` (strictly increasing);
     /// keys must come in [`Key`]'s order, then the buckets in theirs.
     pub(crate) fn key(
@@ -244,7 +269,13 @@ impl Writer {
         let out = &mut self.lists;
         if !coarse {
             out.push(0);
-            list(out, v);
+            match self.cut {
+                Some((c, sh)) => {
+                    self.noted
+                        .push(merge::list_noted(out, v, 0, c.saturating_mul(1 << sh), sh))
+                }
+                None => list(out, v),
+            }
             return;
         }
         // Chunks: deltas or a bitmap, whichever is smaller.
@@ -264,11 +295,22 @@ impl Writer {
         let bitmap = varint_len(first) + ((last - first) as usize + 8) / 8;
         if v.is_empty() || deltas <= bitmap {
             out.push(1);
-            list(out, v);
+            match self.cut {
+                Some((c, sh)) => self.noted.push(merge::list_noted(out, v, 1, c, sh)),
+                None => list(out, v),
+            }
         } else {
             out.push(2);
             varint(out, u64::from(first));
             let at = out.len();
+            if let Some((c, _)) = self.cut {
+                self.noted.push(merge::bitmap_noted(
+                    v,
+                    at,
+                    c,
+                    deltas - varint_len(v.len() as u32),
+                ));
+            }
             out.resize(at + ((last - first) as usize + 8) / 8, 0);
             for &c in v.iter() {
                 let i = (c - first) as usize;

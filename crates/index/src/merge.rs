@@ -17,7 +17,7 @@
 //!
 //! One piece that covers the whole segment gives the bytes of the whole index (unit test).
 
-use super::{varint, varint_len, Writer, KINDS, WIDTH};
+use super::{list, varint, varint_len, Writer, KINDS, WIDTH};
 use crate::builder::{FINE_ALWAYS, FINE_PER_CHUNK};
 
 /// One part's lists and the chunks it is used for.
@@ -60,13 +60,197 @@ enum Decoded<'a> {
     },
     /// Chunks (of the whole segment), from a bitmap.
     Chunks(Vec<u32>),
+    /// A bitmap as noted ([`bitmap_noted`]): its items kept, the first and the last (of the
+    /// whole segment), the varint bytes of their deltas after the first, and its bytes from the
+    /// first's up to the last's.
+    Bitmap {
+        n: u64,
+        first: u64,
+        last: u64,
+        deltas: usize,
+        bits: &'a [u8],
+    },
+}
+
+impl Decoded<'_> {
+    /// The chunks of a list of chunks, each passed to `f`, with `sh` = log2 of the blocks per
+    /// chunk (a list of blocks gives its blocks' chunks, repeated). `None`: malformed.
+    fn chunks(&self, sh: u32, mut f: impl FnMut(u64) -> Option<()>) -> Option<()> {
+        match self {
+            Decoded::Deltas {
+                kind, first, rest, ..
+            } => {
+                let shift = if *kind == 0 { sh } else { 0 };
+                let (mut x, mut at) = (*first, 0);
+                f(x >> shift)?;
+                while at < rest.len() {
+                    x = x.checked_add(read_varint(rest, &mut at)?)?;
+                    f(x >> shift)?;
+                }
+            }
+            Decoded::Chunks(v) => {
+                for &c in v {
+                    f(u64::from(c))?;
+                }
+            }
+            Decoded::Bitmap {
+                first, last, bits, ..
+            } => {
+                for (i, &byte) in bits.iter().enumerate() {
+                    let mut m = byte;
+                    while m != 0 {
+                        let c = first + i as u64 * 8 + u64::from(m.trailing_zeros());
+                        if c <= *last {
+                            f(c)?;
+                        }
+                        m &= m - 1;
+                    }
+                }
+            }
+        }
+        Some(())
+    }
+}
+
+/// What the join needs of one list of a part, noted as the part is written
+/// ([`Writer::noting`]) so that the join copies its bytes without reading its varints again
+/// (session 21: reading every list again cost about a whole serialization's third).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Noted {
+    /// 0 (blocks) or 1 (chunks as deltas); 2: a bitmap, read again by [`decode`].
+    kind: u8,
+    /// Items below the cut (none: the list is not used), the first and the last of them
+    /// (counted from the part's first chunk, or its first block).
+    n: u64,
+    first: u64,
+    last: u64,
+    /// Where the delta bytes after the first item up to the last kept one lie in the lists.
+    rest: (usize, usize),
+    /// Of blocks (kind 0): what the choice between blocks and chunks needs, chunks counted
+    /// from the part's first.
+    fine: FineStats,
+}
+
+/// Bytes of the varints of the deltas of `items[from..]` (each from the item before it).
+fn suffix_bytes(items: &[u32], from: usize) -> usize {
+    items[from.max(1)..]
+        .iter()
+        .zip(&items[from.max(1) - 1..])
+        .map(|(&x, &p)| varint_len(x - p))
+        .sum()
+}
+
+/// Items of `items` (increasing) below `cut`.
+fn kept(items: &[u32], cut: u32) -> usize {
+    if items.last().is_some_and(|&x| x >= cut) {
+        items.partition_point(|&x| x < cut)
+    } else {
+        items.len()
+    }
+}
+
+/// The note of a bitmap of chunks `items` (increasing) whose bytes start at `at` in the lists,
+/// for its items below chunk `cut` (`rest`: the bytes up to the last of them; `fine.coarse`:
+/// the varint bytes of their deltas after the first, as a list of chunk deltas would take),
+/// with `deltas` = the bytes of all of `items`' deltas (the first's included).
+pub(crate) fn bitmap_noted(items: &[u32], at: usize, cut: u32, deltas: usize) -> Noted {
+    let kept = kept(items, cut);
+    let mut noted = Noted {
+        kind: 2,
+        n: kept as u64,
+        ..Noted::default()
+    };
+    if kept > 0 {
+        let (first, last) = (items[0], items[kept - 1]);
+        noted.first = u64::from(first);
+        noted.last = u64::from(last);
+        noted.rest = (at, at + (last - first) as usize / 8 + 1);
+        noted.fine.coarse = deltas - varint_len(first) - suffix_bytes(items, kept);
+    }
+    noted
+}
+
+/// Writes list `items` (increasing; blocks for kind 0, chunks for kind 1) as `format::list`
+/// does, and notes what the join needs of its items below `cut` (with `sh` = log2 of the
+/// blocks per chunk): the same as [`decode`] reads of the list written.
+pub(crate) fn list_noted(out: &mut Vec<u8>, items: &[u32], kind: u8, cut: u32, sh: u32) -> Noted {
+    let start = out.len();
+    list(out, items);
+    let kept = kept(items, cut);
+    let mut noted = Noted {
+        kind,
+        n: kept as u64,
+        ..Noted::default()
+    };
+    if kept == 0 {
+        return noted;
+    }
+    let (first, last) = (items[0], items[kept - 1]);
+    noted.first = u64::from(first);
+    noted.last = u64::from(last);
+    noted.rest = (
+        start + varint_len(items.len() as u32) + varint_len(first),
+        out.len() - suffix_bytes(items, kept),
+    );
+    if kind == 0 {
+        let f = &mut noted.fine;
+        (f.chunks, f.first_chunk, f.last_chunk) =
+            (1, u64::from(first >> sh), u64::from(first >> sh));
+        for w in items[..kept].windows(2) {
+            let (p, x) = (w[0], w[1]);
+            let c = u64::from(x >> sh);
+            if c != f.last_chunk {
+                f.chunks += 1;
+                f.coarse += varint_len((c - f.last_chunk) as u32);
+                f.fine += varint_len(x - p);
+                f.last_chunk = c;
+            } else {
+                f.fine += 1;
+            }
+        }
+    }
+    noted
+}
+
+/// The list a note describes, as [`decode`] would read it of a piece whose first chunk is
+/// `c0`, with `sh` = log2 of the blocks per chunk (`None`: no item kept).
+fn from_noted<'a>(n: &Noted, lists: &'a [u8], c0: u32, sh: u32) -> Option<Decoded<'a>> {
+    if n.n == 0 {
+        return None;
+    }
+    if n.kind == 2 {
+        return Some(Decoded::Bitmap {
+            n: n.n,
+            first: u64::from(c0) + n.first,
+            last: u64::from(c0) + n.last,
+            deltas: n.fine.coarse,
+            bits: &lists[n.rest.0..n.rest.1],
+        });
+    }
+    let (base, cbase) = if n.kind == 0 {
+        (u64::from(c0) << sh, u64::from(c0))
+    } else {
+        (u64::from(c0), u64::from(c0))
+    };
+    Some(Decoded::Deltas {
+        kind: n.kind,
+        n: n.n,
+        first: base + n.first,
+        last: base + n.last,
+        rest: &lists[n.rest.0..n.rest.1],
+        fine: FineStats {
+            first_chunk: cbase + n.fine.first_chunk,
+            last_chunk: cbase + n.fine.last_chunk,
+            ..n.fine
+        },
+    })
 }
 
 /// What the writer's choice between a key's blocks and its chunks (`builder::write_list`)
 /// reads of a list of blocks, within one piece (the joins between pieces added by
 /// [`join`]).
 #[derive(Clone, Copy, Default)]
-struct FineStats {
+pub(crate) struct FineStats {
     /// Chunks, the first and the last.
     chunks: u64,
     first_chunk: u64,
@@ -161,7 +345,7 @@ fn join(out: &mut Writer, lists: &[Decoded<'_>], sh: u32, chunks: &mut Vec<u32>)
             .iter()
             .all(|l| matches!(l, Decoded::Deltas { kind: k, .. } if k == kind))
             .then_some(*kind),
-        Decoded::Chunks(_) => None,
+        Decoded::Chunks(_) | Decoded::Bitmap { .. } => None,
     };
     let deltas = || {
         lists.iter().filter_map(|l| match l {
@@ -173,7 +357,7 @@ fn join(out: &mut Writer, lists: &[Decoded<'_>], sh: u32, chunks: &mut Vec<u32>)
                 fine,
                 ..
             } => Some((*n, *first, *last, *rest, *fine)),
-            Decoded::Chunks(_) => None,
+            Decoded::Chunks(_) | Decoded::Bitmap { .. } => None,
         })
     };
     if let Some(kind) = same {
@@ -217,6 +401,9 @@ fn join(out: &mut Writer, lists: &[Decoded<'_>], sh: u32, chunks: &mut Vec<u32>)
             return Some(());
         }
     }
+    if join_bitmaps(out, lists).is_some() {
+        return Some(());
+    }
     // Chunks, from every list (blocks to their chunks), into the reused `chunks`.
     chunks.clear();
     let mut push = |c: u64| -> Option<()> {
@@ -227,26 +414,90 @@ fn join(out: &mut Writer, lists: &[Decoded<'_>], sh: u32, chunks: &mut Vec<u32>)
         Some(())
     };
     for l in lists {
-        match l {
-            Decoded::Deltas {
-                kind, first, rest, ..
-            } => {
-                let shift = if *kind == 0 { sh } else { 0 };
-                let (mut x, mut at) = (*first, 0);
-                push(x >> shift)?;
-                while at < rest.len() {
-                    x = x.checked_add(read_varint(rest, &mut at)?)?;
-                    push(x >> shift)?;
-                }
-            }
-            Decoded::Chunks(v) => {
-                for &c in v {
-                    push(u64::from(c))?;
-                }
-            }
-        }
+        l.chunks(sh, &mut push)?;
     }
     out.body(true, chunks.len(), chunks.iter().copied());
+    Some(())
+}
+
+/// Lists of chunks, a noted bitmap among them, joined as one bitmap, the bitmaps' bytes
+/// shifted into place, when the writer would write the joined chunks as a bitmap (the same
+/// rule on the same sums as `Writer::body`). `None`: not such lists, or not a bitmap (the
+/// caller joins them otherwise).
+fn join_bitmaps(out: &mut Writer, lists: &[Decoded<'_>]) -> Option<()> {
+    if !lists.iter().any(|l| matches!(l, Decoded::Bitmap { .. })) {
+        return None;
+    }
+    // Per list: items, first, last, delta bytes after the first.
+    let stats = |l: &Decoded<'_>| match l {
+        Decoded::Deltas {
+            kind: 1,
+            n,
+            first,
+            last,
+            rest,
+            ..
+        } => Some((*n, *first, *last, rest.len())),
+        Decoded::Bitmap {
+            n,
+            first,
+            last,
+            deltas,
+            ..
+        } => Some((*n, *first, *last, *deltas)),
+        _ => None,
+    };
+    let (mut n, mut bytes, mut prev) = (0u64, 0usize, 0u64);
+    for l in lists {
+        let (k, first, last, d) = stats(l)?;
+        n += k;
+        bytes += varint_len(u32::try_from(first - prev).ok()?) + d;
+        prev = last;
+    }
+    let first = stats(&lists[0])?.1;
+    let last = prev;
+    let deltas = varint_len(u32::try_from(n).ok()?) + bytes;
+    let bitmap_len = (last - first) as usize / 8 + 1;
+    if deltas <= varint_len(u32::try_from(first).ok()?) + bitmap_len {
+        return None;
+    }
+    let b = &mut out.lists;
+    b.push(2);
+    varint(b, first);
+    let at = b.len();
+    b.resize(at + bitmap_len, 0);
+    let bits = &mut b[at..];
+    for l in lists {
+        match l {
+            Decoded::Bitmap {
+                first: f,
+                last: e,
+                bits: src,
+                ..
+            } => {
+                let q0 = (f - first) as usize;
+                let (sh, whole) = (q0 % 8, q0 / 8);
+                let top = (e - f) as usize;
+                for (j, &byte) in src.iter().enumerate() {
+                    // The last byte's bits past the last item kept cleared.
+                    let byte = if j == top / 8 {
+                        byte & ((2u16 << (top % 8)) - 1) as u8
+                    } else {
+                        byte
+                    };
+                    bits[whole + j] |= byte << sh;
+                    if sh != 0 && byte >> (8 - sh) != 0 {
+                        bits[whole + j + 1] |= byte >> (8 - sh);
+                    }
+                }
+            }
+            l => l.chunks(0, |c| {
+                let i = (c - first) as usize;
+                bits[i / 8] |= 1 << (i % 8);
+                Some(())
+            })?,
+        }
+    }
     Some(())
 }
 
@@ -294,9 +545,20 @@ pub(crate) fn merge(pieces: &[Piece<'_>], sh: u32) -> Option<Writer> {
             while i < keys.len() && keys[i].0 == value {
                 let (j, g) = (keys[i].1 as usize, keys[i].2 as usize);
                 let (p, b) = (&pieces[j], &bounds[j]);
-                let list = p.w.lists.get(b[g]..*b.get(g + 1)?)?;
-                if let Some(d) = decode(list, p.c0, p.end, sh)? {
-                    decoded.push(d);
+                let noted = if p.w.cut_end == p.end && p.w.noted.len() + 1 == b.len() {
+                    p.w.noted.get(g)
+                } else {
+                    None
+                };
+                if let Some(n) = noted {
+                    if let Some(d) = from_noted(n, &p.w.lists, p.c0, sh) {
+                        decoded.push(d);
+                    }
+                } else {
+                    let list = p.w.lists.get(b[g]..*b.get(g + 1)?)?;
+                    if let Some(d) = decode(list, p.c0, p.end, sh)? {
+                        decoded.push(d);
+                    }
                 }
                 i += 1;
             }

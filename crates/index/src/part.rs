@@ -177,7 +177,7 @@ impl IndexBuilder {
         } else {
             self.chunk.max(first_chunk)
         };
-        let w = self.write_lists(first_chunk, true);
+        let w = self.write_lists(first_chunk, Some(next_chunk));
         let (blocks, wildcard) = self.blocks_from(first_chunk);
         // The segment's packets so far; the part's time span from its chunks.
         let timed = blocks.iter().filter(|c| c.first != NONE);
@@ -206,7 +206,7 @@ impl IndexBuilder {
             return None;
         }
         let tail_c0 = self.pieces.list.last().expect("a part").1;
-        let tail = self.write_lists(tail_c0, true);
+        let tail = self.write_lists(tail_c0, Some(u32::MAX));
         let mut pieces: Vec<Piece<'_>> = self
             .pieces
             .list
