@@ -255,28 +255,75 @@ fn write_list(out: &mut format::Writer, k: Listed, ch: Choice, chunks: &[u32], m
     } else {
         (FINE_PER_CHUNK, 3, 2)
     };
+    // Both lists' varint bytes in one pass over the entries: a chunk's delta from the last;
+    // its first block's delta from the last block, then one byte per other block of its mask
+    // (gaps below 32 blocks).
+    let sums = || {
+        let (mut coarse_bytes, mut fine_bytes) = (0, 0);
+        let (mut prev_c, mut prev_b) = (0, 0);
+        for (&c, &m) in chunks.iter().zip(masks) {
+            coarse_bytes += varint_len(c - prev_c);
+            prev_c = c;
+            let first = c << sh | m.trailing_zeros();
+            fine_bytes += varint_len(first - prev_b) + (m.count_ones() as usize).saturating_sub(1);
+            prev_b = c << sh | (31 - m.leading_zeros());
+        }
+        (coarse_bytes, fine_bytes)
+    };
+    let mut summed = None;
     let fine = per == 1
         || n <= FINE_ALWAYS
         || (n <= per_chunk * nchunks && {
-            // Both lists' varint bytes in one pass over the entries: a chunk's delta from the
-            // last; its first block's delta from the last block, then one byte per other
-            // block of its mask (gaps below 32 blocks).
-            let (mut coarse_bytes, mut fine_bytes) = (0, 0);
-            let (mut prev_c, mut prev_b) = (0, 0);
-            for (&c, &m) in chunks.iter().zip(masks) {
-                coarse_bytes += varint_len(c - prev_c);
-                prev_c = c;
-                let first = c << sh | m.trailing_zeros();
-                fine_bytes +=
-                    varint_len(first - prev_b) + (m.count_ones() as usize).saturating_sub(1);
-                prev_b = c << sh | (31 - m.leading_zeros());
-            }
+            let (coarse_bytes, fine_bytes) = *summed.insert(sums());
             den * fine_bytes <= num * coarse_bytes
         });
     if fine {
-        out.key(k, false, n, blocks());
+        match out.cut_chunk() {
+            Some(cut) if nchunks > 0 => {
+                let f = noted_stats(chunks, masks, sh, cut, summed.unwrap_or_else(sums));
+                out.key_of_blocks(k, n, blocks(), f);
+            }
+            _ => out.key(k, false, n, blocks()),
+        }
     } else {
         out.key(k, true, nchunks, chunks.iter().copied());
+    }
+}
+
+/// What the join at the close needs of a part's list of blocks (`merge::FineStats`: the
+/// same as `merge::decode` counts when it reads the list) for its chunks below `cut`, from
+/// the key's `chunks` and `masks` and `sums`, the bytes [`write_list`] counts over all of
+/// them: per chunk instead of per block, and the sums not counted twice (session 21).
+fn noted_stats(
+    chunks: &[u32],
+    masks: &[u32],
+    sh: u32,
+    cut: u32,
+    sums: (usize, usize),
+) -> crate::format::merge::FineStats {
+    let kept = chunks.partition_point(|&c| c < cut);
+    if kept == 0 {
+        return Default::default();
+    }
+    let first_block = |i: usize| chunks[i] << sh | masks[i].trailing_zeros();
+    let last_block = |i: usize| chunks[i] << sh | (31 - masks[i].leading_zeros());
+    // The sums less the first chunk's and first block's deltas from 0, and less the chunks cut
+    // (only the last can be: a part's entries end at the chunk the next part starts at).
+    let (mut coarse, mut fine) = (
+        sums.0 - varint_len(chunks[0]),
+        sums.1 - varint_len(first_block(0)),
+    );
+    for i in kept..chunks.len() {
+        coarse -= varint_len(chunks[i] - chunks[i - 1]);
+        fine -= varint_len(first_block(i) - last_block(i - 1))
+            + (masks[i].count_ones() as usize).saturating_sub(1);
+    }
+    crate::format::merge::FineStats {
+        chunks: kept as u64,
+        first_chunk: u64::from(chunks[0]),
+        last_chunk: u64::from(chunks[kept - 1]),
+        coarse,
+        fine,
     }
 }
 

@@ -245,7 +245,30 @@ impl Writer {
             Listed::Bucket(p) => (BUCKETS, u128::from(p)),
         };
         self.entry(kind, value);
-        self.body(coarse, n, items);
+        self.body(coarse, n, items, None);
+    }
+
+    /// The chunk (counted from the writer's first) from which the join cuts the lists, when
+    /// noting ([`noting`](Self::noting)).
+    pub(crate) fn cut_chunk(&self) -> Option<u32> {
+        self.cut.map(|c| c.0)
+    }
+
+    /// [`key`](Self::key) for a list of blocks, with what the join needs of its blocks below
+    /// the cut (when noting) computed by the caller from its chunks ([`merge::FineStats`]).
+    pub(crate) fn key_of_blocks(
+        &mut self,
+        k: Listed,
+        n: usize,
+        items: impl Iterator<Item = u32>,
+        fine: merge::FineStats,
+    ) {
+        let (kind, value) = match k {
+            Listed::Key(k) => (kind(k), value_of(k)),
+            Listed::Bucket(p) => (BUCKETS, u128::from(p)),
+        };
+        self.entry(kind, value);
+        self.body(false, n, items, Some(fine));
     }
 
     /// The key table entry of the key of kind `kind` and value `value` (a bucket's first
@@ -261,7 +284,13 @@ impl Writer {
 
     /// The list of the key whose table entry was written last: its `n` blocks, or chunks when
     /// `coarse` (strictly increasing).
-    fn body(&mut self, coarse: bool, n: usize, items: impl Iterator<Item = u32>) {
+    fn body(
+        &mut self,
+        coarse: bool,
+        n: usize,
+        items: impl Iterator<Item = u32>,
+        fine: Option<merge::FineStats>,
+    ) {
         let v = &mut self.scratch;
         v.clear();
         v.reserve(n);
@@ -270,10 +299,14 @@ impl Writer {
         if !coarse {
             out.push(0);
             match self.cut {
-                Some((c, sh)) => {
-                    self.noted
-                        .push(merge::list_noted(out, v, 0, c.saturating_mul(1 << sh), sh))
-                }
+                Some((c, sh)) => self.noted.push(merge::list_noted(
+                    out,
+                    v,
+                    0,
+                    c.saturating_mul(1 << sh),
+                    sh,
+                    fine,
+                )),
                 None => list(out, v),
             }
             return;
@@ -296,7 +329,7 @@ impl Writer {
         if v.is_empty() || deltas <= bitmap {
             out.push(1);
             match self.cut {
-                Some((c, sh)) => self.noted.push(merge::list_noted(out, v, 1, c, sh)),
+                Some((c, sh)) => self.noted.push(merge::list_noted(out, v, 1, c, sh, None)),
                 None => list(out, v),
             }
         } else {

@@ -172,8 +172,16 @@ pub(crate) fn bitmap_noted(items: &[u32], at: usize, cut: u32, deltas: usize) ->
 
 /// Writes list `items` (increasing; blocks for kind 0, chunks for kind 1) as `format::list`
 /// does, and notes what the join needs of its items below `cut` (with `sh` = log2 of the
-/// blocks per chunk): the same as [`decode`] reads of the list written.
-pub(crate) fn list_noted(out: &mut Vec<u8>, items: &[u32], kind: u8, cut: u32, sh: u32) -> Noted {
+/// blocks per chunk): the same as [`decode`] reads of the list written. For blocks, `fine`
+/// when the caller has the stats of those below the cut (else they are counted here).
+pub(crate) fn list_noted(
+    out: &mut Vec<u8>,
+    items: &[u32],
+    kind: u8,
+    cut: u32,
+    sh: u32,
+    fine: Option<FineStats>,
+) -> Noted {
     let start = out.len();
     list(out, items);
     let kept = kept(items, cut);
@@ -192,7 +200,9 @@ pub(crate) fn list_noted(out: &mut Vec<u8>, items: &[u32], kind: u8, cut: u32, s
         start + varint_len(items.len() as u32) + varint_len(first),
         out.len() - suffix_bytes(items, kept),
     );
-    if kind == 0 {
+    if let (0, Some(f)) = (kind, fine) {
+        noted.fine = f;
+    } else if kind == 0 {
         let f = &mut noted.fine;
         (f.chunks, f.first_chunk, f.last_chunk) =
             (1, u64::from(first >> sh), u64::from(first >> sh));
@@ -252,13 +262,13 @@ fn from_noted<'a>(n: &Noted, lists: &'a [u8], c0: u32, sh: u32) -> Option<Decode
 #[derive(Clone, Copy, Default)]
 pub(crate) struct FineStats {
     /// Chunks, the first and the last.
-    chunks: u64,
-    first_chunk: u64,
-    last_chunk: u64,
+    pub chunks: u64,
+    pub first_chunk: u64,
+    pub last_chunk: u64,
     /// Bytes of the chunk deltas after the first chunk, and the estimate of the block list's
     /// bytes after its first block (a chunk's first block's delta, one byte per other block).
-    coarse: usize,
-    fine: usize,
+    pub coarse: usize,
+    pub fine: usize,
 }
 
 /// Decodes list `b` of a piece whose first chunk is `c0` and whose use ends before chunk
@@ -416,7 +426,7 @@ fn join(out: &mut Writer, lists: &[Decoded<'_>], sh: u32, chunks: &mut Vec<u32>)
     for l in lists {
         l.chunks(sh, &mut push)?;
     }
-    out.body(true, chunks.len(), chunks.iter().copied());
+    out.body(true, chunks.len(), chunks.iter().copied(), None);
     Some(())
 }
 
