@@ -589,6 +589,103 @@ mod tests {
     use super::super::list;
     use super::*;
 
+    /// The items a [`Decoded`] stands for: (kind, items kept, first, last, rest bytes) of
+    /// deltas, or the chunks of a bitmap.
+    fn seen(d: Option<Decoded<'_>>) -> Option<(u8, u64, u64, u64, Vec<u8>, Vec<u64>)> {
+        let d = d?;
+        let mut chunks = Vec::new();
+        d.chunks(0, |c| {
+            chunks.push(c);
+            Some(())
+        })?;
+        Some(match d {
+            Decoded::Deltas {
+                kind,
+                n,
+                first,
+                last,
+                rest,
+                fine,
+            } => {
+                let f = if kind == 0 {
+                    vec![
+                        fine.chunks,
+                        fine.first_chunk,
+                        fine.last_chunk,
+                        fine.coarse as u64,
+                        fine.fine as u64,
+                    ]
+                } else {
+                    Vec::new()
+                };
+                (kind, n, first, last, rest.to_vec(), f)
+            }
+            Decoded::Chunks(_) | Decoded::Bitmap { .. } => (2, 0, 0, 0, Vec::new(), chunks),
+        })
+    }
+
+    /// What a part notes of a list as it writes it is what reading the list back says
+    /// (`decode`, the join's way before session 21), for lists of blocks, of chunks and
+    /// bitmaps of random items cut at every chunk of their span (xorshift items; 4 blocks per
+    /// chunk; the piece starting at chunk 7).
+    #[test]
+    fn notes_say_what_reading_the_list_says() {
+        let (sh, c0) = (2u32, 7u32);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for case in 0..200 {
+            let mut items: Vec<u32> = (0..1 + case % 40)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % (16 + case as u64 * 7)) as u32
+                })
+                .collect();
+            items.sort_unstable();
+            items.dedup();
+            let chunks_of = |v: &[u32], s: u32| {
+                let mut c: Vec<u32> = v.iter().map(|b| b >> s).collect();
+                c.dedup();
+                c
+            };
+            let span = items.last().unwrap() + 2;
+            for cut in 0..span {
+                let end = c0 + cut;
+                // Blocks (stats counted by the note itself) and chunks as deltas.
+                for (kind, v, item_cut) in [
+                    (0u8, items.clone(), cut << sh),
+                    (1, chunks_of(&items, 0), cut),
+                ] {
+                    let mut out = vec![kind];
+                    let n = list_noted(&mut out, &v, kind, item_cut, sh, None);
+                    assert_eq!(
+                        seen(from_noted(&n, &out, c0, sh)),
+                        seen(decode(&out, c0, end, sh).unwrap()),
+                        "kind {kind}, {v:?} cut at {cut}"
+                    );
+                }
+                // A bitmap of the chunks.
+                let v = chunks_of(&items, 0);
+                let mut out = vec![2];
+                varint(&mut out, u64::from(v[0]));
+                let at = out.len();
+                out.resize(at + (v[v.len() - 1] - v[0]) as usize / 8 + 1, 0);
+                for &c in &v {
+                    let i = (c - v[0]) as usize;
+                    out[at + i / 8] |= 1 << (i % 8);
+                }
+                let deltas =
+                    v.windows(2).map(|w| varint_len(w[1] - w[0])).sum::<usize>() + varint_len(v[0]);
+                let n = bitmap_noted(&v, at, cut, deltas);
+                assert_eq!(
+                    seen(from_noted(&n, &out, c0, sh)),
+                    seen(decode(&out, c0, end, sh).unwrap()),
+                    "bitmap {v:?} cut at {cut}"
+                );
+            }
+        }
+    }
+
     /// A joined list decodes to the pieces' items below their ends, of the whole segment
     /// (values by hand: blocks of 4 per chunk, `sh` 2).
     #[test]
