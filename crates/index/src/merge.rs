@@ -589,9 +589,12 @@ mod tests {
     use super::super::list;
     use super::*;
 
+    /// What [`seen`] compares: kind, items, first, last, rest bytes, block stats or chunks.
+    type Seen = (u8, u64, u64, u64, Vec<u8>, Vec<u64>);
+
     /// The items a [`Decoded`] stands for: (kind, items kept, first, last, rest bytes) of
     /// deltas, or the chunks of a bitmap.
-    fn seen(d: Option<Decoded<'_>>) -> Option<(u8, u64, u64, u64, Vec<u8>, Vec<u64>)> {
+    fn seen(d: Option<Decoded<'_>>) -> Option<Seen> {
         let d = d?;
         let mut chunks = Vec::new();
         d.chunks(0, |c| {
