@@ -408,18 +408,6 @@ pub(crate) fn take_packets<'a>(
     }
 }
 
-/// A batch of fewer AF_XDP packets than this makes the capture thread wait
-/// [`XDP_COALESCE_WAIT`] before it looks again: without the wait, a thread that empties the
-/// RX ring faster than packets come polls and is woken for every few packets (issue 20: at
-/// 0.4 Mpps of 64-byte frames ≈ 1 500 ns of CPU per packet, against ≈ 100 for AF_PACKET,
-/// whose kernel hands over whole blocks). Full batches (high rates) never wait.
-const XDP_COALESCE_BELOW: usize = 256;
-/// How long the wait of [`XDP_COALESCE_BELOW`] is: packets gather in the RX ring meanwhile
-/// (its 16 384 entries by default hold 200 µs of 80 Mpps). AF_XDP packets are stamped when
-/// their batch is taken, so at low rates a packet's timestamp may be up to this much later
-/// than its arrival.
-const XDP_COALESCE_WAIT: Duration = Duration::from_micros(200);
-
 /// Runs one AF_XDP capture thread until `stop` is set: RX batches → buffer records, the
 /// socket's `XDP_STATISTICS` folded into `counters` (kernel drops = `rx_dropped +
 /// rx_ring_full`; kernel packets = read + kernel drops) and `xdp` every
@@ -452,9 +440,6 @@ pub(crate) fn run_xdp(
                 &mut tagged,
                 rules,
             );
-            if n < XDP_COALESCE_BELOW {
-                std::thread::sleep(XDP_COALESCE_WAIT);
-            }
         }
     }
     let started = Instant::now();

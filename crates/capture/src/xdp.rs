@@ -22,10 +22,8 @@
 //! reuse it).
 //!
 //! AF_XDP has no per-packet kernel timestamp: every packet of a batch gets `CLOCK_REALTIME` read
-//! when the batch is taken (at low rates the capture thread lets packets gather for up to 200 µs
-//! between batches, see `feed::XDP_COALESCE_WAIT`, so a stamp may be that much late). It has no
-//! socket filter either: the whole BPF filter runs in user space (the capture thread's user
-//! filter), and the snap length is applied here. The kernel's counters come from
+//! when the batch is taken. It has no socket filter either: the whole BPF filter runs in user
+//! space (the capture thread's user filter), and the snap length is applied here. The kernel's counters come from
 //! `XDP_STATISTICS` ([`XdpStats`]).
 //!
 //! [`tx`] is the generator's AF_XDP transmit socket (`weir gen --backend xdp`), built on the same
