@@ -46,6 +46,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runner  # noqa: E402
+import veth  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=3)
@@ -76,54 +77,14 @@ for tool in ("tcpdump", "netsniff-ng", "trafgen", "tcpreplay", "editcap"):
 NS, A, B = f"weirbench{args.tag}", f"wbench{args.tag}0", f"wbench{args.tag}1"
 
 
-def sh(*cmd):
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-
-
-def setup():
-    teardown()
-    sh("ip", "netns", "add", NS)
-    sh("ip", "link", "add", A, "type", "veth", "peer", "name", B)
-    sh("ip", "link", "set", B, "netns", NS)
-    sh("ip", "link", "set", A, "up")
-    sh("ip", "netns", "exec", NS, "ip", "link", "set", B, "up")
-
-
-def teardown():
-    subprocess.run(["ip", "netns", "del", NS], stderr=subprocess.DEVNULL)
-    subprocess.run(["ip", "link", "del", A], stderr=subprocess.DEVNULL)
-
-
-def mac(dev, ns=None):
-    pre = ["ip", "netns", "exec", ns] if ns else []
-    return subprocess.run(pre + ["cat", f"/sys/class/net/{dev}/address"], capture_output=True, text=True, check=True).stdout.strip()
+PAIR = veth.Pair(NS, A, B)
+sh, setup, teardown = veth.sh, PAIR.setup, PAIR.teardown
+thread_ticks, sched_ns, machine_split = veth.thread_ticks, veth.sched_ns, veth.machine_split
+wait_populated = veth.wait_populated
 
 
 def trafgen_conf(size, path, diverse=False):
-    """One UDP/IPv4 frame of `size` bytes (FCS excluded) from B to A; with `diverse`, a random
-    source port per packet and 4 096 source addresses (the IP checksum recomputed per packet)."""
-    dst = [int(x, 16) for x in mac(A).split(":")]
-    src = [int(x, 16) for x in mac(B, NS).split(":")]
-    ip_len = size - 14
-    ip = [0x45, 0, ip_len >> 8, ip_len & 255, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 215, 0, 2, 10, 215, 0, 1]
-    s = sum((ip[i] << 8) + ip[i + 1] for i in range(0, 20, 2))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    ip[10], ip[11] = (~s >> 8) & 255, ~s & 255
-    udp_len = ip_len - 20
-    udp = [0x30, 0x39, 0x27, 0x0F, udp_len >> 8, udp_len & 255, 0, 0]
-    frame = dst + src + [8, 0] + ip + udp + [0] * (udp_len - 8)
-    cells = [f"0x{b:02x}" for b in frame]
-    if diverse:
-        # IP source 10.215.x.y: x counts 0..15 (one per packet), y random; UDP source port
-        # random; IP checksum computed per packet over bytes 14..33.
-        # Replaced from the end, as multi-byte functions take one cell for several bytes.
-        cells[34:36] = ["drnd(2)"]
-        cells[29] = "drnd()"
-        cells[28] = "dinc(0, 15)"
-        cells[24:26] = ["csumip(14, 33)"]
-    with open(path, "w") as f:
-        f.write("{ " + ", ".join(cells) + " }\n")
+    veth.trafgen_conf(PAIR, size, path, diverse)
 
 
 RECONCILE = {}
@@ -219,35 +180,6 @@ WINDOW_INDEX = {}
 SPLIT = {}
 
 
-def thread_ticks(pid):
-    """{(tid, name): (utime, stime)} of every thread of `pid` now (/proc/PID/task/*/stat,
-    clock ticks)."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                head, rest = f.read().rsplit(")", 1)
-            v = rest.split()
-            out[(tid, head.split("(", 1)[1])] = (int(v[11]), int(v[12]))
-        except (OSError, IndexError):
-            pass
-    return out
-
-
-def sched_ns(pid):
-    """The run time of every thread of `pid` so far, in ns, summed (/proc/PID/task/*/schedstat,
-    first field: the scheduler's exact on-CPU time, not sampled by 10 ms ticks like /proc/PID/stat;
-    threads that ended are missing, so read it while the process runs)."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
 def thread_split(t0, t1):
     """{thread name: (user ticks, system ticks)} between two `thread_ticks` readings, threads
     of one name summed (a thread born in between counts from zero)."""
@@ -258,38 +190,6 @@ def thread_split(t0, t1):
         pu, ps = out.get(name, (0, 0))
         out[name] = (pu + u - u0, ps + s - s0)
     return out
-
-
-def machine_split():
-    """The whole machine's CPU ticks so far (/proc/stat, all CPUs): user+nice, system,
-    irq+softirq, steal, and the busy ticks of each CPU (every state but idle and iowait)."""
-    with open("/proc/stat") as f:
-        lines = f.read().splitlines()
-    v = [int(x) for x in lines[0].split()[1:]]
-    per_cpu = []
-    for line in lines[1:]:
-        if not re.match(r"cpu\d", line):
-            break
-        c = [int(x) for x in line.split()[1:]]
-        per_cpu.append(sum(c[:8]) - c[3] - c[4])
-    return [v[0] + v[1], v[2], v[5] + v[6], v[7]] + per_cpu
-
-
-def wait_populated(pid, limit=30.0):
-    """Waits until weir's thread faulting the packet buffer in ("buffer-populate") is done, so
-    that zeroing the buffer's pages (start-up) stays out of the measured window; under load it
-    ran into the window (perf: 16 % of weir's samples in clear_page_erms under madvise)."""
-    t = time.time()
-    while time.time() - t < limit:
-        names = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                names.append(open(f"/proc/{pid}/task/{tid}/comm").read().strip())
-            except OSError:
-                pass
-        if "buffer-populate" not in names:
-            return
-        time.sleep(0.05)
 
 
 def index_writes(text, w0, w1):
@@ -308,7 +208,7 @@ def index_writes(text, w0, w1):
 
 
 def trafgen(conf):
-    return ["ip", "netns", "exec", NS, "taskset", "-c", "1", "trafgen", "-o", B, "-i", conf, "-n", str(args.packets), "-P", "1", "--no-sock-mem"]
+    return veth.trafgen(PAIR, conf, args.packets)
 
 
 def workloads(tmp):

@@ -14,9 +14,14 @@
 //! stores its arm then loads `reserved`, the writer adds to `reserved` then loads the arm, each
 //! with a `SeqCst` fence between (the store-buffering pattern): one of them sees the other.
 //!
+//! Another thread can also end a wait at once ([`Doorbell::wake`], `Reader::waker`): a consumer
+//! asked to stop, or to answer a request, while it waits up to its next timer. That wake is
+//! sticky: one that comes before the wait is consumed by it (the wait returns at once), so it is
+//! never lost.
+//!
 //! The atomics here are `std`'s even under loom: they order nothing the model checks.
 
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Low bit of [`Doorbell::armed`]: a reader waits (offsets are multiples of 8, so the bit is
@@ -30,6 +35,8 @@ pub(crate) struct Doorbell {
     armed: AtomicU64,
     /// The futex word: bumped by each ring.
     seq: AtomicU32,
+    /// Set by [`wake`](Self::wake), consumed by the wait it ends (or the next one).
+    woken: AtomicBool,
 }
 
 impl Doorbell {
@@ -39,13 +46,24 @@ impl Doorbell {
         let seq = self.seq.load(Ordering::Acquire);
         self.armed.store((until & !7) | ARMED, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        if crate::dist(reserved(), until) >= 0 {
+        if self.woken.swap(false, Ordering::AcqRel) || crate::dist(reserved(), until) >= 0 {
             self.armed.store(0, Ordering::Relaxed);
             return true;
         }
         futex_wait(&self.seq, seq, timeout);
         self.armed.store(0, Ordering::Relaxed);
-        self.seq.load(Ordering::Acquire) != seq
+        // a wake during the wait is consumed here (its `seq` bump ended the futex wait)
+        self.woken.swap(false, Ordering::AcqRel) || self.seq.load(Ordering::Acquire) != seq
+    }
+
+    /// Ends the reader's wait in progress at once, or, when it is not waiting, its next wait
+    /// (which then returns at once): the flag is set before `seq` moves, so a wait that loaded
+    /// `seq` before the bump fails its futex compare or is woken, and one that loads it after
+    /// sees the flag.
+    pub(crate) fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        self.seq.fetch_add(1, Ordering::Release);
+        futex_wake(&self.seq);
     }
 
     /// Rings when a reader waits for an offset `reserved` (the writer's view, after its last
@@ -128,6 +146,24 @@ mod tests {
         // Woken by the ring (the futex word moved), not by the 30 s timeout.
         assert!(waiter.join().unwrap());
         assert_eq!(bell.armed.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_wake_ends_a_wait_in_progress_and_one_before_the_wait_is_not_lost() {
+        let bell = Arc::new(Doorbell::default());
+        let b = bell.clone();
+        // nothing reserved: only the wake can end this 30 s wait early
+        let waiter = std::thread::spawn(move || b.wait(4096, Duration::from_secs(30), || 0));
+        while bell.armed.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        bell.wake();
+        assert!(waiter.join().unwrap());
+        assert!(!bell.woken.load(Ordering::SeqCst), "the wake was consumed");
+        // a wake with nobody waiting makes the next wait return at once, woken, then is gone
+        bell.wake();
+        assert!(bell.wait(4096, Duration::from_secs(30), || 0));
+        assert!(!bell.wait(4096, Duration::from_millis(1), || 0));
     }
 
     #[test]

@@ -107,7 +107,7 @@ mod writer;
 
 pub use mem::{advise_huge_pages, populate_for_writes, PageKind, Prefault};
 pub use pcapng::Record;
-pub use reader::{Batch, Block, Blocks, Reader, Records};
+pub use reader::{Batch, Block, Blocks, Reader, Records, Waker, WAKE_BYTES};
 pub use writer::{Dropped, Pending, Writer};
 
 use sync::{fence, Arc, AtomicBool, AtomicU64, Ordering, Padded, Shadow};

@@ -10,6 +10,11 @@ use crate::pcapng::{get_u32, Record, EPB_TYPE, MIN_BLOCK_LEN};
 use crate::sync::Ordering;
 use crate::{dist, Inner, PacketBuffer, ReaderSlot, DETACHED, HELD, OFFSET_MASK};
 
+/// How many new bytes end a [`Reader::wait_more`] (at most 1/16 of the buffer): ≈ 11 000
+/// 64-byte packets, a few hundred wake-ups a second at the highest rates, and about none when
+/// traffic is light (the consumer's own timeout then paces it).
+pub const WAKE_BYTES: u64 = 1 << 20;
+
 /// A consumer's handle: its cursor into the buffer. One thread at a time (`&mut self`).
 pub struct Reader {
     buf: PacketBuffer,
@@ -91,6 +96,24 @@ impl Reader {
             .wait(until, timeout, || inner.reserved.load(Ordering::Relaxed))
     }
 
+    /// [`wait`](Self::wait)s for [`WAKE_BYTES`] (at most a sixteenth of the buffer) past this
+    /// reader's position, or `timeout`, or a [`Waker::wake`]: what a consumer that found
+    /// nothing new does instead of sleeping a fixed few milliseconds (each such wake-up of an
+    /// idle vCPU is dear on a VM: issue 20). Its timers (ticks, flushes) bound `timeout`.
+    pub fn wait_more(&mut self, timeout: std::time::Duration) -> bool {
+        let wake = WAKE_BYTES.min(self.buf.size() as u64 / 16);
+        self.wait(self.pos.wrapping_add(wake), timeout)
+    }
+
+    /// A handle that ends this reader's [`wait`](Self::wait) from another thread (a stop, a
+    /// request for the consumer): see [`Waker::wake`].
+    pub fn waker(&self) -> Waker {
+        Waker {
+            buf: self.buf.clone(),
+            slot: self.slot,
+        }
+    }
+
     /// The size of the buffer in bytes.
     pub fn buffer_size(&self) -> usize {
         self.buf.size()
@@ -132,6 +155,28 @@ impl Drop for Reader {
     fn drop(&mut self) {
         // Writers stop waiting for us.
         self.slot().cursor.store(DETACHED, Ordering::Release);
+    }
+}
+
+/// Ends a [`Reader::wait`] from another thread ([`Reader::waker`]); clone it freely.
+#[derive(Clone)]
+pub struct Waker {
+    buf: PacketBuffer,
+    slot: usize,
+}
+
+impl Waker {
+    /// Ends the reader's wait in progress at once; when it is not waiting, its next wait
+    /// returns at once instead (a wake is never lost). Set the flag the consumer looks at
+    /// (a stop, a request queued) before waking it.
+    pub fn wake(&self) {
+        self.buf.inner.readers[self.slot].bell.wake();
+    }
+}
+
+impl std::fmt::Debug for Waker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waker").field("slot", &self.slot).finish()
     }
 }
 

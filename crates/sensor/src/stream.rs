@@ -767,6 +767,13 @@ impl Pending {
     }
 }
 
+/// Longest a stream's writer waits for the consumer's next packet when it has nothing to send:
+/// how soon a reader that attaches (opens the FIFO, connects to the socket) gets its pcap header
+/// while no packet comes, and a reader's leaving is seen. (Session 21: it slept 1 ms at a time
+/// whatever it had to do, ≈ 1 000 wake-ups a second with no traffic; with something to send to
+/// a reader that does not take it, it still looks every 1 ms.)
+const WRITER_IDLE: Duration = Duration::from_millis(100);
+
 /// The writer thread: readers attach, get a header and the packets from then on; returns the
 /// error that ended it, if any.
 fn write_loop(
@@ -784,6 +791,8 @@ fn write_loop(
     let mut finishing: Option<(Instant, u64)> = None;
     let mut closed = false;
     let mut error = None;
+    // a packet taken from the queue while waiting for one, handed on by the next turn
+    let mut carry: Option<Vec<u8>> = None;
     loop {
         if stop.load(Ordering::Relaxed) && stopping_since.is_none() {
             stopping_since = Some(Instant::now());
@@ -844,7 +853,7 @@ fn write_loop(
         // take what the consumer queued
         let mut got = false;
         loop {
-            match rx.try_recv() {
+            match carry.take().map_or_else(|| rx.try_recv(), Ok) {
                 Ok(rec) => {
                     got = true;
                     stats.queued_bytes.fetch_sub(rec.len(), Ordering::Relaxed);
@@ -914,7 +923,15 @@ fn write_loop(
         if closed && conn.is_none() {
             break;
         }
-        if !got || !all_sent {
+        let pending = conn.as_ref().is_some_and(|(_, p)| !p.bytes.is_empty());
+        if !got && !pending && stopping_since.is_none() {
+            // Nothing to send: wait for the consumer's next packet (taken by the next turn), at
+            // most WRITER_IDLE (readers attaching and leaving are looked at then); the stop
+            // closes the channel, which ends the wait at once.
+            if let Ok(rec) = rx.recv_timeout(WRITER_IDLE) {
+                carry = Some(rec);
+            }
+        } else if !got || !all_sent {
             match &endpoint {
                 // woken at once by a reader's close
                 Endpoint::Fifo(w) => w.wait(Duration::from_millis(1)),
@@ -940,6 +957,7 @@ pub struct Stream {
     name: String,
     reader_slot: usize,
     stop: Arc<AtomicBool>,
+    waker: weir_buffer::Waker,
     consumer: Option<JoinHandle<Output>>,
     stats: Arc<StreamStats>,
 }
@@ -963,6 +981,7 @@ impl Stream {
         let out = Output::open(&cfg.name, &cfg.target, cfg.queue_bytes, interfaces)?;
         let stats = Arc::clone(out.stats());
         let stop = Arc::new(AtomicBool::new(false));
+        let waker = reader.waker();
         let consumer = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
@@ -977,6 +996,7 @@ impl Stream {
             name: cfg.name.clone(),
             reader_slot,
             stop,
+            waker,
             consumer: Some(consumer),
             stats,
         })
@@ -995,7 +1015,8 @@ impl Stream {
     /// Reads what is left in the buffer (call it after capture stopped), hands it to the
     /// reader and reports. `buffer` gives the skip counters.
     pub fn finish(mut self, buffer: &weir_buffer::Stats) -> StreamReport {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Release);
+        self.waker.wake();
         let skipped = buffer
             .readers
             .get(self.reader_slot)
@@ -1018,7 +1039,8 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Release);
+        self.waker.wake();
         if let Some(c) = self.consumer.take() {
             let _ = c.join();
         }
@@ -1039,11 +1061,16 @@ fn compile(expr: &str, interfaces: &[Interface]) -> Result<Option<Vec<Filter>>, 
 }
 
 /// The consumer: every record past the cursor through the filter into the output, until
-/// `stop` is set and the buffer has nothing more.
+/// `stop` is set and the buffer has nothing more. With nothing new it waits on the reader's
+/// doorbell for the next records capture hands over (a ring block, at least every 50 ms
+/// while packets come: the stream's latency stays the capture's) or [`CONSUMER_WAIT`];
+/// [`Stream::finish`] wakes it at once. (Session 21: it slept 1 ms at a time, ≈ 1 000 wake-ups
+/// a second with no traffic.)
 fn consume(reader: &mut Reader, filters: &Option<Vec<Filter>>, out: &Output, stop: &AtomicBool) {
     loop {
         // read the flag before the batch: a batch empty after the stop is the end
         let stopping = stop.load(Ordering::Acquire);
+        let mut idle = false;
         match reader.next_batch() {
             Some(batch) => {
                 for r in batch.records() {
@@ -1060,10 +1087,19 @@ fn consume(reader: &mut Reader, filters: &Option<Vec<Filter>>, out: &Output, sto
                 batch.release();
             }
             None if stopping => return,
-            None => std::thread::sleep(Duration::from_millis(1)),
+            None => idle = true,
+        }
+        if idle {
+            // any record past the cursor (offsets are multiples of 8) ends the wait
+            let next = reader.position().wrapping_add(8);
+            reader.wait(next, CONSUMER_WAIT);
         }
     }
 }
+
+/// Longest a stream's consumer waits for records with nothing new (a stop wakes it; this only
+/// bounds a wake-up missed).
+const CONSUMER_WAIT: Duration = Duration::from_secs(1);
 
 /// A set of streams on one buffer, as a record job runs them.
 #[derive(Debug, Default)]

@@ -188,6 +188,11 @@ impl Running {
         r
     }
 
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Its stderr so far.
     pub(crate) fn text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
