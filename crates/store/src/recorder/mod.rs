@@ -335,6 +335,10 @@ pub struct Recorder {
     /// Buffer offset (a record boundary) up to which space can be given back.
     release: u64,
     seg: Option<Segment>,
+    /// The index builder of the last closed segment, emptied for the next one: a fresh
+    /// builder's ≈ 1 MiB of tables are new pages to fault in and zero at every segment
+    /// (`IndexBuilder::clear` keeps them).
+    spare_index: Option<IndexBuilder>,
     failed_since: Option<Instant>,
     error: Option<String>,
     all_direct: bool,
@@ -406,6 +410,7 @@ impl Recorder {
             walked: None,
             release: 0,
             seg: None,
+            spare_index: None,
             failed_since: None,
             error: None,
             all_direct: true,
@@ -667,7 +672,13 @@ impl Recorder {
         self.seg = Some(Segment {
             file,
             path,
-            index: self.opts.index_chunk.map(IndexBuilder::new),
+            index: self.opts.index_chunk.map(|chunk| match self.spare_index.take() {
+                Some(mut ix) => {
+                    ix.clear();
+                    ix
+                }
+                None => IndexBuilder::new(chunk),
+            }),
             info,
             drops_at_open: self.upstream_drops(),
             last_write: Instant::now(),
@@ -779,6 +790,7 @@ impl Recorder {
                 }
             }
         }
+        self.spare_index = seg.index.take();
         self.store.put(seg.info);
         let deleted =
             self.store
