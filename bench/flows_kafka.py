@@ -21,9 +21,15 @@ How to judge "at most 10 %" with the broker on the same 2 cores: beside the wall
 and (b) the wall with the broker's CPU taken out, two ways: `wall - broker CPU / 2` of the same
 run (the broker's CPU during each run read from /proc; the profile showed no core idle during a
 run, so the broker's CPU takes half of it from the wall on 2 cores), and, with --pin, a real
-measurement: the broker pinned to CPU 1 (`taskset -c 1` from its start, every JVM thread) and
-every weir run (the reference too) to CPU 0, so the broker never takes weir's core and weir
-never gets the broker's.
+measurement in the same sitting: every command runs twice, as it is (the broker's threads on
+both CPUs) and pinned (rows ending in " pinned"): the broker on CPU 1 (started under
+`taskset -c 1`, every JVM thread; widened to both CPUs with `taskset -a -p` for the unpinned
+runs and narrowed back before the pinned ones) and weir on CPU 0, the reference
+(`--json /dev/null`) too, so the broker never takes weir's core and weir never gets the
+broker's: what an operator whose broker runs on other machines sees, on a sensor of one core.
+Each pinned row is judged against the pinned reference. Pinned, weir's threads share one
+core: a hand-over that wakes a thread costs a context switch (before session 21 the sink's
+thread was woken every 100 ms of packet time, 35 000 times a run: +50 to +80 % CPU pinned).
 
 With --profile, each command runs once more under `perf sched record -a` (bench/sched_profile.py):
 per thread of weir its CPU, the time it waited for a core and when it last ran (the meter's end
@@ -108,7 +114,8 @@ subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "-t", "w
                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 log = open(os.path.join(kdir, "broker.log"), "w")
 # --pin: the JVM and every thread it makes on CPU 1 (affinity is inherited), weir on CPU 0
-pin_broker, pin_weir = (["taskset", "-c", "1"], ["taskset", "-c", "0"]) if args.pin else ([], [])
+pin_broker = ["taskset", "-c", "1"] if args.pin else []
+PIN_WEIR = ["taskset", "-c", "0"]
 broker = subprocess.Popen(pin_broker + ["java", "-Xmx1g", "-cp", cp, "kafka.Kafka", props], stdout=log, stderr=log)
 brokers = f"127.0.0.1:{port}"
 try:
@@ -141,24 +148,38 @@ try:
 
     def kafka(label, fmt, compression, more, binary=weir):
         topic = "bench-" + "".join(c if c.isalnum() else "-" for c in label)
-        return pin_weir + [binary, "flows", "-r", trace, "--kafka", brokers, "--kafka-format", fmt,
+        return [binary, "flows", "-r", trace, "--kafka", brokers, "--kafka-format", fmt,
                 "--kafka-compression", compression, "--kafka-topic", topic] + more
 
     binaries = [("", weir)] + ([(" [B]", args.ab)] if args.ab else [])
+    # (name, argv, pinned, its reference's name)
     cmds = []
-    for tag, binary in binaries:
-        cmds += [("json to /dev/null" + tag,
-                  pin_weir + [binary, "flows", "-r", trace, "--json", "/dev/null"])]
-        cmds += [(f"--kafka {k[0]}{tag}", kafka(*k, binary=binary)) for k in kafkas]
+    for pinned in [False, True] if args.pin else [False]:
+        ptag = " pinned" if pinned else ""
+        for tag, binary in binaries:
+            ref = "json to /dev/null" + tag + ptag
+            mine = [(ref, [binary, "flows", "-r", trace, "--json", "/dev/null"])]
+            mine += [(f"--kafka {k[0]}{tag}{ptag}", kafka(*k, binary=binary)) for k in kafkas]
+            cmds += [(n, (PIN_WEIR if pinned else []) + c, pinned, ref) for n, c in mine]
 
     def broker_cpu():
         return runner.cpu_s(broker.pid)
 
+    broker_pinned = [args.pin]
+
+    def pin_broker_to(pinned):
+        """Every thread of the broker on CPU 1 (pinned) or on both (not); new threads inherit."""
+        if broker_pinned[0] != pinned:
+            subprocess.run(["taskset", "-a", "-p", "-c", "1" if pinned else "0,1", str(broker.pid)],
+                           check=True, stdout=subprocess.DEVNULL)
+            broker_pinned[0] = pinned
+
     # runner.compare's interleaved runs (one warm-up round), with the broker's CPU read around
     # each run: medians of wall, CPU, peak RSS, the broker's CPU and wall - broker CPU / 2
-    samples = {name: [] for name, _ in cmds}
+    samples = {name: [] for name, *_ in cmds}
     for r in range(args.runs + 1):
-        for name, cmd in cmds:
+        for name, cmd, pinned, _ in cmds:
+            pin_broker_to(pinned)
             b0 = broker_cpu()
             wall, cpu, rss = runner.measure(cmd)
             b = broker_cpu() - b0
@@ -170,6 +191,7 @@ try:
     # weir and of the broker
     stats = os.path.join(out, "flows-kafka-stats.json")
     counts, cpus = {}, {}
+    pin_broker_to(False)
     for k in kafkas:
         b0, t0 = broker_cpu(), os.times()
         subprocess.run(kafka(*k) + ["--stats", stats],
@@ -182,7 +204,8 @@ try:
         counts[k[0]] = st
     if args.profile:
         import sched_profile
-        for name, cmd in cmds:
+        for name, cmd, pinned, _ in cmds:
+            pin_broker_to(pinned)
             sched_profile.print_profile(name, sched_profile.profile(cmd, [broker.pid]),
                                         {broker.pid: "broker (JVM)"})
 finally:
@@ -196,18 +219,18 @@ finally:
 st = next(iter(counts.values()))
 packets, records = st["packets_read"], st["records"]
 runner.report(f"flows to Kafka: {os.path.basename(trace)}, {packets} packets, {records} records, "
-              f"median of {args.runs}" + (" (--pin: broker on CPU 1, weir on CPU 0)" if args.pin else ""),
+              f"median of {args.runs}" + (" (rows \"pinned\": broker on CPU 1, weir on CPU 0)" if args.pin else ""),
               {n: m[:3] for n, m in med.items()}, "json to /dev/null", packets)
 for label, s in counts.items():
     k = s["exports"][0]["kafka"]
     print(f"--kafka {label}: {s['records']} records, {k['messages']} messages, {k['delivered']} delivered, {k['failed']} failed, "
           f"{k['overflow']} overflow, {s['exports'][0]['bytes']} bytes; one run: weir CPU "
           f"{cpus[label][0]:.2f} s, broker CPU {cpus[label][1]:.2f} s")
-print("against json to /dev/null (of the same binary): wall; (a) weir's CPU; (b) wall - broker CPU / 2"
-      " (broker CPU per run)" + ("; --pin: the wall itself has no broker in it" if args.pin else ""))
+print("against json to /dev/null (of the same binary, pinned alike): wall; (a) weir's CPU; (b) wall - broker CPU / 2"
+      " (broker CPU per run)" + ("; pinned rows: the wall itself has no broker in it" if args.pin else ""))
+refs = {name: ref for name, _, _, ref in cmds}
 for name, (wall, cpu, rss, b, net) in med.items():
-    tag = " [B]" if name.endswith(" [B]") else ""
-    ref_wall, ref_cpu, _, ref_b, ref_net = med["json to /dev/null" + tag]
+    ref_wall, ref_cpu, _, ref_b, ref_net = med[refs[name]]
     print(f"{name}: {records / wall / 1e3:.0f} k records/s, wall {100 * (wall / ref_wall - 1):+.1f} %, "
           f"(a) cpu {100 * (cpu / ref_cpu - 1):+.1f} %, (b) {net:.3f} s {100 * (net / ref_net - 1):+.1f} % "
           f"(broker {b:.2f} s), peak {rss / 1024:.0f} MiB")

@@ -84,6 +84,58 @@ fn closed_stdout_is_a_quiet_exit_0_for_every_command() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The counts of `weir flows`' records line: exported, below --min-tcp-bytes, and the rest
+/// (the number before `tail`).
+fn records_line(summary: &str, tail: &str) -> Option<(u64, u64, u64)> {
+    let line = summary
+        .lines()
+        .find(|l| l.trim_start().starts_with("records: "))?;
+    let rest = line.trim_start().strip_prefix("records: ")?;
+    let (exported, rest) = rest.split_once(" exported, ")?;
+    let (below, rest) = rest.split_once(" below --min-tcp-bytes, ")?;
+    let lost = rest.strip_suffix(tail)?;
+    Some((
+        exported.parse().ok()?,
+        below.parse().ok()?,
+        lost.parse().ok()?,
+    ))
+}
+
+/// `weir flows -r F --csv -` whose reader went away (`| head -c1`): exit 0, and the summary
+/// says the reader closed the output, not "lost to a failed exporter"; exported + not written
+/// = the records of the same file written to /dev/null (the oracle).
+#[test]
+fn flows_to_a_closed_stdout_says_the_reader_closed_it() {
+    let f = sample();
+    let all = run(weir()
+        .args(["flows", "-r"])
+        .arg(&f)
+        .args(["--csv", "/dev/null"]));
+    let all_err = String::from_utf8_lossy(&all.stderr);
+    assert!(all.status.success(), "{all_err}");
+    let (records, _, none) =
+        records_line(&all_err, " lost to a failed exporter").expect("a records line");
+    assert!(records > 1 && none == 0, "{all_err}");
+    let out = weir()
+        .args(["flows", "-r"])
+        .arg(&f)
+        .args(["--csv", "-"])
+        .stdout(closed_pipe())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("failed exporter") && !err.contains("error:"),
+        "{err}"
+    );
+    let (exported, _, not_written) =
+        records_line(&err, " not written: the reader closed csv -").expect("the records line");
+    assert!(not_written > 0, "{err}");
+    assert_eq!(exported + not_written, records, "{err}");
+}
+
 #[test]
 fn full_stdout_is_exit_1_naming_stdout() {
     let tmp = tempfile::tempdir().unwrap();

@@ -38,7 +38,9 @@ use common::netns::VethBench;
 use common::prom::{metrics_text, promtool_check, samples, served};
 use common::sip::call;
 use common::web::{files as web_files, servers, traffic};
-use common::{counters_until, record_analyzers_args, run, segments, weir, Running};
+use common::{
+    counters_until, fed_and_held_with_stderr, record_analyzers_args, run, segments, weir, Running,
+};
 use serde_json::Value;
 use weir_testkit::{have, missing, TempDir};
 
@@ -707,21 +709,16 @@ fn spawn_flows_to_kafka(
     let flags = ["--idle-timeout", "0.5", "--active-timeout", "1"];
     let want = json_lines(&f, &flags);
     let mut data = std::fs::read(&f).unwrap();
-    let mut child = weir()
-        .args(["flows", "--workers", "1", "-r", "-"])
-        .args(flags)
-        .args(["--kafka", &b.brokers(), "--kafka-topic", topic])
-        .args(["--kafka-sensor", "s1"])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
     let rest = data.split_off(data.len() / part);
-    stdin.write_all(&data).unwrap();
-    stdin.flush().unwrap();
+    let (child, stdin) = fed_and_held_with_stderr(
+        weir()
+            .args(["flows", "--workers", "1", "-r", "-"])
+            .args(flags)
+            .args(["--kafka", &b.brokers(), "--kafka-topic", topic])
+            .args(["--kafka-sensor", "s1"])
+            .args(extra),
+        &data,
+    );
     Feeding {
         child,
         stdin,

@@ -341,3 +341,35 @@ fn tcp_shaped_ipv6_frames_are_valid_in_tshark() {
         assert_eq!(r[4], "0x0018", "PSH|ACK");
     }
 }
+
+/// `--vlan` (and `--tcp`, IPv6) with the default size: the frames are the smallest that hold
+/// the headers and the stamp (tshark: 64 bytes, VLAN 100; by hand: Ethernet 14 + 802.1Q 4 +
+/// IPv4 20 + UDP 8 + stamp 18), not a run-time failure; a `--size` given too small is a usage
+/// error (status 2) naming the smallest frame.
+#[test]
+fn the_default_size_grows_to_the_headers_and_a_given_one_too_small_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("v.pcap");
+    let out = run(weir()
+        .args(["gen", "--vlan", "100", "--pps", "1000", "-c", "3", "-w"])
+        .arg(&f));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = tshark_fields(&f, &["frame.len", "vlan.id", "udp.srcport"]);
+    assert_eq!(rows, vec![vec!["64", "100", "40000"]; 3]);
+    let out = run(weir()
+        .args(["gen", "--vlan", "100", "--size", "60", "-c", "3", "-w"])
+        .arg(tmp.path().join("x.pcap")));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "--size 60 cannot hold the headers and the 18-byte stamp: the smallest frame is 64"
+        ),
+        "{err}"
+    );
+    assert!(!tmp.path().join("x.pcap").exists(), "nothing written");
+}

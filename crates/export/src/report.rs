@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 use weir_flows::{MeterStats, Metered};
 
-use crate::{ExportStats, Fanout, SinkError};
+use crate::{ExportError, ExportStats, Fanout, SinkError};
 
 /// What a finished meter run counted.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +20,10 @@ pub struct RunReport {
     pub meter: MeterStats,
     /// Each output's totals, by name, in the order they were opened.
     pub exports: Vec<(String, ExportStats)>,
+    /// The output whose reader closed it (a closed pipe stopped the export: `weir flows
+    /// --csv - | head -c1`), by name; the run ends quietly and the summary says so instead of
+    /// "lost to a failed exporter".
+    pub reader_closed: Option<String>,
 }
 
 /// Why a meter run's export failed (the run itself went on to its end).
@@ -83,10 +87,15 @@ impl RunReport {
                     },
                 });
         }
+        let reader_closed = match &first {
+            Some(RunError::Sink(e)) if is_broken_pipe(&e.error) => Some(e.name.clone()),
+            _ => None,
+        };
         let report = RunReport {
             read: run.packets,
             meter: done.stats,
             exports: totals.exports,
+            reader_closed,
         };
         (report, first)
     }
@@ -153,7 +162,14 @@ impl RunReport {
                 );
             }
         }
-        self.meter.summary(self.read, &outputs)
+        match &self.reader_closed {
+            Some(name) => self.meter.summary_with_loss(
+                self.read,
+                &outputs,
+                &format!("not written: the reader closed {name}"),
+            ),
+            None => self.meter.summary(self.read, &outputs),
+        }
     }
 
     /// Every counter as JSON: the meter's ([`MeterStats::to_json`]) and `"exports"`, one
@@ -193,8 +209,26 @@ impl RunReport {
             o
         });
         m.insert("exports".into(), Value::Array(exports.collect()));
+        if let Some(name) = &self.reader_closed {
+            m.insert("output_closed_by_reader".into(), name.as_str().into());
+        }
         Value::Object(m)
     }
+}
+
+/// True when `err` is a write to a reader that went away (a closed pipe), anywhere in its
+/// chain of causes.
+fn is_broken_pipe(err: &ExportError) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// A file the report of a run goes to, created before the run (so that a bad path fails
@@ -374,6 +408,40 @@ mod tests {
             json!({"sink": "v9 x", "records": 3, "datagrams": 2, "bytes": 300, "dropped": 0,
                    "dropped_v5_ipv6": 0, "times_clamped": 4})
         );
+    }
+
+    /// Fails its first record with a write to a closed pipe (`--csv - | head -c1`).
+    struct ClosedPipe;
+
+    impl FlowSink for ClosedPipe {
+        fn export(&mut self, _: &FlowRecord) -> Result<(), ExportError> {
+            Err(ExportError::Write(std::io::ErrorKind::BrokenPipe.into()))
+        }
+        fn tick(&mut self, _: u64) -> Result<(), ExportError> {
+            Ok(())
+        }
+        fn finish(&mut self) -> Result<ExportStats, ExportError> {
+            Ok(ExportStats::default())
+        }
+    }
+
+    /// A reader that closed the output is said so, not "a failed exporter"; any other error
+    /// keeps the words.
+    #[test]
+    fn a_reader_that_closed_the_output_is_said_so() {
+        let (r, err) = RunReport::finish(run(vec![("csv -", Box::new(ClosedPipe))], 3));
+        assert_eq!(err.unwrap().to_string(), "export to csv -");
+        assert_eq!(r.reader_closed.as_deref(), Some("csv -"));
+        let s = r.summary();
+        assert!(
+            s.contains(" not written: the reader closed csv -\n") && !s.contains("failed exporter"),
+            "{s}"
+        );
+        assert_eq!(r.to_json()["output_closed_by_reader"], "csv -");
+        let (r, _) = RunReport::finish(run(vec![("b", counting(Some(2), 0, 0))], 3));
+        assert_eq!(r.reader_closed, None);
+        assert!(r.summary().contains(" lost to a failed exporter\n"));
+        assert!(r.to_json().get("output_closed_by_reader").is_none());
     }
 
     #[test]

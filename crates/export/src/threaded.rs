@@ -10,14 +10,20 @@
 //!   queue, still counts what it drops).
 //! * **Errors**: the first error of the sink stops its thread; the next `export`/`tick` (or
 //!   `finish`) returns it, and the records handed over after it are counted as dropped.
-//! * **Ticks**: a tick is handed over with the next batch, or on its own when packet time moved
-//!   by [`TICK_NS`] since the last one handed over; the thread also repeats the last tick when
-//!   nothing came for 100 ms (Kafka serves its delivery reports then).
+//! * **Ticks**: a tick is handed over with the next batch, or when packet time moved by
+//!   [`TICK_NS`] since the last one handed over: with the records gathered so far, or, when
+//!   there are none, on its own once [`TICK_WALL`] of wall time passed since the last
+//!   hand-over; the thread also repeats the last tick when nothing came for 100 ms (Kafka
+//!   serves its delivery reports then). Live, packet time is wall time and a tick goes every
+//!   100 ms; a file is read hours of packet time a second, and without the wall-time bound
+//!   every 100 ms of packet time woke the sink's thread (session 21: 70 000 context switches
+//!   a run with weir on one core). Records are never held back by it: a run whose input
+//!   stalls (stdin held open) has handed over every record given before its last tick.
 
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use weir_flows::FlowRecord;
 
@@ -30,8 +36,11 @@ pub(crate) const BATCH: usize = 1024;
 /// Batches that may wait for the sink's thread.
 pub(crate) const QUEUED_BATCHES: usize = 16;
 
-/// Packet time between two ticks handed over without records, ns.
+/// Packet time between two ticks handed over without a full batch, ns.
 const TICK_NS: u64 = 100_000_000;
+
+/// Wall time between two hand-overs before a tick is handed over without a full batch.
+const TICK_WALL: Duration = Duration::from_millis(10);
 
 /// What the meter's side sends.
 enum Msg {
@@ -51,6 +60,8 @@ pub(crate) struct Threaded {
     /// The latest tick given, and the one last handed over.
     tick: u64,
     sent_tick: u64,
+    /// When the last batch or tick was handed over.
+    handed_at: Instant,
     /// The sink's totals, as of its last batch.
     live: Arc<Mutex<ExportStats>>,
     /// Records handed over after the sink failed, or not handed over because it had.
@@ -77,6 +88,10 @@ impl Threaded {
             batch: Vec::with_capacity(BATCH),
             tick: 0,
             sent_tick: 0,
+            // the first tick goes at once
+            handed_at: Instant::now()
+                .checked_sub(TICK_WALL)
+                .unwrap_or_else(Instant::now),
             live,
             lost: 0,
         })
@@ -118,6 +133,7 @@ impl Threaded {
             .unwrap_or_else(|_| Vec::with_capacity(BATCH));
         let batch = std::mem::replace(&mut self.batch, next);
         self.sent_tick = self.tick;
+        self.handed_at = Instant::now();
         self.send(Msg::Records(batch, self.tick))
     }
 }
@@ -177,7 +193,12 @@ impl FlowSink for Threaded {
         self.tick = self.tick.max(now_ns);
         if self.tick.saturating_sub(self.sent_tick) >= TICK_NS {
             if self.batch.is_empty() {
+                // nothing waits behind it: a tick withheld is never a record withheld
+                if self.handed_at.elapsed() < TICK_WALL {
+                    return Ok(());
+                }
                 self.sent_tick = self.tick;
+                self.handed_at = Instant::now();
                 self.send(Msg::Tick(self.tick))?;
             } else {
                 self.flush()?;
@@ -292,6 +313,69 @@ mod tests {
         assert_eq!(
             first_tick, 10,
             "the tick comes right after the 10 records before it"
+        );
+    }
+
+    /// Ticks given faster than [`TICK_WALL`] (a file read hours of packet time a second) are
+    /// handed over at most once per [`TICK_WALL`] of wall time (bound computed from the wall
+    /// time the loop took) besides those riding with full batches; records and ticks stay in
+    /// order.
+    #[test]
+    fn ticks_given_fast_are_handed_over_once_per_tick_wall() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Keeping {
+            seen: seen.clone(),
+            fail_at: 0,
+            records: 0,
+        };
+        let mut t = Threaded::spawn("test", sink).unwrap();
+        let started = Instant::now();
+        let ticks = 10_000u64;
+        for i in 1..=ticks {
+            t.tick(i * TICK_NS).unwrap();
+            // a record every 100 ticks: most ticks find no record waiting
+            if i % 100 == 0 {
+                t.export(&rec(i)).unwrap();
+            }
+        }
+        let took = started.elapsed();
+        let st = t.finish().unwrap();
+        assert_eq!(st.records, ticks / 100);
+        let seen = seen.lock().unwrap();
+        let handed: Vec<u64> = seen.iter().filter(|e| e.0 == 't').map(|e| e.1).collect();
+        // the first at once, then one per TICK_WALL at most, and one with each record (the
+        // tick after a record hands it over: 100 of them) (10 000 without the bound)
+        let most = 1 + (took.as_nanos() / TICK_WALL.as_nanos()) as usize + 100;
+        assert!(
+            !handed.is_empty() && handed.len() <= most,
+            "{} ticks handed over in {took:?} (at most {most})",
+            handed.len()
+        );
+        assert_eq!(handed[0], TICK_NS, "the first tick goes at once");
+        assert!(handed.windows(2).all(|w| w[0] < w[1]), "{handed:?}");
+        // each handed-over tick comes after every record given before it (record i, a
+        // multiple of 100, was given after tick i)
+        for (at, e) in seen.iter().enumerate() {
+            if e.0 == 't' {
+                let before = seen[..at].iter().filter(|x| x.0 == 'r').count() as u64;
+                // at least those given before it; at most those given up to its hand-over
+                // (the last one rides with finish's batch, after record 10 000)
+                let n = e.1 / TICK_NS;
+                assert!(
+                    ((n - 1) / 100..=n / 100).contains(&before),
+                    "tick {n} after {before} records"
+                );
+            }
+        }
+        let recs: Vec<u64> = seen.iter().filter(|e| e.0 == 'r').map(|e| e.1).collect();
+        assert_eq!(recs, (1..=ticks / 100).map(|i| i * 100).collect::<Vec<_>>());
+        assert!(
+            handed
+                .iter()
+                .filter(|&&t| t % (100 * TICK_NS) == TICK_NS)
+                .count()
+                >= 99,
+            "the tick after each record went at once: {handed:?}"
         );
     }
 

@@ -14,6 +14,14 @@ impl MeterStats {
     /// left out); `outputs` are the lines about the outputs (each ending in `\n`, or empty),
     /// which come after the records line and before the memory line.
     pub fn summary(&self, read: u64, outputs: &str) -> String {
+        self.summary_with_loss(read, outputs, "lost to a failed exporter")
+    }
+
+    /// [`summary`](Self::summary) with `lost` as the words after the count of records the
+    /// exporter did not take ([`sink_failed`](Self::sink_failed)): `lost to a failed exporter`
+    /// there; the exporters' report says what happened when it knows better (a reader that
+    /// closed the output).
+    pub fn summary_with_loss(&self, read: u64, outputs: &str, lost: &str) -> String {
         let s = self;
         let tags = if s.tagged_packets > 0 || s.tags_lost > 0 {
             format!(
@@ -36,7 +44,7 @@ impl MeterStats {
              unattributed (ports 0), {} forgotten early (table full); {} packets without a \
              transport header (ports 0)\n  flows: {} created, peak {} active{shards}; ended: {} \
              idle, {} active timeout, {} FIN/RST, {} evicted (table full), {} at end of input\n  \
-             records: {} exported, {} below --min-tcp-bytes, {} lost to a failed exporter\n\
+             records: {} exported, {} below --min-tcp-bytes, {} {lost}\n\
              {tags}{outputs}  memory: {:.1} bytes per flow ({} flows of capacity over {} shard(s))\n",
             s.metered,
             s.non_ip,

@@ -12,6 +12,7 @@ use weir_pcap::{FileFormat, Precision};
 
 use crate::drive::SendOptions;
 use crate::job::{Backend, Job, Target};
+use crate::size::SizeMix;
 use crate::spec::StreamSpec;
 use crate::TxConfig;
 
@@ -107,8 +108,18 @@ pub struct GenArgs {
 impl GenArgs {
     /// Usage checks clap cannot express (`m`: the matches, to tell given options from
     /// defaults): `--batch` within the ring, no option of the other target, no
-    /// `--qdisc-bypass` with AF_XDP.
+    /// `--qdisc-bypass` with AF_XDP, a `--size N` that holds the headers and the stamp.
     pub fn check(&self, m: &ArgMatches) -> Result<(), String> {
+        if m.value_source("sizes") == Some(ValueSource::CommandLine) {
+            if let (SizeMix::Fixed(n), Ok(min)) = (&self.spec.sizes, self.spec.min_frame()) {
+                if *n < min {
+                    return Err(format!(
+                        "--size {n} cannot hold the headers and the 18-byte stamp: the smallest \
+                         frame is {min}"
+                    ));
+                }
+            }
+        }
         if self.batch > self.ring_frames as usize {
             return Err(format!(
                 "--batch {} is more than the ring holds (--ring-frames {})",
@@ -149,8 +160,17 @@ impl GenArgs {
         self.output.is_some()
     }
 
-    /// The job the options describe.
+    /// The job the options describe. A `--size` not given is the smallest frame that holds
+    /// the headers and the stamp (60 bytes stands for the smallest Ethernet frame; a `--vlan`,
+    /// `--tcp` or IPv6 stream needs more, and asking for the smallest frame is what the default
+    /// means); one given too small was refused by [`check`](Self::check).
     pub fn job(&self) -> Job {
+        let mut spec = self.spec.clone();
+        if let (SizeMix::Fixed(n), Ok(min)) = (&spec.sizes, spec.min_frame()) {
+            if *n < min {
+                spec.sizes = SizeMix::Fixed(min);
+            }
+        }
         let target = match &self.output {
             Some(path) => Target::File {
                 path: path.clone(),
@@ -173,7 +193,7 @@ impl GenArgs {
         };
         Job {
             target,
-            spec: self.spec.clone(),
+            spec,
             replay: self.replay.clone(),
             multiplier: self.multiplier,
             loops: self.loops,
@@ -199,6 +219,45 @@ mod tests {
         let cli = Cli::from_arg_matches(&m).map_err(|e| e.to_string())?;
         cli.gen.check(&m)?;
         Ok(cli.gen)
+    }
+
+    /// A stream with more headers than untagged IPv4 UDP: the default size grows to the
+    /// smallest frame that holds them and the 18-byte stamp, and a `--size` given smaller is a
+    /// usage error naming that frame. Sizes by hand: Ethernet 14 + IPv4 20 + UDP 8 + stamp 18 =
+    /// 60; + 802.1Q 4 = 64; TCP 20 instead of UDP 8: 72; IPv6 40 instead of IPv4 20: 80.
+    #[test]
+    fn the_default_size_holds_the_headers_and_a_given_one_must() {
+        let sizes = |args: &[&str]| parse(args).map(|g| g.job().spec.sizes);
+        assert_eq!(sizes(&["-w", "x"]), Ok(SizeMix::Fixed(60)));
+        assert_eq!(sizes(&["-w", "x", "--vlan", "100"]), Ok(SizeMix::Fixed(64)));
+        assert_eq!(sizes(&["-w", "x", "--tcp"]), Ok(SizeMix::Fixed(72)));
+        assert_eq!(
+            sizes(&["-w", "x", "--src", "2001:db8::1", "--dst", "2001:db8::2"]),
+            Ok(SizeMix::Fixed(80))
+        );
+        assert_eq!(
+            sizes(&["-w", "x", "--vlan", "7", "--tcp", "--size", "76"]),
+            Ok(SizeMix::Fixed(76))
+        );
+        assert_eq!(
+            sizes(&["-w", "x", "--vlan", "100", "--size", "60"]),
+            Err(
+                "--size 60 cannot hold the headers and the 18-byte stamp: the smallest frame is 64"
+                    .into()
+            )
+        );
+        assert_eq!(
+            sizes(&["-w", "x", "--vlan", "7", "--tcp", "--size", "75"]),
+            Err(
+                "--size 75 cannot hold the headers and the 18-byte stamp: the smallest frame is 76"
+                    .into()
+            )
+        );
+        // mixes are raised frame by frame (source.rs), not refused
+        assert_eq!(
+            sizes(&["-w", "x", "--tcp", "--size", "imix"]),
+            Ok(SizeMix::Imix)
+        );
     }
 
     /// Each option lands in its place of the job: a file target with its format and start,

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use weir_packet::LinkType;
 
-use crate::frame::{FlowSpec, Proto};
+use crate::frame::{FlowSpec, FrameBuilder, Proto};
 use crate::mac::{interface_mac, neighbour_mac, parse_mac};
 use crate::size::SizeMix;
 use crate::source::{Rate, Replay, ReplayPace, Source, Synth, SynthConfig};
@@ -98,7 +98,8 @@ pub struct StreamSpec {
           value_parser = weir_packet::value::seconds, allow_negative_numbers = true))]
     pub duration_s: Option<f64>,
     /// Frame size without FCS, up to 65535: N, `imix` (60/590/1514 in 7:4:1) or a uniform
-    /// range LO-HI.
+    /// range LO-HI. Not given: the smallest frame that holds the headers and the stamp (60;
+    /// 64 with --vlan, 72 with --tcp, 80 with IPv6 addresses).
     #[cfg_attr(feature = "clap", arg(long = "size", default_value = "60", value_name = "SIZE",
           value_parser = SizeMix::parse_frames))]
     pub sizes: SizeMix,
@@ -227,6 +228,18 @@ impl StreamSpec {
                 proto: if self.tcp { Proto::Tcp } else { Proto::Udp },
             })
             .collect())
+    }
+
+    /// The smallest frame (without FCS) that holds a stream's headers (802.1Q with --vlan,
+    /// IPv6 with IPv6 addresses, TCP with --tcp) and the stamp: 60 for untagged IPv4 UDP.
+    /// Every flow of the spec has the same headers, so the first one tells.
+    pub fn min_frame(&self) -> Result<usize, GenError> {
+        let one = StreamSpec {
+            flows: 1,
+            ..self.clone()
+        };
+        let flow = one.flows([0; 6], [0; 6])?.remove(0);
+        Ok(FrameBuilder::new(flow)?.min_len())
     }
 
     /// The settings of the [`Synth`], with the defaults filled in.

@@ -3,7 +3,6 @@
 //! pipeline's packet buffer, its logs written in place (a process killed mid-run leaves whole
 //! lines up to the last second), every pending transaction written when the job stops.
 
-use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -31,41 +30,19 @@ pub struct HttpLogs {
     pub kafka: Option<weir_export::KafkaOutput>,
 }
 
-/// An output that names itself in its errors (`cannot write PATH: ...`, the kind kept).
-pub struct Named {
-    out: Box<dyn Write + Send>,
-    name: String,
-}
-
-impl Write for Named {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.out.write(b).map_err(|e| named(&self.name, e))
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush().map_err(|e| named(&self.name, e))
-    }
-}
-
-fn named(name: &str, e: io::Error) -> io::Error {
-    io::Error::new(e.kind(), format!("cannot write {name}: {e}"))
-}
+/// A log's output, whose errors name it: a file written in place or stdout
+/// ([`weir_packet::output::create_in_place`]: `cannot write PATH: …`, `cannot write to stdout:
+/// …`, the kind kept, the words every command uses), possibly teed to Kafka (whose errors name
+/// the Kafka output).
+pub type Named = Box<dyn Write + Send>;
 
 /// Opens (creates or truncates) `path` in place, `-` being stdout.
 pub(crate) fn open(path: &Path) -> Result<Named, SensorError> {
-    if path.as_os_str() == "-" {
-        return Ok(Named {
-            out: Box::new(io::stdout()),
-            name: "to stdout".into(),
-        });
-    }
-    let file = File::create(path).map_err(|source| SensorError::Write {
+    let out = weir_packet::output::create_in_place(path).map_err(|e| SensorError::Write {
         path: path.to_path_buf(),
-        source,
+        source: e.source.unwrap_or_else(|| io::Error::other(e.what)),
     })?;
-    Ok(Named {
-        out: Box::new(file),
-        name: path.display().to_string(),
-    })
+    Ok(Box::new(out))
 }
 
 impl HttpLogs {
@@ -100,16 +77,8 @@ impl HttpLogs {
         let Some(k) = kafka else {
             return Ok(LogWriter::new(self.format, http, tls));
         };
-        let teed = |out: Option<Named>, kind| {
-            let (out, name) = match out {
-                Some(o) => (Some(o.out), o.name),
-                None => (None, k.name().to_owned()),
-            };
-            Named {
-                name,
-                out: Box::new(Teed::new(out, Some(k.lines(kind)))),
-            }
-        };
+        let teed =
+            |out: Option<Named>, kind| -> Named { Box::new(Teed::new(out, Some(k.lines(kind)))) };
         Ok(LogWriter::new(
             self.format,
             teed(Some(http), LogKind::Http),

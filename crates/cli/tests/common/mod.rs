@@ -355,11 +355,24 @@ pub(crate) fn weir_bounded<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[
 /// run has read them and waits for more, mid-way, its outputs open; stdout and stderr are
 /// thrown away. For tests that stop a run mid-way (a signal, `kill -9`).
 pub(crate) fn fed_and_held(cmd: &mut Command, bytes: &[u8]) -> (Child, std::process::ChildStdin) {
+    fed(cmd.stderr(Stdio::null()), bytes)
+}
+
+/// [`fed_and_held`] with stderr kept (piped): the caller reads the run's summary and errors
+/// from `wait_with_output` at the end.
+pub(crate) fn fed_and_held_with_stderr(
+    cmd: &mut Command,
+    bytes: &[u8],
+) -> (Child, std::process::ChildStdin) {
+    fed(cmd.stderr(Stdio::piped()), bytes)
+}
+
+/// Starts `cmd` (stderr as set) with `bytes` on its stdin, kept open; stdout thrown away.
+fn fed(cmd: &mut Command, bytes: &[u8]) -> (Child, std::process::ChildStdin) {
     use std::io::Write;
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
