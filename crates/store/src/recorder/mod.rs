@@ -672,13 +672,16 @@ impl Recorder {
         self.seg = Some(Segment {
             file,
             path,
-            index: self.opts.index_chunk.map(|chunk| match self.spare_index.take() {
-                Some(mut ix) => {
-                    ix.clear();
-                    ix
-                }
-                None => IndexBuilder::new(chunk),
-            }),
+            index: self
+                .opts
+                .index_chunk
+                .map(|chunk| match self.spare_index.take() {
+                    Some(mut ix) => {
+                        ix.clear();
+                        ix
+                    }
+                    None => IndexBuilder::new(chunk),
+                }),
             info,
             drops_at_open: self.upstream_drops(),
             last_write: Instant::now(),
