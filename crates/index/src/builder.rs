@@ -40,7 +40,7 @@
 use weir_decode::quick::{self, Upper};
 use weir_packet::LinkType;
 
-use crate::format::{self, ChunkInfo, Listed, NONE};
+use crate::format::{self, varint_len, ChunkInfo, Listed, NONE};
 use crate::keys::{keys_of_decoded, Key, PortGrain};
 
 /// Blocks per chunk (the width of a chunk's block mask).
@@ -340,11 +340,6 @@ impl Iterator for Bits {
             b
         })
     }
-}
-
-/// Bytes of a varint of `d`.
-fn varint_len(d: u32) -> usize {
-    (32 - d.leading_zeros()).div_ceil(7).max(1) as usize
 }
 
 /// Masks of one chunk by a 16-bit number (a port, or a bucket of ports), and which are not zero.

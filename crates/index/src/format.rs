@@ -140,7 +140,8 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-fn varint_len(v: u32) -> usize {
+/// Bytes of the varint of `v` (one per 7 bits, at least one).
+pub(crate) fn varint_len(v: u32) -> usize {
     (32 - v.leading_zeros()).div_ceil(7).max(1) as usize
 }
 
