@@ -319,6 +319,27 @@ mod tests {
         }
     }
 
+    /// What a [`Keeping`] sink saw: `('r', packets)` per record, `('t', ns)` per tick.
+    type Seen = Arc<Mutex<Vec<(char, u64)>>>;
+
+    /// A [`Threaded`] [`Keeping`] sink failing its `fail_at`th record (0: none), and what it
+    /// sees.
+    fn keeping(fail_at: u64) -> (Threaded, Seen) {
+        let seen = Seen::default();
+        let sink = Keeping {
+            seen: seen.clone(),
+            fail_at,
+            records: 0,
+        };
+        (Threaded::spawn("test", sink).unwrap(), seen)
+    }
+
+    /// The records `seen` so far (their packet counts), in the order the sink got them.
+    fn records(seen: &Mutex<Vec<(char, u64)>>) -> Vec<u64> {
+        let seen = seen.lock().unwrap();
+        seen.iter().filter(|e| e.0 == 'r').map(|e| e.1).collect()
+    }
+
     fn rec(n: u64) -> FlowRecord {
         FlowRecord {
             key: FlowKey {
@@ -344,13 +365,7 @@ mod tests {
     /// before it; the totals are the sink's.
     #[test]
     fn records_and_ticks_arrive_in_order() {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = Keeping {
-            seen: seen.clone(),
-            fail_at: 0,
-            records: 0,
-        };
-        let mut t = Threaded::spawn("test", sink).unwrap();
+        let (mut t, seen) = keeping(0);
         let n = 3 * BATCH as u64 + 7;
         for i in 1..=n {
             t.export(&rec(i)).unwrap();
@@ -360,9 +375,8 @@ mod tests {
         }
         let st = t.finish().unwrap();
         assert_eq!((st.records, st.dropped), (n, 0));
+        assert_eq!(records(&seen), (1..=n).collect::<Vec<_>>());
         let seen = seen.lock().unwrap();
-        let recs: Vec<u64> = seen.iter().filter(|e| e.0 == 'r').map(|e| e.1).collect();
-        assert_eq!(recs, (1..=n).collect::<Vec<_>>());
         let first_tick = seen.iter().position(|e| *e == ('t', TICK_NS)).unwrap();
         assert_eq!(
             first_tick, 10,
@@ -376,13 +390,7 @@ mod tests {
     /// order.
     #[test]
     fn ticks_given_fast_are_handed_over_once_per_tick_wall() {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = Keeping {
-            seen: seen.clone(),
-            fail_at: 0,
-            records: 0,
-        };
-        let mut t = Threaded::spawn("test", sink).unwrap();
+        let (mut t, seen) = keeping(0);
         let started = Instant::now();
         let ticks = 10_000u64;
         for i in 1..=ticks {
@@ -395,6 +403,10 @@ mod tests {
         let took = started.elapsed();
         let st = t.finish().unwrap();
         assert_eq!(st.records, ticks / 100);
+        assert_eq!(
+            records(&seen),
+            (1..=ticks / 100).map(|i| i * 100).collect::<Vec<_>>()
+        );
         let seen = seen.lock().unwrap();
         let handed: Vec<u64> = seen.iter().filter(|e| e.0 == 't').map(|e| e.1).collect();
         // the first at once, then one per TICK_WALL at most (records wait parked, or ride with
@@ -421,8 +433,6 @@ mod tests {
                 );
             }
         }
-        let recs: Vec<u64> = seen.iter().filter(|e| e.0 == 'r').map(|e| e.1).collect();
-        assert_eq!(recs, (1..=ticks / 100).map(|i| i * 100).collect::<Vec<_>>());
     }
 
     /// Records parked by a tick that came too soon after a hand-over reach the sink while the
@@ -430,27 +440,14 @@ mod tests {
     /// `finish`; records given later follow them in order.
     #[test]
     fn parked_records_reach_the_sink_when_the_input_stalls() {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = Keeping {
-            seen: seen.clone(),
-            fail_at: 0,
-            records: 0,
-        };
-        let mut t = Threaded::spawn("test", sink).unwrap();
+        let (mut t, seen) = keeping(0);
         t.tick(TICK_NS).unwrap(); // the first tick goes at once
         for i in 1..=5 {
             t.export(&rec(i)).unwrap();
         }
         t.tick(2 * TICK_NS).unwrap(); // within TICK_WALL of the first: parked
-        let records = |seen: &Mutex<Vec<(char, u64)>>| {
-            let seen = seen.lock().unwrap();
-            seen.iter()
-                .filter(|e| e.0 == 'r')
-                .map(|e| e.1)
-                .collect::<Vec<_>>()
-        };
-        // no more input: the sink's thread takes them when idle (after 100 ms); the bound is
-        // only there to end a broken run
+                                      // no more input: the sink's thread takes them when idle (after 100 ms); the bound is
+                                      // only there to end a broken run
         let waited = Instant::now();
         while records(&seen).len() < 5 && waited.elapsed() < Duration::from_secs(30) {
             std::thread::sleep(Duration::from_millis(20));
@@ -473,12 +470,7 @@ mod tests {
     /// records that could not be handed over.
     #[test]
     fn the_sinks_error_comes_back_and_nothing_is_silently_lost() {
-        let sink = Keeping {
-            seen: Arc::default(),
-            fail_at: 5,
-            records: 0,
-        };
-        let mut t = Threaded::spawn("test", sink).unwrap();
+        let (mut t, _) = keeping(5);
         let mut err = None;
         let mut given = 0u64;
         for i in 1..=(40 * BATCH as u64) {
