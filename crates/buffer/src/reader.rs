@@ -97,11 +97,15 @@ impl Reader {
     }
 
     /// [`wait`](Self::wait)s for [`WAKE_BYTES`] (at most a sixteenth of the buffer) past this
-    /// reader's position, or `timeout`, or a [`Waker::wake`]: what a consumer that found
-    /// nothing new does instead of sleeping a fixed few milliseconds (each such wake-up of an
-    /// idle vCPU is dear on a VM: issue 20). Its timers (ticks, flushes) bound `timeout`.
-    pub fn wait_more(&mut self, timeout: std::time::Duration) -> bool {
+    /// reader's position, or until `deadline` (the consumer's next timer: a tick, a flush; at
+    /// least 1 ms from now, so a timer already due is not a busy loop), or a [`Waker::wake`]:
+    /// what a consumer that found nothing new does instead of sleeping a fixed few
+    /// milliseconds (each such wake-up of an idle vCPU is dear on a VM: issue 20).
+    pub fn wait_more(&mut self, deadline: std::time::Instant) -> bool {
         let wake = WAKE_BYTES.min(self.buf.size() as u64 / 16);
+        let timeout = deadline
+            .saturating_duration_since(std::time::Instant::now())
+            .max(std::time::Duration::from_millis(1));
         self.wait(self.pos.wrapping_add(wake), timeout)
     }
 

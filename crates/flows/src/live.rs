@@ -141,8 +141,7 @@ impl<S: RecordSink> LiveMeter<S> {
                             break;
                         }
                         // until more is handed over, the next tick, or a stop or request wakes us
-                        let tick_in = TICK.saturating_sub(last_tick.elapsed());
-                        reader.wait_more(tick_in.max(Duration::from_millis(1)));
+                        reader.wait_more(last_tick + TICK);
                     }
                 }
                 meter.finish()

@@ -139,8 +139,7 @@ impl LiveAnalyzer {
                         if stopping {
                             break;
                         }
-                        let tick_in = TICK.saturating_sub(last_tick.elapsed());
-                        reader.wait_more(tick_in.max(Duration::from_millis(1)));
+                        reader.wait_more(last_tick + TICK);
                     }
                 }
                 let stats = analyzer.finish(&mut |e| events.push(e));

@@ -411,8 +411,7 @@ impl VoipLive {
                     }
                     if idle {
                         // until more is handed over, the next tick, or the stop wakes us
-                        let tick_in = TICK.saturating_sub(last_tick.elapsed());
-                        reader.wait_more(tick_in.max(Duration::from_millis(1)));
+                        reader.wait_more(last_tick + TICK);
                     }
                 }
                 let stats = analyzer.finish(&mut |e| {
